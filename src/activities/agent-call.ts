@@ -1,0 +1,86 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { AgentCallResult, AgentTask } from '../contract/agent-task';
+import { FailureType } from '../contract/failure-types';
+import type { ChatClient } from './llm-client';
+import { toAgentFailure } from './provider-errors';
+
+export interface AgentCallDependencies {
+  /** The OpenAI-compatible client; created once per worker. */
+  llm: ChatClient;
+  /** Model used when a task names none. */
+  defaultModel: string;
+  /** Monotonic-enough clock for durations, ms. */
+  clock: () => number;
+  /** How often to heartbeat while a request is in flight, ms (the SDK throttles what reaches the server). */
+  heartbeatIntervalMs: number;
+}
+
+/** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
+function correlationHeaders(task: AgentTask, info: Context['info']): Record<string, string> {
+  return {
+    'x-fanout-task-id': task.id,
+    'x-fanout-attempt': String(info.attempt),
+    'x-fanout-workflow-id': info.workflowExecution?.workflowId ?? '',
+  };
+}
+
+/** Runs one agent: a single chat completion, heartbeating while in flight and aborted on cancellation. */
+export function createAgentCall(dependencies: AgentCallDependencies) {
+  return async function callAgent(task: AgentTask): Promise<AgentCallResult> {
+    const context = Context.current();
+    const { attempt } = context.info;
+    const signal = context.cancellationSignal;
+    const heartbeat = setInterval(() => context.heartbeat(), dependencies.heartbeatIntervalMs);
+    context.heartbeat();
+    const startedAt = dependencies.clock();
+    try {
+      const completion = await dependencies.llm.chat.completions.create(
+        {
+          model: task.model ?? dependencies.defaultModel,
+          messages: [
+            ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
+            { role: 'user' as const, content: task.prompt },
+          ],
+          ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
+          ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+        },
+        {
+          signal,
+          headers: correlationHeaders(task, context.info),
+          // The worker cancels the attempt at start-to-close anyway; match it so the socket closes too.
+          timeout: context.info.startToCloseTimeoutMs > 0 ? context.info.startToCloseTimeoutMs : undefined,
+        },
+      );
+      const choice = completion?.choices?.[0];
+      if (!choice || typeof choice.message !== 'object' || choice.message === null) {
+        throw ApplicationFailure.create({
+          type: FailureType.MalformedResponse,
+          message: `agent "${task.id}" attempt ${attempt}: the response has no choices`,
+          details: [{ taskId: task.id, attempt }],
+        });
+      }
+      const usage = completion.usage;
+      return {
+        output: choice.message.content ?? '',
+        finishReason: choice.finish_reason ?? null,
+        model: completion.model ?? task.model ?? dependencies.defaultModel,
+        usage: usage
+          ? {
+              promptTokens: usage.prompt_tokens ?? 0,
+              completionTokens: usage.completion_tokens ?? 0,
+              totalTokens: usage.total_tokens ?? 0,
+            }
+          : undefined,
+        attempt,
+        durationMs: Math.round(dependencies.clock() - startedAt),
+      };
+    } catch (error) {
+      // Cancellation must surface as the SDK's CancelledFailure, or the attempt is reported failed, not cancelled.
+      if (signal.aborted) throw signal.reason;
+      throw toAgentFailure(error, { taskId: task.id, attempt });
+    } finally {
+      clearInterval(heartbeat);
+    }
+  };
+}

@@ -1,0 +1,32 @@
+import { createAgentCall } from './agent-call';
+import { createLlmClient, type ChatClient } from './llm-client';
+
+export interface ActivityDependencies {
+  /** OpenAI-compatible client. Default: one built from OPENAI_API_KEY / OPENAI_BASE_URL. */
+  llm?: ChatClient;
+  /** Model for tasks that name none. Default: FANOUT_MODEL, else gpt-4o-mini. */
+  defaultModel?: string;
+  /** Clock for durations, ms. Default: performance.now. */
+  clock?: () => number;
+  /** Heartbeat cadence while a call is in flight, ms. Default 1000. */
+  heartbeatIntervalMs?: number;
+}
+
+/**
+ * Builds the activity functions a worker registers. The worker passes real dependencies; tests pass their own.
+ *
+ * @example
+ * const worker = await Worker.create({ taskQueue: 'fanout', workflowsPath, activities: createActivities() });
+ */
+export function createActivities(dependencies: ActivityDependencies = {}) {
+  return {
+    callAgent: createAgentCall({
+      llm: dependencies.llm ?? createLlmClient(),
+      defaultModel: dependencies.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini',
+      clock: dependencies.clock ?? (() => performance.now()),
+      heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 1000,
+    }),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

@@ -1,0 +1,99 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
+import { FailureType } from '../contract/failure-types';
+
+/** Longest Retry-After we follow; past it the retry policy's own backoff applies. */
+const MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
+
+/** Structured details attached to every failure an agent activity throws. */
+export interface AgentFailureDetails {
+  taskId: string;
+  attempt: number;
+  status?: number;
+}
+
+const RETRYABLE_STATUS: Record<number, FailureType> = {
+  408: FailureType.RequestTimeout,
+  409: FailureType.Conflict,
+  429: FailureType.RateLimited,
+};
+
+const NON_RETRYABLE_STATUS: Record<number, { type: FailureType; hint: string }> = {
+  400: { type: FailureType.BadRequest, hint: 'the request was rejected; check the task fields' },
+  401: { type: FailureType.Unauthorized, hint: 'check OPENAI_API_KEY on the workers' },
+  403: { type: FailureType.Forbidden, hint: 'the key may not use this model or endpoint' },
+  404: { type: FailureType.NotFound, hint: 'check the model name and OPENAI_BASE_URL' },
+  422: { type: FailureType.Unprocessable, hint: 'the request was well-formed but refused' },
+};
+
+/**
+ * Reads `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date), the headers
+ * OpenAI-compatible servers send with 429 and 503. Returns undefined when absent or unusable.
+ */
+export function retryAfterMs(headers: Headers | undefined, now: number = Date.now()): number | undefined {
+  if (!headers) return undefined;
+  const candidates: (number | undefined)[] = [];
+  const milliseconds = headers.get('retry-after-ms');
+  if (milliseconds !== null && milliseconds.trim() !== '') candidates.push(Number(milliseconds));
+  const retryAfter = headers.get('retry-after');
+  if (retryAfter !== null && retryAfter.trim() !== '') {
+    const seconds = Number(retryAfter);
+    if (Number.isFinite(seconds)) candidates.push(seconds * 1000);
+    else {
+      const date = Date.parse(retryAfter);
+      if (Number.isFinite(date)) candidates.push(date - now);
+    }
+  }
+  const first = candidates.find((value) => value !== undefined && Number.isFinite(value) && value >= 0);
+  return first === undefined ? undefined : Math.min(Math.ceil(first), MAX_RETRY_AFTER_MS);
+}
+
+function failure(
+  type: FailureType,
+  message: string,
+  nonRetryable: boolean,
+  details: AgentFailureDetails,
+  cause: Error | undefined,
+  nextRetryDelay?: number,
+): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable, details: [details], cause, nextRetryDelay });
+}
+
+/**
+ * Maps whatever the provider call threw to the Temporal failure that decides whether Temporal retries it.
+ * This is the one place that decides retryability: the HTTP client itself never retries.
+ */
+export function toAgentFailure(error: unknown, context: { taskId: string; attempt: number }): ApplicationFailure {
+  const cause = error instanceof Error ? error : undefined;
+  const details: AgentFailureDetails = { taskId: context.taskId, attempt: context.attempt };
+  const prefix = `agent "${context.taskId}" attempt ${context.attempt}`;
+
+  if (error instanceof APIConnectionTimeoutError) {
+    return failure(FailureType.Timeout, `${prefix}: the request timed out`, false, details, cause);
+  }
+  if (error instanceof APIConnectionError) {
+    const reason = cause?.cause instanceof Error ? `: ${cause.cause.message}` : '';
+    return failure(FailureType.ConnectionError, `${prefix}: connection failed${reason}`, false, details, cause);
+  }
+  if (error instanceof APIError && typeof error.status === 'number') {
+    const status = error.status;
+    const withStatus = { ...details, status };
+    const providerMessage = error.message;
+    const retryable = RETRYABLE_STATUS[status] ?? (status >= 500 ? FailureType.ProviderUnavailable : undefined);
+    if (retryable !== undefined) {
+      const delay = retryAfterMs(error.headers);
+      const after = delay === undefined ? '' : ` (retry after ${delay} ms)`;
+      return failure(retryable, `${prefix}: HTTP ${status}${after}: ${providerMessage}`, false, withStatus, cause, delay);
+    }
+    const known = NON_RETRYABLE_STATUS[status];
+    const type = known?.type ?? FailureType.ClientError;
+    const hint = known ? `; ${known.hint}` : '';
+    return failure(type, `${prefix}: HTTP ${status}: ${providerMessage}${hint}`, true, withStatus, cause);
+  }
+  if (error instanceof SyntaxError) {
+    return failure(FailureType.MalformedResponse, `${prefix}: the response body is not valid JSON`, false, details, cause);
+  }
+  if (error instanceof ApplicationFailure) return error;
+  const message = cause?.message ?? String(error);
+  return failure(FailureType.Unknown, `${prefix}: ${message}`, false, details, cause);
+}

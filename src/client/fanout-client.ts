@@ -1,0 +1,157 @@
+import { randomUUID } from 'node:crypto';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { AgentTask } from '../contract/agent-task';
+import type { FanOutOptions, FanOutResult, RunProgress } from '../contract/fan-out';
+import { validateFanOutInput } from '../contract/validation';
+import {
+  taskQueueFromEnvironment,
+  temporalConnectionFromEnvironment,
+  type TemporalConnectionConfig,
+} from '../config/environment';
+import { progressQuery } from '../workflows/messages';
+
+/** Where and how to start runs. Every field has an environment fallback. */
+export interface FanoutClientOptions {
+  /** An existing client (its connection stays yours to close). Default: one made from `temporal`. */
+  client?: Client;
+  /** Default from TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY. */
+  temporal?: Partial<TemporalConnectionConfig>;
+  /** Env FANOUT_TASK_QUEUE; default "fanout". */
+  taskQueue?: string;
+}
+
+/** Per-run start options. */
+export interface StartRunOptions {
+  /** Workflow id; default `fanout-<random>`. Starting an id that is already running fails. */
+  workflowId?: string;
+  /** One line shown for the run in the Temporal UI; default "Fan-out of N agents". */
+  summary?: string;
+}
+
+/** A started fan-out. */
+export interface FanOutHandle {
+  readonly workflowId: string;
+  readonly runId: string | undefined;
+  /** Counts and per-task states, live. */
+  progress(): Promise<RunProgress>;
+  /** Requests cancellation; the run cancels every agent it started and waits for them to stop. */
+  cancel(): Promise<void>;
+  /** Waits for the outcome: every result in input order, and the run's metrics. */
+  result(): Promise<FanOutResult>;
+  /** The underlying Temporal handle, for anything else. */
+  readonly workflow: WorkflowHandle;
+}
+
+export function newRunId(prefix: string): string {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
+}
+
+function toHandle(workflow: WorkflowHandle, runId?: string): FanOutHandle {
+  return {
+    workflowId: workflow.workflowId,
+    runId,
+    workflow,
+    progress: () => workflow.query(progressQuery),
+    cancel: () => workflow.cancel().then(() => undefined),
+    result: () => workflow.result() as Promise<FanOutResult>,
+  };
+}
+
+/**
+ * Typed access to fan-out runs over one Temporal connection.
+ *
+ * @example
+ * const fanout = await FanoutClient.connect();
+ * const { results } = await fanout.runParallel([{ id: 'a', prompt: 'Hi' }, { id: 'b', prompt: 'Yo' }]);
+ * await fanout.close();
+ */
+export class FanoutClient {
+  private constructor(
+    readonly client: Client,
+    readonly taskQueue: string,
+    private readonly ownedConnection: Connection | undefined,
+  ) {}
+
+  static async connect(options: FanoutClientOptions = {}): Promise<FanoutClient> {
+    const taskQueue = options.taskQueue ?? taskQueueFromEnvironment();
+    if (options.client) return new FanoutClient(options.client, taskQueue, undefined);
+    const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
+    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey });
+    return new FanoutClient(new Client({ connection, namespace: config.namespace }), taskQueue, connection);
+  }
+
+  get namespace(): string {
+    return this.client.options.namespace;
+  }
+
+  /**
+   * Validates and starts a fan-out. Bad input throws InvalidInputError before anything is started.
+   */
+  async startParallel(tasks: AgentTask[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<FanOutHandle> {
+    const input = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
+    const workflowId = start.workflowId ?? newRunId('fanout');
+    const names = input.tasks.map((task) => task.name ?? task.id);
+    const workflow = await this.client.workflow.start('fanOut', {
+      taskQueue: this.taskQueue,
+      workflowId,
+      args: [input],
+      staticSummary: start.summary ?? `Fan-out of ${input.tasks.length} agents`,
+      staticDetails: `Agents: ${names.slice(0, 50).join(', ')}${names.length > 50 ? ', …' : ''}`,
+    });
+    return toHandle(workflow, workflow.firstExecutionRunId);
+  }
+
+  /** Starts a fan-out and waits for it: every result in input order, and the run's metrics. */
+  async runParallel(tasks: AgentTask[], options?: FanOutOptions, start?: StartRunOptions): Promise<FanOutResult> {
+    const handle = await this.startParallel(tasks, options, start);
+    return handle.result();
+  }
+
+  /** A handle on an existing run. */
+  getHandle(workflowId: string): FanOutHandle {
+    return toHandle(this.client.workflow.getHandle(workflowId));
+  }
+
+  /** Closes the connection if this client opened it. */
+  async close(): Promise<void> {
+    await this.ownedConnection?.close();
+  }
+}
+
+/**
+ * One call: starts a fan-out, waits for it, and closes the connection it opened.
+ *
+ * @example
+ * const { results, metrics } = await runParallel([
+ *   { id: 'researcher', system: 'You research.', prompt: 'Top 5 async frameworks?' },
+ *   { id: 'coder', system: 'You write code.', prompt: 'A basic async HTTP client' },
+ * ], { maxParallel: 10 });
+ */
+export async function runParallel(
+  tasks: AgentTask[],
+  options?: FanOutOptions,
+  clientOptions?: FanoutClientOptions & StartRunOptions,
+): Promise<FanOutResult> {
+  const fanout = await FanoutClient.connect(clientOptions);
+  try {
+    return await fanout.runParallel(tasks, options, clientOptions);
+  } finally {
+    await fanout.close();
+  }
+}
+
+/** Starts a fan-out and returns its handle; `close()` the returned client when done with it. */
+export async function startParallel(
+  tasks: AgentTask[],
+  options?: FanOutOptions,
+  clientOptions?: FanoutClientOptions & StartRunOptions,
+): Promise<FanOutHandle & { close(): Promise<void> }> {
+  const fanout = await FanoutClient.connect(clientOptions);
+  try {
+    const handle = await fanout.startParallel(tasks, options, clientOptions);
+    return { ...handle, close: () => fanout.close() };
+  } catch (error) {
+    await fanout.close();
+    throw error;
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * Stable failure codes. Each is the `ApplicationFailure.type` an activity or workflow throws, so retry
+ * policies (`nonRetryableErrorTypes`) and callers can match on it. The sandbox rewrites classes, so match on
+ * these strings, never on `instanceof`.
+ */
+export const FailureType = {
+  /** The input (tasks or options) can never succeed; named field in the message. */
+  InvalidInput: 'InvalidInput',
+  /** HTTP 429 from the provider. Retried, honouring Retry-After. */
+  RateLimited: 'RateLimited',
+  /** HTTP 5xx from the provider. Retried. */
+  ProviderUnavailable: 'ProviderUnavailable',
+  /** HTTP 408 from the provider. Retried. */
+  RequestTimeout: 'RequestTimeout',
+  /** HTTP 409 from the provider. Retried. */
+  Conflict: 'Conflict',
+  /** The connection failed or was reset before a response arrived. Retried. */
+  ConnectionError: 'ConnectionError',
+  /** The HTTP request took longer than its deadline. Retried. */
+  Timeout: 'Timeout',
+  /** The provider answered 2xx with a body that is not a chat completion. Retried. */
+  MalformedResponse: 'MalformedResponse',
+  /** HTTP 400. Never retried. */
+  BadRequest: 'BadRequest',
+  /** HTTP 401: the API key is missing or wrong. Never retried. */
+  Unauthorized: 'Unauthorized',
+  /** HTTP 403. Never retried. */
+  Forbidden: 'Forbidden',
+  /** HTTP 404: usually an unknown model. Never retried. */
+  NotFound: 'NotFound',
+  /** HTTP 422. Never retried. */
+  Unprocessable: 'Unprocessable',
+  /** Any other 4xx. Never retried. */
+  ClientError: 'ClientError',
+  /** The activity attempt ran past its start-to-close or heartbeat timeout (reported by Temporal). */
+  ActivityTimeout: 'ActivityTimeout',
+  /** The agent was cancelled (run cancelled, fail-fast, or run timeout). */
+  Cancelled: 'Cancelled',
+  /** The agent was never started because the run stopped first. */
+  NotStarted: 'NotStarted',
+  /** Something unclassified; see the message. */
+  Unknown: 'Unknown',
+} as const;
+
+export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+
+/** Failure types an agent activity throws that Temporal must never retry. */
+export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
+  FailureType.InvalidInput,
+  FailureType.BadRequest,
+  FailureType.Unauthorized,
+  FailureType.Forbidden,
+  FailureType.NotFound,
+  FailureType.Unprocessable,
+  FailureType.ClientError,
+];

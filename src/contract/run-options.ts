@@ -1,0 +1,71 @@
+import { z } from 'zod';
+import { MAX_IN_FLIGHT_PER_RUN } from './limits';
+
+/** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */
+export const retryOptionsSchema = z.strictObject({
+  /** Attempts in all, the first included. Default 5. */
+  maximumAttempts: z.number().int().min(1).max(100).optional(),
+  /** Delay before the second attempt, ms. Default 1000. */
+  initialIntervalMs: z.number().int().min(1).max(3_600_000).optional(),
+  /** Growth of the delay between attempts. Default 2. */
+  backoffCoefficient: z.number().min(1).max(10).optional(),
+  /** Longest delay between attempts, ms. Default 30000. */
+  maximumIntervalMs: z.number().int().min(1).max(3_600_000).optional(),
+});
+
+export type RetryOptions = z.infer<typeof retryOptionsSchema>;
+
+export const errorPolicySchema = z.enum(['continue', 'fail-fast']);
+/** 'continue': a failed agent is reported and the others run on. 'fail-fast': the first failure that will not be retried cancels the rest. */
+export type ErrorPolicy = z.infer<typeof errorPolicySchema>;
+
+/** Options shared by every run shape (fan-out, fan-in, DAG). */
+export const runOptionsSchema = z.strictObject({
+  /** Most agents in flight at once. Default and maximum: 500 (one run's bound). */
+  maxParallel: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
+  /** Default 'continue'. */
+  errorPolicy: errorPolicySchema.optional(),
+  /** Overrides of the default retry policy. */
+  retry: retryOptionsSchema.optional(),
+  /** Deadline of one attempt of one agent, ms. Default 120000. */
+  agentTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
+  /** A worker that stops heartbeating for this long is presumed lost and its calls retried, ms. Default 10000. */
+  heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
+  /** Deadline of the whole run, ms; agents still running then are cancelled. Default: none. */
+  runTimeoutMs: z.number().int().min(100).max(30 * 86_400_000).optional(),
+});
+
+export type RunOptions = z.infer<typeof runOptionsSchema>;
+
+/** Run options with every default applied. */
+export interface ResolvedRunOptions {
+  maxParallel: number;
+  errorPolicy: ErrorPolicy;
+  retry: Required<RetryOptions>;
+  agentTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+  runTimeoutMs: number | undefined;
+}
+
+export const DEFAULT_RETRY: Required<RetryOptions> = {
+  maximumAttempts: 5,
+  initialIntervalMs: 1000,
+  backoffCoefficient: 2,
+  maximumIntervalMs: 30_000,
+};
+
+export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunOptions {
+  return {
+    maxParallel: options?.maxParallel ?? MAX_IN_FLIGHT_PER_RUN,
+    errorPolicy: options?.errorPolicy ?? 'continue',
+    retry: {
+      maximumAttempts: options?.retry?.maximumAttempts ?? DEFAULT_RETRY.maximumAttempts,
+      initialIntervalMs: options?.retry?.initialIntervalMs ?? DEFAULT_RETRY.initialIntervalMs,
+      backoffCoefficient: options?.retry?.backoffCoefficient ?? DEFAULT_RETRY.backoffCoefficient,
+      maximumIntervalMs: options?.retry?.maximumIntervalMs ?? DEFAULT_RETRY.maximumIntervalMs,
+    },
+    agentTimeoutMs: options?.agentTimeoutMs ?? 120_000,
+    heartbeatTimeoutMs: options?.heartbeatTimeoutMs ?? 10_000,
+    runTimeoutMs: options?.runTimeoutMs,
+  };
+}

@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+import { fanOutInputSchema, type FanOutInput } from './fan-out';
+import { FailureType } from './failure-types';
+
+/** One problem found in an input, with the path of the offending field (`tasks[2].prompt`). */
+export interface InputIssue {
+  path: string;
+  message: string;
+}
+
+/** Input that can never succeed. `code` is the failure type the workflows use for it. */
+export class InvalidInputError extends Error {
+  readonly code = FailureType.InvalidInput;
+  constructor(readonly issues: readonly InputIssue[]) {
+    super(formatIssues(issues));
+    this.name = 'InvalidInputError';
+  }
+}
+
+export function formatIssues(issues: readonly InputIssue[]): string {
+  const shown = issues.slice(0, 10).map((issue) => (issue.path ? `${issue.path}: ${issue.message}` : issue.message));
+  const more = issues.length > 10 ? `; and ${issues.length - 10} more` : '';
+  return `invalid input: ${shown.join('; ')}${more}`;
+}
+
+export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
+  let text = prefix;
+  for (const key of path) {
+    if (typeof key === 'number') text += `[${key}]`;
+    else text += text === '' ? String(key) : `.${String(key)}`;
+  }
+  return text;
+}
+
+/** Turns a zod error into issues, each naming its field. */
+export function issuesFromZod(error: z.ZodError, prefix = ''): InputIssue[] {
+  return error.issues.map((issue) => ({ path: formatPath(issue.path, prefix), message: issue.message }));
+}
+
+/** Issues for every task id that appears more than once, each naming both places. */
+export function duplicateIdIssues(ids: readonly string[], describe: (index: number) => string): InputIssue[] {
+  const firstSeen = new Map<string, number>();
+  const issues: InputIssue[] = [];
+  ids.forEach((id, index) => {
+    const first = firstSeen.get(id);
+    if (first === undefined) firstSeen.set(id, index);
+    else issues.push({ path: `${describe(index)}.id`, message: `duplicate id "${id}" (first at ${describe(first)})` });
+  });
+  return issues;
+}
+
+/**
+ * Validates a fan-out input and returns it parsed. The client, the CLI and the workflow itself all run this,
+ * so a run started from any Temporal client is refused the same way.
+ *
+ * @throws InvalidInputError naming every offending field.
+ */
+export function validateFanOutInput(input: unknown): FanOutInput {
+  const parsed = fanOutInputSchema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
+  const duplicates = duplicateIdIssues(
+    parsed.data.tasks.map((task) => task.id),
+    (index) => `tasks[${index}]`,
+  );
+  if (duplicates.length > 0) throw new InvalidInputError(duplicates);
+  return parsed.data;
+}

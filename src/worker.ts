@@ -1,0 +1,100 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createActivities, type ActivityDependencies } from './activities';
+import {
+  integerFromEnvironment,
+  numberFromEnvironment,
+  taskQueueFromEnvironment,
+  temporalConnectionFromEnvironment,
+  type TemporalConnectionConfig,
+} from './config/environment';
+
+/** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
+export interface FanoutWorkerOptions {
+  /** An open connection; default: one made from `temporal`. */
+  connection?: NativeConnection;
+  /** Where Temporal is; default from TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY. */
+  temporal?: Partial<TemporalConnectionConfig>;
+  /** Env FANOUT_TASK_QUEUE; default "fanout". */
+  taskQueue?: string;
+  /** Dependencies of the activities (LLM client, default model, clock). */
+  activities?: ActivityDependencies;
+  /**
+   * Activity slots: agent calls one worker runs at once. Agent calls wait on the network, so a worker wants
+   * hundreds, not the SDK's default 100. Env FANOUT_MAX_CONCURRENT_ACTIVITIES; default 500.
+   */
+  maxConcurrentActivities?: number;
+  /** Concurrent activity polls. Env FANOUT_ACTIVITY_POLLERS; default 20. */
+  activityPollers?: number;
+  /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
+  maxActivitiesPerSecond?: number;
+  /**
+   * Cap on agent calls started per second across every worker of the task queue, enforced by the server.
+   * Env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND; default none.
+   */
+  maxTaskQueueActivitiesPerSecond?: number;
+  /**
+   * Longest wait between heartbeats reaching the server, ms; it bounds how long a cancellation takes to reach
+   * an in-flight call. Env FANOUT_HEARTBEAT_THROTTLE_MS; default 2000.
+   */
+  heartbeatThrottleMs?: number;
+  /** A prebuilt workflow bundle (`npm run build` writes dist/workflow-bundle.js). Env FANOUT_WORKFLOW_BUNDLE. */
+  workflowBundlePath?: string;
+  /** Env FANOUT_WORKER_IDENTITY; default the SDK's pid@host. */
+  identity?: string;
+}
+
+/** Finds a prebuilt workflow bundle, so a worker starts in a second instead of bundling for several. */
+function findWorkflowBundle(explicit: string | undefined): string | undefined {
+  const candidate = explicit ?? process.env.FANOUT_WORKFLOW_BUNDLE;
+  if (candidate) {
+    if (!existsSync(candidate)) throw new Error(`workflow bundle not found: ${candidate}`);
+    return candidate;
+  }
+  const beside = path.join(__dirname, 'workflow-bundle.js');
+  return existsSync(beside) ? beside : undefined;
+}
+
+/** Opens a worker connection from options and environment. */
+export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
+  const config = { ...temporalConnectionFromEnvironment(), ...temporal };
+  return NativeConnection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey });
+}
+
+/**
+ * Creates a worker that runs the fan-out workflows and the agent activity. Call `run()` on it.
+ *
+ * @example
+ * const worker = await createFanoutWorker({ maxConcurrentActivities: 300 });
+ * await worker.run();
+ */
+export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Promise<Worker> {
+  const maxConcurrentActivities =
+    options.maxConcurrentActivities ?? integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ?? 500;
+  const activityPollers = Math.min(
+    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? 20,
+    maxConcurrentActivities,
+  );
+  const connection = options.connection ?? (await connectWorker(options.temporal));
+  const namespace = options.temporal?.namespace ?? temporalConnectionFromEnvironment().namespace;
+  const bundlePath = findWorkflowBundle(options.workflowBundlePath);
+  const identity = options.identity ?? (process.env.FANOUT_WORKER_IDENTITY || undefined);
+  const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
+  const maxTaskQueueActivitiesPerSecond =
+    options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
+  // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
+  return Worker.create({
+    connection,
+    namespace,
+    taskQueue: options.taskQueue ?? taskQueueFromEnvironment(),
+    ...(identity === undefined ? {} : { identity }),
+    activities: createActivities(options.activities),
+    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
+    maxConcurrentActivityTaskExecutions: maxConcurrentActivities,
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: activityPollers },
+    ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
+    ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
+    maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
+  });
+}

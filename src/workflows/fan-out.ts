@@ -1,0 +1,37 @@
+import { CancellationScope, CancelledFailure, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { FanOutInput, FanOutResult } from '../contract/fan-out';
+import { computeMetrics } from '../contract/metrics';
+import { resolveRunOptions } from '../contract/run-options';
+import { validateFanOutInput } from '../contract/validation';
+import { AgentRun } from './agent-run';
+import { validateOrFail } from './input';
+import { progressQuery } from './messages';
+
+/**
+ * Runs every task as an agent activity, at most `maxParallel` at once, and returns every result in input
+ * order. Waiting is concurrent, so the run takes as long as its slowest lane, never the sum of the agents.
+ */
+export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
+  const { tasks, options } = validateOrFail(validateFanOutInput, input);
+  const resolved = resolveRunOptions(options);
+  const startedAt = Date.now();
+  const run = new AgentRun(tasks, resolved);
+  setHandler(progressQuery, () => run.progress());
+  setCurrentDetails(`fan-out of ${tasks.length} agents`);
+
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < tasks.length && !run.stopped) {
+      const index = next++;
+      await run.runTask(index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(resolved.maxParallel, tasks.length) }, lane));
+
+  const results = run.finish();
+  // Every activity has stopped by now (cancellation waits for them); only then is the cancellation reported.
+  if (CancellationScope.current().consideredCancelled) {
+    throw new CancelledFailure('fan-out cancelled; the agents it started were cancelled and have stopped');
+  }
+  return { results, metrics: computeMetrics(results, Date.now() - startedAt), stoppedBy: run.stoppedBy };
+}

@@ -1,0 +1,2 @@
+export { fanOut } from './fan-out';
+export { progressQuery } from './messages';
