@@ -156,14 +156,14 @@ export async function startSimulator(
       inFlightAtArrival: inFlight,
     };
     requests.push(entry);
-    let timer: NodeJS.Timeout | undefined;
+    const pending: { timer?: NodeJS.Timeout } = {};
     const settle = () => {
       if (!open) return;
       open = false;
       inFlight -= 1;
     };
     response.on('close', () => {
-      if (timer) clearTimeout(timer);
+      clearTimeout(pending.timer);
       if (!response.writableFinished && entry.outcome !== 'reset') entry.clientClosedAt = Date.now();
       else entry.respondedAt = Date.now();
       settle();
@@ -196,7 +196,7 @@ export async function startSimulator(
       entry.outcome = 'hang';
       return; // never answers; the client's deadline or cancellation closes the connection
     }
-    timer = setTimeout(() => {
+    pending.timer = setTimeout(() => {
       if (!open) return;
       if (fault.kind === 'reset') {
         entry.outcome = 'reset';

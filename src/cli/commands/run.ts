@@ -1,0 +1,70 @@
+import { Command } from 'commander';
+import { FanoutClient } from '../../client/fanout-client';
+import { readTaskFile } from '../../client/task-file';
+import { temporalUiUrl } from '../../config/environment';
+import type { FanOutOptions, FanOutResult } from '../../contract/fan-out';
+import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
+import { validateFanOutInput } from '../../contract/validation';
+import { ExitCode } from '../errors';
+import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+import { formatRunReport } from '../report';
+
+interface RunFlags extends ConnectionFlags {
+  parallel?: number;
+  failFast?: boolean;
+  json?: boolean;
+  id?: string;
+  agentTimeout?: number;
+  timeout?: number;
+  attempts?: number;
+}
+
+/** File options, overridden by flags. */
+function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): FanOutOptions {
+  return {
+    ...fromFile,
+    ...(flags.parallel === undefined ? {} : { maxParallel: flags.parallel }),
+    ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
+    ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
+    ...(flags.timeout === undefined ? {} : { runTimeoutMs: flags.timeout }),
+    ...(flags.attempts === undefined ? {} : { retry: { ...fromFile?.retry, maximumAttempts: flags.attempts } }),
+  };
+}
+
+/** Exit code of a finished run: non-zero when any agent did not succeed. */
+export function exitCodeFor(result: FanOutResult): number {
+  return result.metrics.succeeded === result.metrics.total ? ExitCode.ok : ExitCode.agentsFailed;
+}
+
+export function runCommand(): Command {
+  const command = new Command('run')
+    .description('run the tasks of a file as a fan-out and print every result in input order')
+    .argument('<file>', 'tasks: .jsonl (one task per line) or .json (an array, or { "tasks": [...], "options": {...} })')
+    .option('-p, --parallel <n>', `most agents in flight at once (1-${MAX_IN_FLIGHT_PER_RUN})`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
+    .option('--fail-fast', 'cancel the other agents at the first failure that will not be retried')
+    .option('--attempts <n>', 'attempts per agent, the first included (default 5)', wholeNumber(1, 100))
+    .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
+    .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
+    .option('--id <workflow-id>', 'workflow id of the run (default fanout-<random>)')
+    .option('--json', 'print the result as JSON')
+    .addHelpText('after', '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.');
+  for (const option of connectionOptions()) command.addOption(option);
+  return command.action(async (file: string, flags: RunFlags) => {
+    const { tasks, options: fileOptions } = readTaskFile(file);
+    const options = mergeOptions(fileOptions, flags);
+    validateFanOutInput({ tasks, options });
+    const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
+    try {
+      const handle = await fanout.startParallel(tasks, options, { workflowId: flags.id });
+      if (!flags.json) {
+        process.stderr.write(`started ${handle.workflowId}: ${tasks.length} agents\n`);
+        process.stderr.write(`Temporal UI: ${temporalUiUrl(fanout.namespace, handle.workflowId)}\n`);
+      }
+      const result = await handle.result();
+      process.stdout.write(flags.json ? `${JSON.stringify({ workflowId: handle.workflowId, ...result }, null, 2)}\n` : `${formatRunReport(result)}\n`);
+      process.exitCode = exitCodeFor(result);
+    } finally {
+      await fanout.close();
+    }
+  });
+}

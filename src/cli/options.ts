@@ -1,0 +1,42 @@
+import { InvalidArgumentError, Option } from 'commander';
+import type { TemporalConnectionConfig } from '../config/environment';
+
+/** A commander parser for a whole number in [min, max], naming the option on error. */
+export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string): number => {
+    const parsed = Number(value);
+    if (!Number.isInteger(parsed) || parsed < min || parsed > max) {
+      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}, got "${value}"`);
+    }
+    return parsed;
+  };
+}
+
+/** A commander parser for a positive number. */
+export function positiveNumber(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
+  return parsed;
+}
+
+export interface ConnectionFlags {
+  address?: string;
+  namespace?: string;
+  taskQueue?: string;
+}
+
+/** --address, --namespace and --task-queue, each defaulting to its environment variable. */
+export function connectionOptions(): Option[] {
+  return [
+    new Option('--address <host:port>', 'Temporal frontend address').env('TEMPORAL_ADDRESS'),
+    new Option('--namespace <name>', 'Temporal namespace').env('TEMPORAL_NAMESPACE'),
+    new Option('--task-queue <name>', 'task queue of the workers').env('FANOUT_TASK_QUEUE'),
+  ];
+}
+
+export function temporalOverrides(flags: ConnectionFlags): Partial<TemporalConnectionConfig> {
+  return {
+    ...(flags.address ? { address: flags.address } : {}),
+    ...(flags.namespace ? { namespace: flags.namespace } : {}),
+  };
+}

@@ -1,0 +1,35 @@
+import type { FanOutResult } from '../contract/fan-out';
+
+function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(2)}s`;
+}
+
+function truncate(text: string, width: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length <= width ? flat : `${flat.slice(0, width - 1)}…`;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
+  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column])).join('  ').trimEnd()).join('\n');
+}
+
+/** The human report of a finished run: one row per agent in input order, then the metrics. */
+export function formatRunReport(result: FanOutResult, options: { outputWidth?: number } = {}): string {
+  const width = options.outputWidth ?? 60;
+  const rows = [['#', 'agent', 'status', 'tries', 'time', 'output / error']];
+  result.results.forEach((agent, index) => {
+    const detail = agent.status === 'ok' ? (agent.output ?? '') : `${agent.error?.type ?? ''}: ${agent.error?.message ?? ''}`;
+    rows.push([String(index + 1), agent.name, agent.status, String(agent.attempts), seconds(agent.durationMs), truncate(detail, width)]);
+  });
+  const m = result.metrics;
+  const lines = [
+    table(rows),
+    '',
+    `agents: ${m.total}  ok: ${m.succeeded}  failed: ${m.failed}  cancelled: ${m.cancelled}${m.skipped ? `  skipped: ${m.skipped}` : ''}  success rate: ${(m.successRate * 100).toFixed(1)}%`,
+    `wall: ${seconds(m.wallMs)}  slowest agent: ${seconds(m.slowestTaskMs)}  sum of agents: ${seconds(m.sumTaskMs)}  parallelism efficiency: ${m.parallelismEfficiency.toFixed(2)}x`,
+    `task time: mean ${seconds(m.meanTaskMs)}  p50 ${seconds(m.p50TaskMs)}  p95 ${seconds(m.p95TaskMs)}  tokens: ${m.tokens.total} (prompt ${m.tokens.prompt}, completion ${m.tokens.completion})`,
+  ];
+  if (result.stoppedBy) lines.push(`stopped early: ${result.stoppedBy}`);
+  return lines.join('\n');
+}

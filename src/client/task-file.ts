@@ -1,0 +1,89 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
+import { fanOutOptionsSchema, type FanOutOptions } from '../contract/fan-out';
+import { duplicateIdIssues, InvalidInputError, issuesFromZod, type InputIssue } from '../contract/validation';
+
+/** Tasks read from a file, with any options the file carries. */
+export interface TaskFile {
+  tasks: AgentTask[];
+  options?: FanOutOptions;
+}
+
+const jsonFileSchema = z.union([
+  z.array(z.unknown()),
+  z.strictObject({ tasks: z.array(z.unknown()), options: z.unknown().optional() }),
+]);
+
+function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines: number[] } {
+  const issues: InputIssue[] = [];
+  const tasks: AgentTask[] = [];
+  const lines: number[] = [];
+  text.split('\n').forEach((raw, index) => {
+    const line = index + 1;
+    if (raw.trim() === '') return;
+    let value: unknown;
+    try {
+      value = JSON.parse(raw);
+    } catch (error) {
+      issues.push({ path: `${file} line ${line}`, message: `not valid JSON (${(error as Error).message})` });
+      return;
+    }
+    const parsed = agentTaskSchema.safeParse(value);
+    if (!parsed.success) {
+      issues.push(...issuesFromZod(parsed.error).map((issue) => ({ ...issue, path: `${file} line ${line}${issue.path ? `: ${issue.path}` : ''}` })));
+      return;
+    }
+    tasks.push(parsed.data);
+    lines.push(line);
+  });
+  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`));
+  if (issues.length > 0) throw new InvalidInputError(issues);
+  return { tasks, lines };
+}
+
+function parseJson(text: string, file: string): TaskFile {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new InvalidInputError([{ path: file, message: `not valid JSON (${(error as Error).message})` }]);
+  }
+  const shape = jsonFileSchema.safeParse(value);
+  if (!shape.success) {
+    throw new InvalidInputError([{ path: file, message: 'must be an array of tasks or an object { "tasks": [...], "options": {...} }' }]);
+  }
+  const rawTasks = Array.isArray(shape.data) ? shape.data : shape.data.tasks;
+  const rawOptions = Array.isArray(shape.data) ? undefined : shape.data.options;
+  const issues: InputIssue[] = [];
+  const tasks: AgentTask[] = [];
+  rawTasks.forEach((raw, index) => {
+    const parsed = agentTaskSchema.safeParse(raw);
+    if (parsed.success) tasks.push(parsed.data);
+    else issues.push(...issuesFromZod(parsed.error, `${file} tasks[${index}]`));
+  });
+  let options: FanOutOptions | undefined;
+  if (rawOptions !== undefined) {
+    const parsed = fanOutOptionsSchema.safeParse(rawOptions);
+    if (parsed.success) options = parsed.data;
+    else issues.push(...issuesFromZod(parsed.error, `${file} options`));
+  }
+  if (issues.length === 0) issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} tasks[${index}]`));
+  if (issues.length > 0) throw new InvalidInputError(issues);
+  return { tasks, options };
+}
+
+/**
+ * Reads and validates a task file: `.jsonl` (one task per line) or `.json` (an array of tasks, or
+ * `{ tasks, options }`). Every problem is reported with its line or index before anything starts.
+ */
+export function readTaskFile(file: string): TaskFile {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new InvalidInputError([{ path: file, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }]);
+  }
+  if (file.endsWith('.jsonl') || file.endsWith('.ndjson')) return { tasks: parseJsonLines(text, file).tasks };
+  return parseJson(text, file);
+}

@@ -1,0 +1,57 @@
+import type { Worker } from '@temporalio/worker';
+import { createLlmClient } from '../activities/llm-client';
+import { FanoutClient } from '../client/fanout-client';
+import type { SimulatorConfigInput } from '../sim/config';
+import { startSimulator, type Simulator } from '../sim/simulator';
+import { createFanoutWorker } from '../worker';
+import { startDevServer, type DevServer, type DevServerOptions } from './dev-server';
+
+export interface LocalStackOptions extends DevServerOptions {
+  /** Simulator configuration; pass `false` to call the provider in OPENAI_BASE_URL / OPENAI_API_KEY instead. */
+  simulator?: SimulatorConfigInput | false;
+  taskQueue?: string;
+}
+
+/** A dev server, a worker running in this process, and (unless told otherwise) the simulator. */
+export interface LocalStack {
+  readonly server: DevServer;
+  readonly simulator: Simulator | undefined;
+  readonly worker: Worker;
+  readonly client: FanoutClient;
+  /** Where agents are sent. */
+  readonly providerUrl: string;
+  /** Runs the worker until `stop()`. */
+  readonly running: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts everything a local run needs: the embedded default of `fanout demo` and `fanout dev`. */
+export async function startLocalStack(options: LocalStackOptions = {}): Promise<LocalStack> {
+  const server = await startDevServer(options);
+  const simulator = options.simulator === false ? undefined : await startSimulator(options.simulator ?? {});
+  const taskQueue = options.taskQueue ?? 'fanout';
+  try {
+    const llm = simulator ? createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'simulator' }) : createLlmClient();
+    const worker = await createFanoutWorker({ connection: server.environment.nativeConnection, taskQueue, activities: { llm } });
+    const running = worker.run();
+    const client = await FanoutClient.connect({ client: server.environment.client, taskQueue });
+    return {
+      server,
+      simulator,
+      worker,
+      client,
+      providerUrl: simulator?.baseUrl ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
+      running,
+      stop: async () => {
+        if (worker.getState() === 'RUNNING') worker.shutdown();
+        await running;
+        await simulator?.close();
+        await server.stop();
+      },
+    };
+  } catch (error) {
+    await simulator?.close();
+    await server.stop();
+    throw error;
+  }
+}
