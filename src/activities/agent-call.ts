@@ -31,6 +31,10 @@ export function createAgentCall(dependencies: AgentCallDependencies) {
     const context = Context.current();
     const { attempt } = context.info;
     const signal = context.cancellationSignal;
+    // Our own deadline at start-to-close, so a hung request is closed and reported as a Timeout by us
+    // rather than however the HTTP stack happens to word it.
+    const timeoutMs = context.info.startToCloseTimeoutMs;
+    const deadline = timeoutMs > 0 ? AbortSignal.timeout(Math.ceil(timeoutMs)) : undefined;
     const heartbeat = setInterval(() => context.heartbeat(), dependencies.heartbeatIntervalMs);
     context.heartbeat();
     const startedAt = dependencies.clock();
@@ -46,10 +50,8 @@ export function createAgentCall(dependencies: AgentCallDependencies) {
           ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
         },
         {
-          signal,
+          signal: deadline ? AbortSignal.any([signal, deadline]) : signal,
           headers: correlationHeaders(task, context.info),
-          // The worker cancels the attempt at start-to-close anyway; match it so the socket closes too.
-          timeout: context.info.startToCloseTimeoutMs > 0 ? context.info.startToCloseTimeoutMs : undefined,
         },
       );
       const choice = completion?.choices?.[0];
@@ -78,6 +80,13 @@ export function createAgentCall(dependencies: AgentCallDependencies) {
     } catch (error) {
       // Cancellation must surface as the SDK's CancelledFailure, or the attempt is reported failed, not cancelled.
       if (signal.aborted) throw signal.reason;
+      if (deadline?.aborted) {
+        throw ApplicationFailure.create({
+          type: FailureType.Timeout,
+          message: `agent "${task.id}" attempt ${attempt}: no response within ${timeoutMs} ms (agentTimeoutMs)`,
+          details: [{ taskId: task.id, attempt }],
+        });
+      }
       throw toAgentFailure(error, { taskId: task.id, attempt });
     } finally {
       clearInterval(heartbeat);

@@ -90,7 +90,8 @@ export function toAgentFailure(error: unknown, context: { taskId: string; attemp
     const hint = known ? `; ${known.hint}` : '';
     return failure(type, `${prefix}: HTTP ${status}: ${providerMessage}${hint}`, true, withStatus, cause);
   }
-  if (error instanceof SyntaxError) {
+  // By name, not instanceof: the JSON parser may live in another realm than this module.
+  if (typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'SyntaxError') {
     return failure(FailureType.MalformedResponse, `${prefix}: the response body is not valid JSON`, false, details, cause);
   }
   if (error instanceof ApplicationFailure) return error;

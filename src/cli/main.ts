@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { reportError } from './errors';
+import { CommanderError } from 'commander';
+import { ExitCode, reportError } from './errors';
 import { buildProgram } from './program';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
@@ -10,5 +11,11 @@ Runtime.install({ logger: new DefaultLogger(level) });
 buildProgram()
   .parseAsync(process.argv)
   .catch((error: unknown) => {
+    if (error instanceof CommanderError) {
+      // Commander has printed its one-line message (or the help) already.
+      const informational = ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(error.code);
+      process.exitCode = informational ? ExitCode.ok : ExitCode.badInput;
+      return;
+    }
     process.exitCode = reportError(error);
   });

@@ -9,7 +9,10 @@ export function buildProgram(): Command {
   const program = new Command('fanout')
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
-    .showHelpAfterError('(add --help for usage)');
-  program.addCommand(demoCommand()).addCommand(runCommand()).addCommand(workerCommand()).addCommand(simCommand());
+    .exitOverride();
+  for (const command of [demoCommand(), runCommand(), workerCommand(), simCommand()]) {
+    // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
+    program.addCommand(command.exitOverride());
+  }
   return program;
 }

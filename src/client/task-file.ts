@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import { fanOutOptionsSchema, type FanOutOptions } from '../contract/fan-out';
-import { duplicateIdIssues, InvalidInputError, issuesFromZod, type InputIssue } from '../contract/validation';
+import { duplicateIdIssues, InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
 
 /** Tasks read from a file, with any options the file carries. */
 export interface TaskFile {
@@ -29,7 +29,7 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
       issues.push({ path: `${file} line ${line}`, message: `not valid JSON (${(error as Error).message})` });
       return;
     }
-    const parsed = agentTaskSchema.safeParse(value);
+    const parsed = safeParse(agentTaskSchema, value);
     if (!parsed.success) {
       issues.push(...issuesFromZod(parsed.error).map((issue) => ({ ...issue, path: `${file} line ${line}${issue.path ? `: ${issue.path}` : ''}` })));
       return;
@@ -37,7 +37,7 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
     tasks.push(parsed.data);
     lines.push(line);
   });
-  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`));
+  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`, ': '));
   if (issues.length > 0) throw new InvalidInputError(issues);
   return { tasks, lines };
 }
@@ -58,13 +58,13 @@ function parseJson(text: string, file: string): TaskFile {
   const issues: InputIssue[] = [];
   const tasks: AgentTask[] = [];
   rawTasks.forEach((raw, index) => {
-    const parsed = agentTaskSchema.safeParse(raw);
+    const parsed = safeParse(agentTaskSchema, raw);
     if (parsed.success) tasks.push(parsed.data);
     else issues.push(...issuesFromZod(parsed.error, `${file} tasks[${index}]`));
   });
   let options: FanOutOptions | undefined;
   if (rawOptions !== undefined) {
-    const parsed = fanOutOptionsSchema.safeParse(rawOptions);
+    const parsed = safeParse(fanOutOptionsSchema, rawOptions);
     if (parsed.success) options = parsed.data;
     else issues.push(...issuesFromZod(parsed.error, `${file} options`));
   }

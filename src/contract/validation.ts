@@ -32,19 +32,31 @@ export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
   return text;
 }
 
+/** Plainer messages than zod's defaults for the commonest mistakes. */
+const errorMessages: z.core.$ZodErrorMap = (issue) => {
+  if (issue.code === 'invalid_type' && issue.input === undefined) return 'is required';
+  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((key) => `"${key}"`).join(', ')}`;
+  return undefined;
+};
+
+/** Parses with a schema, using the messages above. */
+export function safeParse<S extends z.ZodType>(schema: S, input: unknown): z.ZodSafeParseResult<z.output<S>> {
+  return schema.safeParse(input, { error: errorMessages });
+}
+
 /** Turns a zod error into issues, each naming its field. */
 export function issuesFromZod(error: z.ZodError, prefix = ''): InputIssue[] {
   return error.issues.map((issue) => ({ path: formatPath(issue.path, prefix), message: issue.message }));
 }
 
 /** Issues for every task id that appears more than once, each naming both places. */
-export function duplicateIdIssues(ids: readonly string[], describe: (index: number) => string): InputIssue[] {
+export function duplicateIdIssues(ids: readonly string[], describe: (index: number) => string, separator = '.'): InputIssue[] {
   const firstSeen = new Map<string, number>();
   const issues: InputIssue[] = [];
   ids.forEach((id, index) => {
     const first = firstSeen.get(id);
     if (first === undefined) firstSeen.set(id, index);
-    else issues.push({ path: `${describe(index)}.id`, message: `duplicate id "${id}" (first at ${describe(first)})` });
+    else issues.push({ path: `${describe(index)}${separator}id`, message: `duplicate id "${id}" (first at ${describe(first)})` });
   });
   return issues;
 }
@@ -56,7 +68,7 @@ export function duplicateIdIssues(ids: readonly string[], describe: (index: numb
  * @throws InvalidInputError naming every offending field.
  */
 export function validateFanOutInput(input: unknown): FanOutInput {
-  const parsed = fanOutInputSchema.safeParse(input);
+  const parsed = safeParse(fanOutInputSchema, input);
   if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
   const duplicates = duplicateIdIssues(
     parsed.data.tasks.map((task) => task.id),

@@ -1,0 +1,106 @@
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { createActivities } from '../src/activities';
+import { createLlmClient } from '../src/activities/llm-client';
+import type { AgentCallResult } from '../src/contract/agent-task';
+import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
+import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { waitFor } from './support/wait-for';
+
+let simulator: Simulator;
+
+beforeAll(async () => {
+  simulator = await startSimulator({ latency: { minMs: 10, maxMs: 10 } });
+});
+
+afterAll(async () => {
+  await simulator.close();
+});
+
+function activities() {
+  return createActivities({ llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' }), defaultModel: 'sim-model', heartbeatIntervalMs: 50 });
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  const error = await promise.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  expect(error).toBeInstanceOf(ApplicationFailure);
+  return error as ApplicationFailure;
+}
+
+describe('the agent activity over real HTTP', () => {
+  it('returns output, finish reason, usage, model and attempt of one chat completion', async () => {
+    const environment = new MockActivityEnvironment({ attempt: 3 });
+    const result: AgentCallResult = await environment.run(activities().callAgent, { id: 'a', system: 'You are terse.', prompt: 'Say hi', temperature: 0.2, maxTokens: 20 });
+    expect(result).toMatchObject({ finishReason: 'stop', model: 'sim-model', attempt: 3 });
+    expect(result.output).toContain('[simulated] as "You are terse." answer to: Say hi');
+    expect(result.usage?.totalTokens).toBeGreaterThan(0);
+    const [request] = simulator.log().filter((entry) => entry.taskId === 'a');
+    expect(request.attempt).toBe(3);
+  });
+
+  it('heartbeats while the request is in flight', async () => {
+    const environment = new MockActivityEnvironment();
+    let heartbeats = 0;
+    environment.on('heartbeat', () => (heartbeats += 1));
+    await environment.run(activities().callAgent, { id: 'hb', prompt: 'wait [sim latency=400]' });
+    expect(heartbeats).toBeGreaterThanOrEqual(4);
+  });
+
+  it('aborts the HTTP request when cancelled and throws CancelledFailure', async () => {
+    const environment = new MockActivityEnvironment();
+    const running = environment.run(activities().callAgent, { id: 'cancel-me', prompt: 'long [sim latency=60000]' });
+    await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'cancel-me'));
+    environment.cancel();
+    await expect(running).rejects.toBeInstanceOf(CancelledFailure);
+    await waitFor('the simulator to see the connection close', () => simulator.log().find((entry) => entry.taskId === 'cancel-me')?.clientClosedAt);
+  });
+
+  it.each([
+    ['429', 'RateLimited', false],
+    ['500', 'ProviderUnavailable', false],
+    ['503', 'ProviderUnavailable', false],
+    ['400', 'BadRequest', true],
+    ['401', 'Unauthorized', true],
+    ['403', 'Forbidden', true],
+    ['404', 'NotFound', true],
+    ['422', 'Unprocessable', true],
+    ['reset', 'ConnectionError', false],
+    ['malformed', 'MalformedResponse', false],
+  ])('maps a simulated %s to %s (non-retryable: %s)', async (fault, type, nonRetryable) => {
+    const environment = new MockActivityEnvironment();
+    const failure = await failureOf(environment.run(activities().callAgent, { id: `fault-${fault}`, prompt: `x [sim fault=${fault}]` }));
+    expect(failure.type).toBe(type);
+    expect(failure.nonRetryable).toBe(nonRetryable);
+    expect(NON_RETRYABLE_FAILURE_TYPES.includes(failure.type as never)).toBe(nonRetryable);
+    expect(failure.message).toContain(`agent "fault-${fault}" attempt 1`);
+    expect(failure.details?.[0]).toMatchObject({ taskId: `fault-${fault}`, attempt: 1 });
+  });
+
+  it('turns Retry-After into the next retry delay', async () => {
+    const environment = new MockActivityEnvironment();
+    const failure = await failureOf(environment.run(activities().callAgent, { id: 'ra', prompt: 'x [sim fault=429 retry-after=7]' }));
+    expect(failure.nextRetryDelay).toBe(7000);
+    expect(failure.message).toContain('retry after 7000 ms');
+  });
+
+  it('times out a hung request at the attempt deadline as a retryable Timeout', async () => {
+    const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 300 });
+    const failure = await failureOf(environment.run(activities().callAgent, { id: 'hang', prompt: 'x [sim fault=hang]' }));
+    expect(failure.type).toBe('Timeout');
+    expect(failure.nonRetryable).toBe(false);
+  });
+
+  it('reports a connection refused as a retryable ConnectionError', async () => {
+    const closed = await startSimulator();
+    const baseURL = closed.baseUrl;
+    await closed.close();
+    const environment = new MockActivityEnvironment();
+    const refused = createActivities({ llm: createLlmClient({ baseURL, apiKey: 'k' }) });
+    const failure = await failureOf(environment.run(refused.callAgent, { id: 'refused', prompt: 'x' }));
+    expect(failure.type).toBe('ConnectionError');
+    expect(failure.nonRetryable).toBe(false);
+  });
+});

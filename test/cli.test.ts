@@ -1,0 +1,131 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { runCli } from './support/processes';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+
+const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cli-'));
+function file(name: string, content: string): string {
+  const target = path.join(directory, name);
+  writeFileSync(target, content);
+  return target;
+}
+
+// Nothing listens here: a command that validates first fails on the input, never on the connection.
+const NOWHERE = ['--address', '127.0.0.1:1'];
+
+describe('fanout CLI input errors (nothing is started)', () => {
+  it('names the line of bad JSON in a .jsonl file and exits 2', async () => {
+    const tasks = file('bad-json.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":\n');
+    const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain('bad-json.jsonl line 2: not valid JSON');
+  });
+
+  it('names the line and field of a missing prompt and of a duplicate id', async () => {
+    const tasks = file('bad-fields.jsonl', '{"id":"a","prompt":"x"}\n\n{"id":"b"}\n{"id":"a","prompt":"y"}\n');
+    const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('bad-fields.jsonl line 3: prompt: is required');
+    expect(stderr).toContain('bad-fields.jsonl line 4: id: duplicate id "a" (first at bad-fields.jsonl line 1)');
+  });
+
+  it('names bad options inside a .json file', async () => {
+    const tasks = file('bad-options.json', JSON.stringify({ tasks: [{ id: 'a', prompt: 'x' }], options: { maxParallel: 9999, colour: 'red' } }));
+    const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('options.maxParallel');
+    expect(stderr).toContain('unknown field "colour"');
+  });
+
+  it('refuses an out-of-range flag with one line and exit code 2', async () => {
+    const tasks = file('fine.jsonl', '{"id":"a","prompt":"x"}\n');
+    const { code, stderr } = await runCli(['run', tasks, '--parallel', '0', ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toMatch(/--parallel.*expected a whole number from 1 to 500, got "0"/);
+  });
+
+  it('says clearly when the task file does not exist', async () => {
+    const { code, stderr } = await runCli(['run', path.join(directory, 'missing.jsonl'), ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('missing.jsonl: cannot be read (ENOENT)');
+  });
+
+  it('prints help for each command', async () => {
+    for (const command of ['run', 'worker', 'sim', 'demo']) {
+      const { code, stdout } = await runCli([command, '--help']);
+      expect(code).toBe(0);
+      expect(stdout).toContain(`Usage: fanout ${command}`);
+    }
+  });
+});
+
+describe('fanout run against a real dev server', () => {
+  let servers: TestServers;
+  let stack: TestWorker;
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+    stack = await startTestWorker(servers);
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await servers?.stop();
+  });
+
+  const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+
+  it('prints results in input order and metrics, and exits 0 when every agent succeeds', async () => {
+    const tasks = file('ok.jsonl', ['a', 'b', 'c'].map((id, index) => JSON.stringify({ id, name: `Agent ${id}`, prompt: `hi [sim latency=${600 - index * 250}]` })).join('\n'));
+    const { code, stdout, stderr } = await runCli(['run', tasks, ...connection()]);
+    expect(stderr).toContain('Temporal UI: http');
+    expect(code).toBe(0);
+    const rows = stdout.split('\n').filter((line) => /^\d+\s/.test(line));
+    expect(rows.map((row) => row.split(/\s{2,}/)[1])).toEqual(['Agent a', 'Agent b', 'Agent c']);
+    expect(stdout).toContain('parallelism efficiency');
+    expect(stdout).toContain('success rate: 100.0%');
+  });
+
+  it('prints JSON with --json and exits 1 when an agent failed', async () => {
+    const tasks = file('one-fails.json', JSON.stringify([{ id: 'good', prompt: 'x [sim latency=10]' }, { id: 'bad', prompt: 'x [sim fault=403]' }]));
+    const { code, stdout } = await runCli(['run', tasks, '--json', ...connection()]);
+    expect(code).toBe(1);
+    const printed = JSON.parse(stdout) as { results: { id: string; status: string; error?: { type: string } }[] };
+    expect(printed.results.map((result) => [result.id, result.status, result.error?.type])).toEqual([
+      ['good', 'ok', undefined],
+      ['bad', 'failed', 'Forbidden'],
+    ]);
+  });
+
+  it('cancels the others under --fail-fast', async () => {
+    const tasks = file('fail-fast.jsonl', [
+      JSON.stringify({ id: 'bad', prompt: 'x [sim fault=400 latency=200]' }),
+      JSON.stringify({ id: 'long', prompt: 'x [sim latency=60000]' }),
+    ].join('\n'));
+    const { code, stdout } = await runCli(['run', tasks, '--fail-fast', '--json', ...connection()]);
+    expect(code).toBe(1);
+    const printed = JSON.parse(stdout) as { results: { status: string }[]; stoppedBy: string };
+    expect(printed.results.map((result) => result.status)).toEqual(['failed', 'cancelled']);
+    expect(printed.stoppedBy).toBe('fail-fast');
+  });
+});
+
+describe('fanout demo (what npm start runs)', () => {
+  it('runs the demo fan-out on the embedded default and leaves nothing running', async () => {
+    const { code, stdout, stderr } = await runCli(['demo'], { OPENAI_API_KEY: '' });
+    expect(code).toBe(0);
+    expect(stderr).toContain('SIMULATED');
+    const rows = stdout.split('\n').filter((line) => /^\d+\s/.test(line));
+    expect(rows.map((row) => row.split(/\s{2,}/)[1])).toEqual(['Researcher', 'Analyst', 'Fact checker', 'Coder', 'Editor']);
+    expect(stdout).toMatch(/parallelism efficiency: \d+\.\d+x/);
+    expect(stdout).toMatch(/Temporal UI for this run: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/fanout-/);
+    const uiPort = /127\.0\.0\.1:(\d+)\/namespaces/.exec(stdout)?.[1];
+    // The dev server the demo started is gone.
+    const listening = execFileSync('bash', ['-c', `ss -ltn 'sport = :${uiPort}' | tail -n +2`], { encoding: 'utf8' });
+    expect(listening.trim()).toBe('');
+  });
+});

@@ -1,0 +1,56 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { CLI } from './paths';
+import { waitFor } from './wait-for';
+
+/** A `fanout worker` running as its own process, as in production. */
+export interface WorkerProcess {
+  readonly child: ChildProcess;
+  output(): string;
+  /** SIGKILL: no shutdown, no goodbye to the server. */
+  kill(): Promise<void>;
+  /** SIGTERM and wait for a graceful exit. */
+  stop(): Promise<void>;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+export async function spawnWorker(options: { address: string; taskQueue: string; env?: Record<string, string> }): Promise<WorkerProcess> {
+  let output = '';
+  const child = spawn(process.execPath, [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue], {
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await waitFor('the worker process to start polling', () => {
+    if (child.exitCode !== null) throw new Error(`worker exited with ${child.exitCode}: ${output}`);
+    return output.includes('worker polling');
+  });
+  return {
+    child,
+    output: () => output,
+    kill: async () => {
+      child.kill('SIGKILL');
+      await exited(child);
+    },
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited(child);
+    },
+  };
+}
+
+/** Runs the `fanout` CLI to its end and returns what it printed and its exit code. */
+export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
