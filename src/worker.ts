@@ -25,7 +25,10 @@ export interface FanoutWorkerOptions {
    * hundreds, not the SDK's default 100. Env FANOUT_MAX_CONCURRENT_ACTIVITIES; default 500.
    */
   maxConcurrentActivities?: number;
-  /** Concurrent activity polls. Env FANOUT_ACTIVITY_POLLERS; default 20. */
+  /**
+   * Most concurrent activity polls; the SDK scales the number between 1 and this from the server's feedback, so a
+   * burst of hundreds of scheduled agents is picked up quickly. Env FANOUT_ACTIVITY_POLLERS; default 100.
+   */
   activityPollers?: number;
   /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
   maxActivitiesPerSecond?: number;
@@ -41,6 +44,8 @@ export interface FanoutWorkerOptions {
   heartbeatThrottleMs?: number;
   /** A prebuilt workflow bundle (`npm run build` writes dist/workflow-bundle.js). Env FANOUT_WORKFLOW_BUNDLE. */
   workflowBundlePath?: string;
+  /** Agent activities the server may hand straight back with a workflow task's completion. Default 3 (the SDK's). */
+  maxEagerActivityReservationsPerWorkflowTask?: number;
   /** Env FANOUT_WORKER_IDENTITY; default the SDK's pid@host. */
   identity?: string;
 }
@@ -73,7 +78,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const maxConcurrentActivities =
     options.maxConcurrentActivities ?? integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ?? 500;
   const activityPollers = Math.min(
-    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? 20,
+    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? 100,
     maxConcurrentActivities,
   );
   const connection = options.connection ?? (await connectWorker(options.temporal));
@@ -92,9 +97,12 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     activities: createActivities(options.activities),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
     maxConcurrentActivityTaskExecutions: maxConcurrentActivities,
-    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: activityPollers },
+    activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(20, activityPollers) },
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
+    ...(options.maxEagerActivityReservationsPerWorkflowTask === undefined
+      ? {}
+      : { maxEagerActivityReservationsPerWorkflowTask: options.maxEagerActivityReservationsPerWorkflowTask }),
     maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
   });
 }

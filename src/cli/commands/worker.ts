@@ -14,7 +14,7 @@ export function workerCommand(): Command {
   const command = new Command('worker')
     .description('run a worker: polls the task queue and runs the workflows and agent calls (until SIGINT/SIGTERM)')
     .option('--max-concurrent <n>', 'agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default 500]', wholeNumber(1))
-    .option('--pollers <n>', 'concurrent activity polls [env FANOUT_ACTIVITY_POLLERS, default 20]', wholeNumber(1))
+    .option('--pollers <n>', 'most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default 100]', wholeNumber(1))
     .option('--rate <per-second>', 'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]', positiveNumber)
     .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber);
   for (const option of connectionOptions()) command.addOption(option);
