@@ -29,7 +29,7 @@ describe('fanout CLI input errors (nothing is started)', () => {
     const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
     expect(code).toBe(2);
     expect(stderr).toContain('bad-fields.jsonl line 3: prompt: is required');
-    expect(stderr).toContain('bad-fields.jsonl line 4: id: duplicate id "a" (first at bad-fields.jsonl line 1)');
+    expect(stderr).toContain('bad-fields.jsonl line 4: id: duplicate id "a" (first at line 1)');
   });
 
   it('names bad options inside a .json file', async () => {

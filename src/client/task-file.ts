@@ -37,7 +37,7 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
     tasks.push(parsed.data);
     lines.push(line);
   });
-  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`, ': '));
+  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`, ': ', (index) => `line ${lines[index]}`));
   if (issues.length > 0) throw new InvalidInputError(issues);
   return { tasks, lines };
 }

@@ -50,13 +50,18 @@ export function issuesFromZod(error: z.ZodError, prefix = ''): InputIssue[] {
 }
 
 /** Issues for every task id that appears more than once, each naming both places. */
-export function duplicateIdIssues(ids: readonly string[], describe: (index: number) => string, separator = '.'): InputIssue[] {
+export function duplicateIdIssues(
+  ids: readonly string[],
+  describe: (index: number) => string,
+  separator = '.',
+  describeFirst: (index: number) => string = describe,
+): InputIssue[] {
   const firstSeen = new Map<string, number>();
   const issues: InputIssue[] = [];
   ids.forEach((id, index) => {
     const first = firstSeen.get(id);
     if (first === undefined) firstSeen.set(id, index);
-    else issues.push({ path: `${describe(index)}${separator}id`, message: `duplicate id "${id}" (first at ${describe(first)})` });
+    else issues.push({ path: `${describe(index)}${separator}id`, message: `duplicate id "${id}" (first at ${describeFirst(first)})` });
   });
   return issues;
 }
