@@ -1,4 +1,5 @@
 import { createAgentCall } from './agent-call';
+import { createBatchActivities } from './batch-activities';
 import { createLlmClient, type ChatClient } from './llm-client';
 
 export interface ActivityDependencies {
@@ -8,7 +9,7 @@ export interface ActivityDependencies {
   defaultModel?: string;
   /** Clock for durations, ms. Default: performance.now. */
   clock?: () => number;
-  /** Heartbeat cadence while a call is in flight, ms. Default 1000. */
+  /** Heartbeat cadence while a call is in flight, ms (the worker throttles what reaches the server). Default 500. */
   heartbeatIntervalMs?: number;
 }
 
@@ -19,14 +20,13 @@ export interface ActivityDependencies {
  * const worker = await Worker.create({ taskQueue: 'fanout', workflowsPath, activities: createActivities() });
  */
 export function createActivities(dependencies: ActivityDependencies = {}) {
-  return {
-    callAgent: createAgentCall({
-      llm: dependencies.llm ?? createLlmClient(),
-      defaultModel: dependencies.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini',
-      clock: dependencies.clock ?? (() => performance.now()),
-      heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 1000,
-    }),
+  const resolved = {
+    llm: dependencies.llm ?? createLlmClient(),
+    defaultModel: dependencies.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini',
+    clock: dependencies.clock ?? (() => performance.now()),
+    heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,
   };
+  return { callAgent: createAgentCall(resolved), ...createBatchActivities(resolved) };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -8,7 +8,9 @@ import {
   temporalConnectionFromEnvironment,
   type TemporalConnectionConfig,
 } from '../config/environment';
+import type { BatchOptions } from '../contract/batch';
 import { progressQuery } from '../workflows/messages';
+import { getBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
 
 /** Where and how to start runs. Every field has an environment fallback. */
 export interface FanoutClientOptions {
@@ -110,6 +112,20 @@ export class FanoutClient {
   /** A handle on an existing run. */
   getHandle(workflowId: string): FanOutHandle {
     return toHandle(this.client.workflow.getHandle(workflowId));
+  }
+
+  /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
+  startBatch(request: StartBatchRequest): Promise<BatchHandle> {
+    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'));
+  }
+
+  /** Re-runs the failed and never-run items of a finished or cancelled batch. */
+  resumeBatch(batchId: string, options?: BatchOptions): Promise<BatchHandle> {
+    return resumeBatch(this.client, this.taskQueue, batchId, options);
+  }
+
+  getBatch(batchId: string): BatchHandle {
+    return getBatch(this.client, batchId);
   }
 
   /** Closes the connection if this client opened it. */

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { batchInputSchema, type BatchInput } from './batch';
 import { fanOutInputSchema, type FanOutInput } from './fan-out';
 import { FailureType } from './failure-types';
 
@@ -80,5 +81,17 @@ export function validateFanOutInput(input: unknown): FanOutInput {
     (index) => `tasks[${index}]`,
   );
   if (duplicates.length > 0) throw new InvalidInputError(duplicates);
+  return parsed.data;
+}
+
+/**
+ * Validates a batch input (the task file itself is validated by the client, and again by the batch's first
+ * activity, line by line).
+ *
+ * @throws InvalidInputError naming every offending field.
+ */
+export function validateBatchInput(input: unknown): BatchInput {
+  const parsed = safeParse(batchInputSchema, input);
+  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
   return parsed.data;
 }

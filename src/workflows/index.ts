@@ -1,2 +1,3 @@
+export { batch } from './batch';
 export { fanOut } from './fan-out';
-export { progressQuery } from './messages';
+export { batchProgressQuery, progressQuery } from './messages';

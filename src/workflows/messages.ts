@@ -1,5 +1,9 @@
 import { defineQuery } from '@temporalio/workflow';
+import type { BatchProgress } from '../contract/batch';
 import type { RunProgress } from '../contract/fan-out';
 
 /** Progress of a run: counts and each task's state. Answered by `fanOut` (and the other run shapes). */
 export const progressQuery = defineQuery<RunProgress>('progress');
+
+/** Progress of a batch, answered by whichever run of the batch is current (it carries its counters across continue-as-new). */
+export const batchProgressQuery = defineQuery<BatchProgress>('progress');

@@ -1,0 +1,113 @@
+import path from 'node:path';
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { fileSize } from '../batch/result-sink';
+import { scanTaskSource } from '../batch/task-source';
+import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../contract/batch';
+import { InvalidInputError, validateBatchInput } from '../contract/validation';
+import { batchProgressQuery } from '../workflows/messages';
+
+/** What starts a batch. */
+export interface StartBatchRequest {
+  /** JSONL task file; must be readable at the same path by every worker. */
+  source: string;
+  /** JSONL result file; must be writable at the same path by every worker. */
+  sink: string;
+  /** Default `batch-<random>`. Starting an id that exists attaches to it instead of running it twice. */
+  batchId?: string;
+  options?: BatchOptions;
+}
+
+/** A batch, started or attached to. */
+export interface BatchHandle {
+  readonly batchId: string;
+  /** True when the id existed already and this handle attached to it. */
+  readonly attached: boolean;
+  progress(): Promise<BatchProgress>;
+  /** Cancels the in-flight calls; every finished result stays in the sink. */
+  cancel(): Promise<void>;
+  /** Waits for the batch to end and returns its summary (results are in the sink). */
+  result(): Promise<BatchSummary>;
+  readonly workflow: WorkflowHandle;
+}
+
+function toBatchHandle(workflow: WorkflowHandle, attached: boolean): BatchHandle {
+  return {
+    batchId: workflow.workflowId,
+    attached,
+    workflow,
+    progress: () => workflow.query(batchProgressQuery),
+    cancel: () => workflow.cancel().then(() => undefined),
+    result: () => workflow.result() as Promise<BatchSummary>,
+  };
+}
+
+async function exists(client: Client, batchId: string): Promise<boolean> {
+  try {
+    await client.workflow.getHandle(batchId).describe();
+    return true;
+  } catch (error) {
+    if ((error as { name?: string }).name === 'WorkflowNotFoundError') return false;
+    throw error;
+  }
+}
+
+/**
+ * Starts a batch, or attaches to the batch of that id if there is one (running or finished), so a retried start
+ * never runs a batch twice. The task file is validated, every line, before anything starts.
+ */
+export async function startBatch(client: Client, taskQueue: string, request: StartBatchRequest, newId: () => string): Promise<BatchHandle> {
+  const batchId = request.batchId ?? newId();
+  if (await exists(client, batchId)) return toBatchHandle(client.workflow.getHandle(batchId), true);
+  const input: BatchInput = validateBatchInput({
+    batchId,
+    source: path.resolve(request.source),
+    sink: path.resolve(request.sink),
+    ...(request.options === undefined ? {} : { options: request.options }),
+  });
+  const scan = await scanTaskSource(input.source);
+  if ((await fileSize(input.sink)) > 0) {
+    throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another --out' }]);
+  }
+  try {
+    const workflow = await client.workflow.start('batch', {
+      taskQueue,
+      workflowId: batchId,
+      args: [input],
+      memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
+      staticSummary: `Batch of ${scan.tasks} agents, concurrency ${input.options?.concurrency ?? 50}`,
+      staticDetails: `Tasks: ${input.source}\nResults: ${input.sink}`,
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    return toBatchHandle(workflow, false);
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return toBatchHandle(client.workflow.getHandle(batchId), true);
+    throw error;
+  }
+}
+
+/**
+ * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
+ * only the failed and never-run items.
+ */
+export async function resumeBatch(client: Client, taskQueue: string, batchId: string, options?: BatchOptions): Promise<BatchHandle> {
+  const description = await client.workflow.getHandle(batchId).describe();
+  if (description.status.name === 'RUNNING') throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
+  const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
+  if (!memo?.source || !memo.sink) throw new InvalidInputError([{ path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' }]);
+  const input = validateBatchInput({ batchId, source: memo.source, sink: memo.sink, options: { ...memo.options, ...options }, resume: true });
+  await scanTaskSource(input.source);
+  const workflow = await client.workflow.start('batch', {
+    taskQueue,
+    workflowId: batchId,
+    args: [input],
+    memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
+    staticSummary: `Resume of batch ${batchId}`,
+    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+  });
+  return toBatchHandle(workflow, false);
+}
+
+export function getBatch(client: Client, batchId: string): BatchHandle {
+  return toBatchHandle(client.workflow.getHandle(batchId), true);
+}

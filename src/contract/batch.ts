@@ -1,0 +1,135 @@
+import { z } from 'zod';
+import type { TokenUsage } from './agent-task';
+import { MAX_IN_FLIGHT_PER_RUN } from './limits';
+import { errorPolicySchema, retryOptionsSchema } from './run-options';
+
+/** Options of a batch. */
+export const batchOptionsSchema = z.strictObject({
+  /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
+  concurrency: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
+  /** 'continue' (default): failed items are written as failed and the batch goes on. 'fail-fast': the first failure that will not be retried stops the batch. */
+  errorPolicy: errorPolicySchema.optional(),
+  retry: retryOptionsSchema.optional(),
+  /** Deadline of one attempt of one agent, ms. Default 120000. */
+  agentTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
+  /** Default 10000. */
+  heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
+  /** Items read per page of the task file. Default 200. */
+  pageSize: z.number().int().min(1).max(1000).optional(),
+  /** Results written to the sink per flush. Default 100. */
+  flushEvery: z.number().int().min(1).max(1000).optional(),
+  /** Continue-as-new after this many pages (otherwise when Temporal suggests it, or the history budget is reached). */
+  pagesPerRun: z.number().int().min(1).optional(),
+});
+export type BatchOptions = z.infer<typeof batchOptionsSchema>;
+
+/** The one argument of the `batch` workflow. Paths must be readable (source) and writable (sink) by every worker. */
+export const batchInputSchema = z.strictObject({
+  /** The batch's id; also its workflow id. */
+  batchId: z.string().min(1).max(200),
+  /** Absolute path of the JSONL task file. */
+  source: z.string().min(1).refine((value) => value.startsWith('/'), 'must be an absolute path'),
+  /** Absolute path of the JSONL result sink (one line per task id). */
+  sink: z.string().min(1).refine((value) => value.startsWith('/'), 'must be an absolute path'),
+  options: batchOptionsSchema.optional(),
+  /** Re-run only the items that have no ok line in the sink (a resume of a finished or cancelled batch). */
+  resume: z.boolean().optional(),
+});
+export type BatchInput = z.infer<typeof batchInputSchema>;
+
+export interface ResolvedBatchOptions {
+  concurrency: number;
+  pageSize: number;
+  flushEvery: number;
+  pagesPerRun: number | undefined;
+}
+
+export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
+  return {
+    concurrency: options?.concurrency ?? 50,
+    pageSize: options?.pageSize ?? 200,
+    flushEvery: options?.flushEvery ?? 100,
+    pagesPerRun: options?.pagesPerRun,
+  };
+}
+
+/** Where an item sits in the task file: the workflow carries only this, never the prompt. */
+export interface BatchEntry {
+  id: string;
+  name: string;
+  /** Byte offset and length of its line in the source. */
+  offset: number;
+  length: number;
+  line: number;
+}
+
+/** One line of the result sink. */
+export interface BatchResultLine {
+  id: string;
+  status: 'ok' | 'failed';
+  output?: string;
+  error?: { type: string; message: string };
+  attempts: number;
+  durationMs: number;
+  usage?: TokenUsage;
+  model?: string;
+}
+
+/** Counters carried from run to run across continue-as-new. */
+export interface BatchState {
+  /** Byte offset in the source of the next item to start. */
+  cursor: number;
+  /** Items this batch (or this resume) has to run. */
+  total: number;
+  /** Items already ok in the sink when a resume began. */
+  alreadyOk: number;
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  /** Byte length of the sink as of the last acknowledged flush. */
+  sinkBytes: number;
+  /** Sink prefix (bytes) whose ok ids a resume skips. */
+  skipOkBelow: number;
+  /** Ids flushed in the last flush, whose spool files can be removed. */
+  committedIds: string[];
+  startedAtMs: number;
+  runs: number;
+  largestRunHistory: number;
+  stoppedBy?: 'fail-fast';
+}
+
+/** Answer of the batch's `progress` query, on whichever run is current. */
+export interface BatchProgress {
+  batchId: string;
+  state: 'scanning' | 'running' | 'draining' | 'finished' | 'cancelling';
+  total: number;
+  done: number;
+  succeeded: number;
+  failed: number;
+  inFlight: number;
+  pending: number;
+  alreadyOk: number;
+  callsPerSecond: number;
+  etaSeconds: number | null;
+  tokens: { prompt: number; completion: number; total: number };
+  runs: number;
+  historyLength: number;
+  elapsedMs: number;
+}
+
+/** What `batch` returns. Results are in the sink, not here. */
+export interface BatchSummary {
+  batchId: string;
+  sink: string;
+  total: number;
+  succeeded: number;
+  failed: number;
+  alreadyOk: number;
+  /** Items never run because the batch stopped early (fail-fast). */
+  notRun: number;
+  tokens: { prompt: number; completion: number; total: number };
+  wallMs: number;
+  runs: number;
+  largestRunHistory: number;
+  stoppedBy?: 'fail-fast';
+}

@@ -1,0 +1,155 @@
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure } from '@temporalio/common';
+import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
+import { maxOverlap } from './support/overlap';
+import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+const directory = batchDirectory();
+
+beforeAll(async () => {
+  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 60 } } });
+  stack = await startTestWorker(servers, { heartbeatThrottleMs: 500 });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+function requestsOf(batchId: string) {
+  return servers.simulator.log().filter((request) => request.workflowId === batchId);
+}
+
+describe('batch', () => {
+  it('runs 1,000 items with never more than 50 calls in flight and writes exactly one line per id', async () => {
+    const source = writeTasks(directory, 1000, () => 'x [sim latency=200]', 'thousand');
+    const sink = path.join(directory, 'thousand.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 50 } });
+    const summary = await handle.result();
+
+    expect(summary).toMatchObject({ total: 1000, succeeded: 1000, failed: 0, notRun: 0 });
+    expect(sinkCounts(sink)).toEqual({ lines: 1000, ids: 1000, ok: 1000 });
+    const requests = requestsOf(handle.batchId);
+    expect(requests).toHaveLength(1000);
+    expect(maxOverlap(requests)).toBeLessThanOrEqual(50);
+    expect(maxOverlap(requests)).toBeGreaterThanOrEqual(45);
+    expect(readSink(sink)[0].output).toContain('[simulated]');
+    expect(summary.largestRunHistory).toBeLessThan(10_240);
+  });
+
+  it('continues-as-new several times and still answers progress across runs', async () => {
+    const source = writeTasks(directory, 300, () => 'slow [sim latency=150]', 'rolling');
+    const sink = path.join(directory, 'rolling.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10, pageSize: 25, pagesPerRun: 2 } });
+    const progress = await waitFor('the batch to be in its third run', async () => {
+      const current = await handle.progress();
+      return current.runs >= 3 ? current : undefined;
+    }, { timeoutMs: 60_000 });
+    expect(progress.total).toBe(300);
+    expect(progress.done).toBeGreaterThanOrEqual(100);
+    expect(progress.callsPerSecond).toBeGreaterThan(0);
+    expect(progress.etaSeconds).not.toBeNull();
+    const summary = await handle.result();
+    expect(summary.runs).toBe(6);
+    expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+  });
+
+  it('attaches to an existing batch id instead of running it twice', async () => {
+    const source = writeTasks(directory, 20, () => 'x [sim latency=300]', 'attach');
+    const sink = path.join(directory, 'attach.jsonl');
+    const batchId = uniqueName('attach');
+    const first = await stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
+    const second = await stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
+    expect([first.attached, second.attached]).toEqual([false, true]);
+    await second.result();
+    const third = await stack.client.startBatch({ source, sink, batchId });
+    expect(third.attached).toBe(true);
+    expect(requestsOf(batchId)).toHaveLength(20);
+    expect(sinkCounts(sink).lines).toBe(20);
+  });
+
+  it('completes every item despite injected 429s, 5xx, resets and hangs, never retrying before Retry-After', async () => {
+    const faulty = await startTestServers({
+      simulator: { seed: 'faults', latency: { minMs: 5, maxMs: 30 }, faultRates: { '429': 0.04, '500': 0.04, '503': 0.03, reset: 0.03, hang: 0.02 }, retryAfterSeconds: 1 },
+    });
+    const worker = await startTestWorker(faulty, { heartbeatThrottleMs: 500 });
+    try {
+      const source = writeTasks(directory, 300, undefined, 'faults');
+      const sink = path.join(directory, 'faults.jsonl');
+      const handle = await worker.client.startBatch({
+        source,
+        sink,
+        options: { concurrency: 30, agentTimeoutMs: 2000, retry: { maximumAttempts: 20, initialIntervalMs: 100, maximumIntervalMs: 500 } },
+      });
+      const summary = await handle.result();
+      expect(summary).toMatchObject({ succeeded: 300, failed: 0 });
+      expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+      const log = faulty.simulator.log();
+      const faults = new Set(log.map((request) => request.fault).filter(Boolean));
+      expect([...faults].sort()).toEqual(['429', '500', '503', 'hang', 'reset']);
+      for (const limited of log.filter((request) => request.outcome === 429)) {
+        const next = log.find((request) => request.taskId === limited.taskId && request.taskRequest === limited.taskRequest + 1);
+        expect(next).toBeDefined();
+        expect((next?.arrivedAt ?? 0) - (limited.respondedAt ?? 0)).toBeGreaterThanOrEqual(1000);
+      }
+    } finally {
+      await worker.stop();
+      await faulty.stop();
+    }
+  });
+
+  it('keeps every finished result when cancelled, and a resume runs only the rest', async () => {
+    const source = writeTasks(directory, 40, () => 'x [sim latency=3000]', 'cancel');
+    const sink = path.join(directory, 'cancel.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10, flushEvery: 7 } });
+    await waitFor('about a quarter done', async () => (await handle.progress()).done >= 10);
+    const cancelledAt = Date.now();
+    await handle.cancel();
+    const error = await handle.result().catch((caught: unknown) => caught);
+    expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    const afterCancel = sinkCounts(sink);
+    expect(afterCancel.lines).toBe(afterCancel.ids);
+    expect(afterCancel.lines).toBeGreaterThanOrEqual(10);
+    expect(afterCancel.lines).toBeLessThan(40);
+    // The calls in flight at the cancel were aborted, well before their 3 s were up.
+    const aborted = requestsOf(handle.batchId).filter((request) => request.clientClosedAt !== undefined);
+    expect(aborted.length).toBeGreaterThan(0);
+    for (const request of aborted) expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(2500);
+
+    const resumed = await stack.client.resumeBatch(handle.batchId);
+    const summary = await resumed.result();
+    expect(summary).toMatchObject({ alreadyOk: afterCancel.ok, total: 40 - afterCancel.ok, failed: 0 });
+    expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
+    // Items finished before the cancel were not called again.
+    const okBefore = new Set(readSink(sink).slice(0, afterCancel.lines).map((line) => line.id));
+    const calledAfter = requestsOf(handle.batchId).filter((request) => request.arrivedAt > Date.now() - summary.wallMs - 50);
+    expect(calledAfter.some((request) => okBefore.has(request.taskId))).toBe(false);
+  });
+
+  it('writes failed items as failed, and a resume re-runs only them', async () => {
+    const source = writeTasks(directory, 30, (index) => (index % 10 === 3 ? 'x [sim fault=401 times=1]' : 'x'), 'failures');
+    const sink = path.join(directory, 'failures.jsonl');
+    const handle = await stack.client.startBatch({ source, sink });
+    const summary = await handle.result();
+    expect(summary).toMatchObject({ succeeded: 27, failed: 3 });
+    const failedLines = readSink(sink).filter((line) => line.status === 'failed');
+    expect(failedLines.map((line) => line.id).sort()).toEqual(['failures-13', 'failures-23', 'failures-3']);
+    expect(failedLines[0].error?.type).toBe('Unauthorized');
+    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    expect(resumed).toMatchObject({ total: 3, succeeded: 3, alreadyOk: 27 });
+    expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
+  });
+
+  it('refuses a malformed task file before starting, naming the line', async () => {
+    const bad = path.join(directory, 'bad.jsonl');
+    require('node:fs').writeFileSync(bad, '{"id":"a","prompt":"x"}\n{"id":"b"}\n{"id":"a","prompt":"y"}\nnot json\n');
+    const error = await stack.client.startBatch({ source: bad, sink: path.join(directory, 'bad-out.jsonl') }).catch((caught: unknown) => caught);
+    expect(String(error)).toContain('bad.jsonl line 2: prompt: is required');
+    expect(String(error)).toContain('bad.jsonl line 3: id: duplicate id "a" (first at line 1)');
+    expect(String(error)).toContain('bad.jsonl line 4: not valid JSON');
+  });
+});
