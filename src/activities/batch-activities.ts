@@ -13,6 +13,21 @@ function invalid(error: InvalidInputError): ApplicationFailure {
   return ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
 }
 
+/**
+ * Heartbeats every second while `work` runs, so a worker that dies mid-way is noticed within the activity's
+ * short heartbeat timeout instead of its start-to-close timeout.
+ */
+async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
+  const context = Context.current();
+  context.heartbeat();
+  const timer = setInterval(() => context.heartbeat(), 1000);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
 async function orInvalid<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -47,8 +62,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies) {
   return {
     /** Validates the whole source and prepares the sink (a resume keeps only its ok lines). */
     async scanBatchSource(input: { source: string; sink: string; resume: boolean }): Promise<ScanResult> {
-      return orInvalid(async () => {
-        const context = Context.current();
+      return heartbeating(() => orInvalid(async () => {
         let skipOkBelow = 0;
         if (input.resume) {
           skipOkBelow = await keepOkLines(input.sink);
@@ -58,13 +72,13 @@ export function createBatchActivities(dependencies: AgentCallDependencies) {
           await writeFile(input.sink, '');
         }
         const skip = await skipSet(input.sink, skipOkBelow);
-        const scan = await scanTaskSource(input.source, { skip, onProgress: () => context.heartbeat() });
+        const scan = await scanTaskSource(input.source, { skip });
         return { total: scan.toRun, alreadyOk: scan.tasks - scan.toRun, sinkBytes: skipOkBelow, skipOkBelow };
-      });
+      }));
     },
 
     async readBatchPage(input: { source: string; sink: string; offset: number; limit: number; skipOkBelow: number }) {
-      return orInvalid(async () => readEntries(input.source, input.offset, input.limit, await skipSet(input.sink, input.skipOkBelow)));
+      return heartbeating(() => orInvalid(async () => readEntries(input.source, input.offset, input.limit, await skipSet(input.sink, input.skipOkBelow))));
     },
 
     /** Runs one item: reads its task from the source, calls the model, spools the result line. Returns counts only. */
@@ -88,8 +102,10 @@ export function createBatchActivities(dependencies: AgentCallDependencies) {
     /** Appends results after the acknowledged length of the sink; retries are safe (see result-sink.ts). */
     async flushBatchResults(input: { sink: string; expectedBytes: number; items: FlushItem[]; deleteIds: string[] }): Promise<{ sinkBytes: number }> {
       try {
-        await removeSpooled(input.sink, input.deleteIds);
-        return { sinkBytes: await appendToSink(input.sink, input.expectedBytes, input.items) };
+        return await heartbeating(async () => {
+          await removeSpooled(input.sink, input.deleteIds);
+          return { sinkBytes: await appendToSink(input.sink, input.expectedBytes, input.items) };
+        });
       } catch (error) {
         if (error instanceof SinkShorterThanExpected) throw ApplicationFailure.create({ type: 'SinkChanged', message: error.message, nonRetryable: true });
         throw error;

@@ -1,4 +1,5 @@
 import { Command } from 'commander';
+import { batchCommand } from './commands/batch';
 import { demoCommand } from './commands/demo';
 import { runCommand } from './commands/run';
 import { simCommand } from './commands/sim';
@@ -10,7 +11,7 @@ export function buildProgram(): Command {
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
     .exitOverride();
-  for (const command of [demoCommand(), runCommand(), workerCommand(), simCommand()]) {
+  for (const command of [demoCommand(), runCommand(), batchCommand(), workerCommand(), simCommand()]) {
     // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
     program.addCommand(command.exitOverride());
   }

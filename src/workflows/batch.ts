@@ -22,9 +22,10 @@ import { failed } from './task-outcome';
 /** Hard ceiling we keep every run under: Temporal warns at 10,240 events. */
 const HISTORY_CEILING = 10_240;
 
+// Source and sink I/O heartbeats every second: a lost worker's page read or flush is retried within seconds.
 const io = proxyActivities<Activities>({
-  startToCloseTimeout: '15 minutes',
-  heartbeatTimeout: '1 minute',
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '5 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes: [FailureType.InvalidInput, 'SinkChanged'] },
 });
 

@@ -1,0 +1,185 @@
+import { Command } from 'commander';
+import { SingleBar, Presets } from 'cli-progress';
+import { FanoutClient } from '../../client/fanout-client';
+import type { BatchHandle } from '../../client/batch-client';
+import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
+import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
+import { ExitCode } from '../errors';
+import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+
+interface BatchFlags extends ConnectionFlags {
+  json?: boolean;
+  watch?: boolean;
+}
+
+interface StartFlags extends BatchFlags {
+  out: string;
+  id?: string;
+  concurrency?: number;
+  failFast?: boolean;
+  attempts?: number;
+  agentTimeout?: number;
+}
+
+function withConnection(command: Command): Command {
+  for (const option of connectionOptions()) command.addOption(option);
+  return command;
+}
+
+async function connect(flags: ConnectionFlags): Promise<FanoutClient> {
+  return FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
+}
+
+function formatProgress(progress: BatchProgress): string {
+  const eta = progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s`;
+  return [
+    `batch ${progress.batchId}: ${progress.state}`,
+    `  done ${progress.done}/${progress.total} (ok ${progress.succeeded}, failed ${progress.failed}), in flight ${progress.inFlight}, pending ${progress.pending}` +
+      (progress.alreadyOk > 0 ? `, already ok before this resume ${progress.alreadyOk}` : ''),
+    `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, run ${progress.runs} (history ${progress.historyLength} events)`,
+  ].join('\n');
+}
+
+function formatSummary(summary: BatchSummary): string {
+  return [
+    `batch ${summary.batchId} finished${summary.stoppedBy ? ` (stopped early: ${summary.stoppedBy})` : ''}`,
+    `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
+    `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
+    `  results: ${summary.sink}`,
+  ].join('\n');
+}
+
+function exitCodeFor(summary: BatchSummary): number {
+  return summary.failed === 0 && summary.notRun === 0 ? ExitCode.ok : ExitCode.agentsFailed;
+}
+
+/** Shows a progress bar until the batch ends, then its summary. */
+async function watch(handle: BatchHandle, json: boolean): Promise<void> {
+  const bar = json ? undefined : new SingleBar({ format: 'batch {bar} {value}/{total} | ok {ok} failed {failed} | in flight {inFlight} | {rate}/s | ETA {etaText}', hideCursor: true }, Presets.shades_classic);
+  let started = false;
+  const outcome = handle.result().then(
+    (summary) => ({ summary }),
+    (error: unknown) => ({ error }),
+  );
+  let finished: Awaited<typeof outcome> | undefined;
+  void outcome.then((value) => (finished = value));
+  while (finished === undefined) {
+    try {
+      const progress = await handle.progress();
+      const payload = { ok: progress.succeeded, failed: progress.failed, inFlight: progress.inFlight, rate: progress.callsPerSecond.toFixed(1), etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s` };
+      if (bar && !started) {
+        bar.start(progress.total, progress.done, payload);
+        started = true;
+      } else bar?.update(progress.done, payload);
+      if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
+    } catch {
+      // between runs (continue-as-new) a query can miss; the next one answers
+    }
+    await Promise.race([outcome, new Promise((resolve) => setTimeout(resolve, 1000))]);
+  }
+  bar?.stop();
+  if ('error' in finished) throw finished.error;
+  process.stdout.write(json ? `${JSON.stringify(finished.summary)}\n` : `${formatSummary(finished.summary)}\n`);
+  process.exitCode = exitCodeFor(finished.summary);
+}
+
+async function report(handle: BatchHandle, flags: BatchFlags): Promise<void> {
+  if (flags.watch) return watch(handle, Boolean(flags.json));
+  const description = await handle.workflow.describe();
+  if (description.status.name === 'RUNNING') {
+    const progress = await handle.progress();
+    process.stdout.write(flags.json ? `${JSON.stringify(progress)}\n` : `${formatProgress(progress)}\n`);
+    return;
+  }
+  if (description.status.name === 'COMPLETED') {
+    const summary = await handle.result();
+    process.stdout.write(flags.json ? `${JSON.stringify(summary)}\n` : `${formatSummary(summary)}\n`);
+    process.exitCode = exitCodeFor(summary);
+    return;
+  }
+  const line = `batch ${handle.batchId}: ${description.status.name.toLowerCase()}; \`fanout batch resume ${handle.batchId}\` runs what is not done`;
+  process.stdout.write(flags.json ? `${JSON.stringify({ batchId: handle.batchId, status: description.status.name })}\n` : `${line}\n`);
+  process.exitCode = ExitCode.agentsFailed;
+}
+
+export function batchCommand(): Command {
+  const batch = new Command('batch').description('long-running batches over a JSONL file: start, status, cancel, resume');
+
+  batch.addCommand(
+    withConnection(
+      new Command('start')
+        .description('validate a JSONL task file and start a batch (or attach to the batch of that id)')
+        .argument('<tasks.jsonl>', 'one task per line; every worker must be able to read this path')
+        .requiredOption('--out <results.jsonl>', 'result sink, one line per task id; every worker must be able to write this path')
+        .option('--id <batch-id>', 'batch id (default batch-<random>); an existing id is attached to, never run twice')
+        .option('-c, --concurrency <n>', `calls in flight across the batch (1-${MAX_IN_FLIGHT_PER_RUN}, default 50)`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
+        .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
+        .option('--attempts <n>', 'attempts per item (default 5)', wholeNumber(1, 100))
+        .option('--agent-timeout <ms>', 'deadline of one attempt', wholeNumber(100))
+        .option('--watch', 'show a progress bar until the batch ends')
+        .option('--json', 'print JSON'),
+    ).action(async (source: string, flags: StartFlags) => {
+      const options: BatchOptions = {
+        ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
+        ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
+        ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
+        ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
+      };
+      const fanout = await connect(flags);
+      try {
+        const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
+        if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId: handle.batchId, attached: handle.attached })}\n`);
+        else process.stderr.write(`${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}\n`);
+        if (flags.watch) await watch(handle, Boolean(flags.json));
+      } finally {
+        await fanout.close();
+      }
+    }),
+  );
+
+  batch.addCommand(
+    withConnection(
+      new Command('status').description('progress of a running batch, or the summary of a finished one').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
+    ).action(async (batchId: string, flags: BatchFlags) => {
+      const fanout = await connect(flags);
+      try {
+        await report(fanout.getBatch(batchId), flags);
+      } finally {
+        await fanout.close();
+      }
+    }),
+  );
+
+  batch.addCommand(
+    withConnection(new Command('cancel').description('cancel a batch: in-flight calls are aborted, finished results stay in the sink').argument('<batch-id>').option('--json', 'print JSON')).action(
+      async (batchId: string, flags: BatchFlags) => {
+        const fanout = await connect(flags);
+        try {
+          await fanout.getBatch(batchId).cancel();
+          process.stdout.write(flags.json ? `${JSON.stringify({ batchId, cancelRequested: true })}\n` : `cancel requested for batch ${batchId}\n`);
+        } finally {
+          await fanout.close();
+        }
+      },
+    ),
+  );
+
+  batch.addCommand(
+    withConnection(
+      new Command('resume').description('re-run the failed and never-run items of a finished or cancelled batch').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
+    ).action(async (batchId: string, flags: BatchFlags) => {
+      const fanout = await connect(flags);
+      try {
+        const handle = await fanout.resumeBatch(batchId);
+        if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId, resumed: true })}\n`);
+        else process.stderr.write(`resumed batch ${batchId}\n`);
+        if (flags.watch) await watch(handle, Boolean(flags.json));
+      } finally {
+        await fanout.close();
+      }
+    }),
+  );
+
+  for (const command of batch.commands) command.exitOverride();
+  return batch;
+}

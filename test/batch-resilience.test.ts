@@ -1,0 +1,118 @@
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { FanoutClient } from '../src/client/fanout-client';
+import { startDevServer, type DevServer } from '../src/local/dev-server';
+import { freePort } from '../src/local/free-port';
+import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
+import { spawnWorker, type WorkerProcess } from './support/processes';
+import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+const directory = batchDirectory();
+const workers: WorkerProcess[] = [];
+
+afterEach(async () => {
+  for (const worker of workers.splice(0)) await worker.stop();
+});
+
+function workerEnvironment(simulator: Simulator): Record<string, string> {
+  return { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_HEARTBEAT_THROTTLE_MS: '500' };
+}
+
+/** Model calls sent more than once for the same task, from the simulator's log. */
+function duplicateCalls(simulator: Simulator, batchId: string): number {
+  const requests = simulator.log().filter((request) => request.workflowId === batchId);
+  return requests.length - new Set(requests.map((request) => request.taskId)).size;
+}
+
+describe('a batch on worker processes', () => {
+  let servers: TestServers;
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+  });
+
+  afterAll(async () => {
+    await servers?.stop();
+  });
+
+  it('completes after its worker is SIGKILLed half-way: nothing lost, duplicates no more than were in flight', async () => {
+    const taskQueue = uniqueName('batch-kill');
+    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
+    const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
+    const sink = path.join(directory, 'kill.jsonl');
+    const client = await FanoutClient.connect({ client: servers.server.environment.client, taskQueue });
+    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
+
+    await waitFor('half the batch', async () => (await handle.progress()).done >= 200, { timeoutMs: 60_000 });
+    await workers[0].kill();
+    const killedAt = Date.now();
+    const inFlightAtKill = servers.simulator
+      .log()
+      .filter((request) => request.workflowId === handle.batchId && request.arrivedAt <= killedAt && (request.respondedAt ?? Infinity) > killedAt).length;
+    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
+
+    const summary = await handle.result();
+    expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });
+    expect(sinkCounts(sink)).toEqual({ lines: 400, ids: 400, ok: 400 });
+    expect(inFlightAtKill).toBeGreaterThan(0);
+    expect(duplicateCalls(servers.simulator, handle.batchId)).toBeLessThanOrEqual(inFlightAtKill);
+  });
+
+  it('keeps two workers together under the task queue rate limit', async () => {
+    const taskQueue = uniqueName('batch-rate');
+    const limit = 20;
+    const env = { ...workerEnvironment(servers.simulator), FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND: String(limit) };
+    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+    const source = writeTasks(directory, 120, () => 'x [sim latency=20]', 'rate');
+    const client = await FanoutClient.connect({ client: servers.server.environment.client, taskQueue });
+    const handle = await client.startBatch({ source, sink: path.join(directory, 'rate.jsonl'), options: { concurrency: 50 } });
+    await handle.result();
+
+    const arrivals = servers.simulator.log().filter((request) => request.workflowId === handle.batchId).map((request) => request.arrivedAt).sort((a, b) => a - b);
+    expect(arrivals).toHaveLength(120);
+    const rate = (arrivals.length - 1) / ((arrivals[arrivals.length - 1] - arrivals[0]) / 1000);
+    // Uncapped, 120 calls of 20 ms at concurrency 50 would take well under a second.
+    expect(rate).toBeLessThanOrEqual(limit * 1.15);
+    expect(rate).toBeGreaterThan(limit * 0.5);
+  });
+});
+
+describe('a batch across a dev server restart', () => {
+  let server: DevServer | undefined;
+  let simulator: Simulator;
+
+  afterAll(async () => {
+    await server?.stop();
+    await simulator?.close();
+  });
+
+  it('completes with nothing lost and no duplicated line when the file-backed server stops and starts mid-batch', async () => {
+    simulator = await startSimulator();
+    const port = await freePort();
+    const uiPort = await freePort();
+    const dbFilename = path.join(directory, 'temporal.db');
+    server = await startDevServer({ port, uiPort, dbFilename });
+    const taskQueue = uniqueName('batch-restart');
+    workers.push(await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(simulator) }));
+    const connection = await Connection.connect({ address: server.address });
+    try {
+      const client = await FanoutClient.connect({ client: new Client({ connection }), taskQueue });
+      const source = writeTasks(directory, 300, () => 'x [sim latency=200]', 'restart');
+      const sink = path.join(directory, 'restart.jsonl');
+      const handle = await client.startBatch({ source, sink, options: { concurrency: 15, heartbeatTimeoutMs: 3000 } });
+      await waitFor('a third of the batch', async () => (await handle.progress()).done >= 100, { timeoutMs: 60_000 });
+
+      await server.stop();
+      server = await startDevServer({ port, uiPort, dbFilename });
+      const summary = await handle.result();
+
+      expect(summary).toMatchObject({ total: 300, succeeded: 300, failed: 0 });
+      expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+    } finally {
+      await connection.close();
+    }
+  });
+});
