@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
@@ -127,5 +127,51 @@ describe('fanout demo (what npm start runs)', () => {
     // The dev server the demo started is gone.
     const listening = execFileSync('bash', ['-c', `ss -ltn 'sport = :${uiPort}' | tail -n +2`], { encoding: 'utf8' });
     expect(listening.trim()).toBe('');
+  });
+});
+
+describe('fanout batch', () => {
+  let servers: TestServers;
+  let stack: TestWorker;
+  const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+
+  beforeAll(async () => {
+    servers = await startTestServers();
+    stack = await startTestWorker(servers);
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    await servers?.stop();
+  });
+
+  it('refuses a malformed task file with the line named and exit code 2', async () => {
+    const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');
+    const { code, stderr } = await runCli(['batch', 'start', tasks, '--out', path.join(directory, 'never.jsonl'), ...connection()]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('batch-bad.jsonl line 2: prompt: must not be empty');
+  });
+
+  it('starts, watches, reports, cancels and resumes a batch', async () => {
+    const tasks = file('batch.jsonl', Array.from({ length: 30 }, (_, index) => JSON.stringify({ id: `cli-${index}`, prompt: 'x [sim latency=1500]' })).join('\n'));
+    const out = path.join(directory, 'batch-out.jsonl');
+    const started = await runCli(['batch', 'start', tasks, '--out', out, '--id', 'cli-batch', '--concurrency', '5', '--json', ...connection()]);
+    expect(started.code).toBe(0);
+    expect(JSON.parse(started.stdout)).toEqual({ batchId: 'cli-batch', attached: false });
+
+    const status = await runCli(['batch', 'status', 'cli-batch', '--json', ...connection()]);
+    expect(JSON.parse(status.stdout)).toMatchObject({ batchId: 'cli-batch', total: 30 });
+
+    const cancelled = await runCli(['batch', 'cancel', 'cli-batch', ...connection()]);
+    expect(cancelled.code).toBe(0);
+    const afterCancel = await runCli(['batch', 'status', 'cli-batch', '--watch', ...connection()]);
+    expect(afterCancel.stderr).toContain('cancelled');
+
+    const resumed = await runCli(['batch', 'resume', 'cli-batch', '--watch', ...connection()]);
+    expect(resumed.code).toBe(0);
+    expect(resumed.stdout).toMatch(/batch cli-batch finished\n\s+ok \d+, failed 0, not run 0, already ok \d+ of \d+/);
+    const lines = readFileSync(out, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { id: string });
+    expect(new Set(lines.map((line) => line.id)).size).toBe(30);
+    expect(lines).toHaveLength(30);
   });
 });
