@@ -9,6 +9,8 @@ import {
   type TemporalConnectionConfig,
 } from '../config/environment';
 import type { BatchOptions } from '../contract/batch';
+import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contract/dag';
+import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
 import { progressQuery } from '../workflows/messages';
 import { getBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
 
@@ -31,7 +33,10 @@ export interface StartRunOptions {
 }
 
 /** A started fan-out. */
-export interface FanOutHandle {
+export type FanOutHandle = RunHandle<FanOutResult>;
+
+/** A started run (fan-out, DAG, fan-out/fan-in) whose result is `R`. */
+export interface RunHandle<R> {
   readonly workflowId: string;
   readonly runId: string | undefined;
   /** Counts and per-task states, live. */
@@ -39,7 +44,7 @@ export interface FanOutHandle {
   /** Requests cancellation; the run cancels every agent it started and waits for them to stop. */
   cancel(): Promise<void>;
   /** Waits for the outcome: every result in input order, and the run's metrics. */
-  result(): Promise<FanOutResult>;
+  result(): Promise<R>;
   /** The underlying Temporal handle, for anything else. */
   readonly workflow: WorkflowHandle;
 }
@@ -48,14 +53,14 @@ export function newRunId(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-function toHandle(workflow: WorkflowHandle, runId?: string): FanOutHandle {
+function toHandle<R = FanOutResult>(workflow: WorkflowHandle, runId?: string): RunHandle<R> {
   return {
     workflowId: workflow.workflowId,
     runId,
     workflow,
     progress: () => workflow.query(progressQuery),
     cancel: () => workflow.cancel().then(() => undefined),
-    result: () => workflow.result() as Promise<FanOutResult>,
+    result: () => workflow.result() as Promise<R>,
   };
 }
 
@@ -101,6 +106,23 @@ export class FanoutClient {
       staticDetails: `Agents: ${names.slice(0, 50).join(', ')}${names.length > 50 ? ', …' : ''}`,
     });
     return toHandle(workflow, workflow.firstExecutionRunId);
+  }
+
+  /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
+  async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
+    const input = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
+    return this.startRun<DagResult>('dag', input, start.workflowId ?? newRunId('dag'), start.summary ?? `DAG of ${nodes.length} agents`);
+  }
+
+  /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
+  async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
+    const input = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
+    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, start.workflowId ?? newRunId('fanin'), start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`);
+  }
+
+  private async startRun<R>(type: string, input: unknown, workflowId: string, summary: string): Promise<RunHandle<R>> {
+    const workflow = await this.client.workflow.start(type, { taskQueue: this.taskQueue, workflowId, args: [input], staticSummary: summary });
+    return toHandle<R>(workflow, workflow.firstExecutionRunId);
   }
 
   /** Starts a fan-out and waits for it: every result in input order, and the run's metrics. */

@@ -2,7 +2,16 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import { fanOutOptionsSchema, type FanOutOptions } from '../contract/fan-out';
-import { duplicateIdIssues, InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
+import type { DagNode, Synthesis } from '../contract/dag';
+import {
+  duplicateIdIssues,
+  InvalidInputError,
+  issuesFromZod,
+  safeParse,
+  validateDagInput,
+  validateFanOutFanInInput,
+  type InputIssue,
+} from '../contract/validation';
 
 /** Tasks read from a file, with any options the file carries. */
 export interface TaskFile {
@@ -14,6 +23,74 @@ const jsonFileSchema = z.union([
   z.array(z.unknown()),
   z.strictObject({ tasks: z.array(z.unknown()), options: z.unknown().optional() }),
 ]);
+
+/** What a run file asks for, by its shape. */
+export type RunFile =
+  | { kind: 'fanOut'; tasks: AgentTask[]; options?: FanOutOptions }
+  | { kind: 'dag'; nodes: DagNode[]; options?: FanOutOptions }
+  | { kind: 'fanOutFanIn'; tasks: AgentTask[]; synthesis?: Synthesis; options?: FanOutOptions };
+
+function parseJsonValue(text: string, file: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new InvalidInputError([{ path: file, message: `not valid JSON (${(error as Error).message})` }]);
+  }
+}
+
+function prefixed(error: unknown, file: string): never {
+  if (error instanceof InvalidInputError) throw new InvalidInputError(error.issues.map((issue) => ({ ...issue, path: `${file} ${issue.path}` })));
+  throw error;
+}
+
+/**
+ * Reads a run file and tells its shape: a DAG when tasks carry `dependsOn` (JSONL lines, or `{ "nodes": [...] }`), a
+ * fan-out/fan-in when the file has `{ "tasks", "synthesis" }`, else a plain fan-out. Validated as that shape.
+ */
+export function readRunFile(file: string): RunFile {
+  if (file.endsWith('.jsonl') || file.endsWith('.ndjson')) {
+    const text = readText(file);
+    if (!/"dependsOn"\s*:/.test(text)) return { kind: 'fanOut', tasks: parseJsonLines(text, file).tasks };
+    const nodes = text.split('\n').flatMap((raw, index) => (raw.trim() === '' ? [] : [{ raw, line: index + 1 }])).map(({ raw, line }) => {
+      try {
+        return JSON.parse(raw) as unknown;
+      } catch (error) {
+        throw new InvalidInputError([{ path: `${file} line ${line}`, message: `not valid JSON (${(error as Error).message})` }]);
+      }
+    });
+    try {
+      return { kind: 'dag', nodes: validateDagInput({ nodes }).nodes };
+    } catch (error) {
+      prefixed(error, file);
+    }
+  }
+  const value = parseJsonValue(readText(file), file);
+  if (typeof value === 'object' && value !== null && 'nodes' in value) {
+    try {
+      const input = validateDagInput(value);
+      return { kind: 'dag', nodes: input.nodes, options: input.options };
+    } catch (error) {
+      prefixed(error, file);
+    }
+  }
+  if (typeof value === 'object' && value !== null && 'synthesis' in value) {
+    try {
+      const input = validateFanOutFanInInput(value);
+      return { kind: 'fanOutFanIn', tasks: input.tasks, synthesis: input.synthesis, options: input.options };
+    } catch (error) {
+      prefixed(error, file);
+    }
+  }
+  return { kind: 'fanOut', ...parseJson(JSON.stringify(value), file) };
+}
+
+function readText(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new InvalidInputError([{ path: file, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }]);
+  }
+}
 
 function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines: number[] } {
   const issues: InputIssue[] = [];

@@ -1,5 +1,7 @@
 import type { z } from 'zod';
 import { batchInputSchema, type BatchInput } from './batch';
+import { dagInputSchema, fanOutFanInInputSchema, type DagInput, type FanOutFanInInput } from './dag';
+import { findCycle, unknownDependencyIssues } from './graph';
 import { fanOutInputSchema, type FanOutInput } from './fan-out';
 import { FailureType } from './failure-types';
 
@@ -93,5 +95,33 @@ export function validateFanOutInput(input: unknown): FanOutInput {
 export function validateBatchInput(input: unknown): BatchInput {
   const parsed = safeParse(batchInputSchema, input);
   if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
+  return parsed.data;
+}
+
+/**
+ * Validates a DAG: fields, duplicate ids, unknown dependencies, and cycles (the error names the cycle's path).
+ *
+ * @throws InvalidInputError naming every offending field.
+ */
+export function validateDagInput(input: unknown): DagInput {
+  const parsed = safeParse(dagInputSchema, input);
+  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
+  const nodes = parsed.data.nodes;
+  const issues = [...duplicateIdIssues(nodes.map((node) => node.id), (index) => `nodes[${index}]`), ...unknownDependencyIssues(nodes)];
+  if (issues.length > 0) throw new InvalidInputError(issues);
+  const cycle = findCycle(nodes);
+  if (cycle) throw new InvalidInputError([{ path: 'nodes', message: `dependency cycle: ${cycle.join(' -> ')}` }]);
+  return parsed.data;
+}
+
+/** Validates a fan-out/fan-in input. */
+export function validateFanOutFanInInput(input: unknown): FanOutFanInInput {
+  const parsed = safeParse(fanOutFanInInputSchema, input);
+  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
+  const issues = duplicateIdIssues(parsed.data.tasks.map((task) => task.id), (index) => `tasks[${index}]`);
+  const synthesisId = parsed.data.synthesis?.id ?? 'synthesis';
+  const clash = parsed.data.tasks.findIndex((task) => task.id === synthesisId);
+  if (clash !== -1) issues.push({ path: `tasks[${clash}].id`, message: `"${synthesisId}" is the synthesis agent's id; rename the task or set synthesis.id` });
+  if (issues.length > 0) throw new InvalidInputError(issues);
   return parsed.data;
 }

@@ -222,7 +222,7 @@ export async function startSimulator(
       entry.outcome = 200;
       const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
       const persona = typeof system === 'string' && system !== '' ? ` as "${system.slice(0, 40)}"` : '';
-      const output = `[simulated]${persona} answer to: ${prompt.replace(/\[sim[^\]]*\]/g, '').trim().slice(0, 80)}`;
+      const output = `[simulated]${persona} answer to: ${prompt.replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '').trim().slice(0, 80)}`;
       const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
       const completionTokens = countTokens(output);
       sendJson(response, 200, {

@@ -7,6 +7,18 @@ import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
 import { progressQuery } from './messages';
 
+/** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */
+export async function runInLanes(run: AgentRun, count: number, lanes: number): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < count && !run.stopped) {
+      const index = next++;
+      await run.runTask(index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(lanes, count) }, lane));
+}
+
 /**
  * Runs every task as an agent activity, at most `maxParallel` at once, and returns every result in input
  * order. Waiting is concurrent, so the run takes as long as its slowest lane, never the sum of the agents.
@@ -19,14 +31,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   setHandler(progressQuery, () => run.progress());
   setCurrentDetails(`fan-out of ${tasks.length} agents`);
 
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < tasks.length && !run.stopped) {
-      const index = next++;
-      await run.runTask(index);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(resolved.maxParallel, tasks.length) }, lane));
+  await runInLanes(run, tasks.length, resolved.maxParallel);
 
   const results = run.finish();
   // Every activity has stopped by now (cancellation waits for them); only then is the cancellation reported.

@@ -1,10 +1,11 @@
 import { Command } from 'commander';
-import { FanoutClient } from '../../client/fanout-client';
-import { readTaskFile } from '../../client/task-file';
+import { FanoutClient, type RunHandle } from '../../client/fanout-client';
+import { readRunFile } from '../../client/task-file';
+import type { DagResult, FanOutFanInResult } from '../../contract/dag';
 import { temporalUiUrl } from '../../config/environment';
 import type { FanOutOptions, FanOutResult } from '../../contract/fan-out';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
-import { validateFanOutInput } from '../../contract/validation';
+import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from '../../contract/validation';
 import { ExitCode } from '../errors';
 import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
@@ -32,13 +33,13 @@ function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): Fan
 }
 
 /** Exit code of a finished run: non-zero when any agent did not succeed. */
-export function exitCodeFor(result: FanOutResult): number {
+export function exitCodeFor(result: Pick<FanOutResult, 'metrics'>): number {
   return result.metrics.succeeded === result.metrics.total ? ExitCode.ok : ExitCode.agentsFailed;
 }
 
 export function runCommand(): Command {
   const command = new Command('run')
-    .description('run the tasks of a file as a fan-out and print every result in input order')
+    .description('run a file as a fan-out, a DAG (tasks with dependsOn) or a fan-out/fan-in (a synthesis key), and print every result in input order')
     .argument('<file>', 'tasks: .jsonl (one task per line) or .json (an array, or { "tasks": [...], "options": {...} })')
     .option('-p, --parallel <n>', `most agents in flight at once (1-${MAX_IN_FLIGHT_PER_RUN})`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
     .option('--fail-fast', 'cancel the other agents at the first failure that will not be retried')
@@ -50,19 +51,35 @@ export function runCommand(): Command {
     .addHelpText('after', '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.');
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (file: string, flags: RunFlags) => {
-    const { tasks, options: fileOptions } = readTaskFile(file);
-    const options = mergeOptions(fileOptions, flags);
-    validateFanOutInput({ tasks, options });
+    const runFile = readRunFile(file);
+    const options = mergeOptions(runFile.options, flags);
+    // Validated again with the flags applied, before anything starts.
+    if (runFile.kind === 'dag') validateDagInput({ nodes: runFile.nodes, options });
+    else if (runFile.kind === 'fanOutFanIn') validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
+    else validateFanOutInput({ tasks: runFile.tasks, options });
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
     try {
-      const handle = await fanout.startParallel(tasks, options, { workflowId: flags.id });
+      const start = { workflowId: flags.id };
+      const handle: RunHandle<FanOutResult | DagResult | FanOutFanInResult> =
+        runFile.kind === 'dag'
+          ? await fanout.startDag(runFile.nodes, options, start)
+          : runFile.kind === 'fanOutFanIn'
+            ? await fanout.startFanOutFanIn(runFile.tasks, runFile.synthesis, options, start)
+            : await fanout.startParallel(runFile.tasks, options, start);
       if (!flags.json) {
-        process.stderr.write(`started ${handle.workflowId}: ${tasks.length} agents\n`);
+        process.stderr.write(`started ${runFile.kind} ${handle.workflowId}\n`);
         process.stderr.write(`Temporal UI: ${temporalUiUrl(fanout.namespace, handle.workflowId)}\n`);
       }
       const result = await handle.result();
-      process.stdout.write(flags.json ? `${JSON.stringify({ workflowId: handle.workflowId, ...result }, null, 2)}\n` : `${formatRunReport(result)}\n`);
-      process.exitCode = exitCodeFor(result);
+      const lines = [formatRunReport(result)];
+      if ('groups' in result) {
+        lines.push(`parallel groups: ${result.groups.map((group) => `[${group.join(', ')}]`).join(' -> ')}`);
+        lines.push(`critical path: ${result.metrics.criticalPath.path.join(' -> ')} (${(result.metrics.criticalPath.lengthMs / 1000).toFixed(2)}s)`);
+      }
+      if ('synthesis' in result) lines.push(`\nsynthesis (${result.synthesis.status}):\n${result.synthesis.output ?? result.synthesis.error?.message ?? ''}`);
+      process.stdout.write(flags.json ? `${JSON.stringify({ workflowId: handle.workflowId, kind: runFile.kind, ...result }, null, 2)}\n` : `${lines.join('\n')}\n`);
+      const synthesisOk = !('synthesis' in result) || result.synthesis.status === 'ok';
+      process.exitCode = synthesisOk ? exitCodeFor(result) : ExitCode.agentsFailed;
     } finally {
       await fanout.close();
     }

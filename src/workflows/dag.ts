@@ -1,0 +1,105 @@
+import { CancellationScope, CancelledFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { AgentResult, AgentTask } from '../contract/agent-task';
+import type { DagInput, DagNode, DagResult } from '../contract/dag';
+import { criticalPath, parallelGroups } from '../contract/graph';
+import { computeMetrics } from '../contract/metrics';
+import { resolveRunOptions } from '../contract/run-options';
+import { validateDagInput } from '../contract/validation';
+import { AgentRun } from './agent-run';
+import { validateOrFail } from './input';
+import { progressQuery } from './messages';
+
+const TEMPLATE = /\{\{\s*deps\.([A-Za-z0-9._:@/-]+)\s*\}\}/g;
+
+/**
+ * The prompt a node runs with: `{{deps.<id>}}` placeholders replaced by those dependencies' outputs, or, when the
+ * prompt has none, the outputs appended as a context section.
+ */
+export function promptWithDependencies(node: DagNode, outputs: ReadonlyMap<string, AgentResult>): string {
+  const dependencies = node.dependsOn ?? [];
+  if (dependencies.length === 0) return node.prompt;
+  if (TEMPLATE.test(node.prompt)) {
+    TEMPLATE.lastIndex = 0;
+    return node.prompt.replace(TEMPLATE, (_, id: string) => outputs.get(id)?.output ?? '');
+  }
+  const context = dependencies.map((id) => `### ${outputs.get(id)?.name ?? id}\n${outputs.get(id)?.output ?? ''}`).join('\n\n');
+  return `${node.prompt}\n\n## Results of the tasks this one depends on\n\n${context}`;
+}
+
+/**
+ * Runs a graph of agents: each node starts the moment all of its dependencies have succeeded (not level by level),
+ * at most `maxParallel` at once. Under 'continue' a failure skips only its descendants; under 'fail-fast' it cancels
+ * everything in flight.
+ */
+export async function dag(input: DagInput): Promise<DagResult> {
+  const { nodes, options } = validateOrFail(validateDagInput, input);
+  const resolved = resolveRunOptions(options);
+  const startedAt = Date.now();
+  const tasks: AgentTask[] = nodes.map(({ dependsOn: _dependsOn, ...task }) => task);
+  const run = new AgentRun(tasks, resolved);
+  setHandler(progressQuery, () => run.progress());
+  setCurrentDetails(`DAG of ${nodes.length} agents`);
+
+  const dependants = new Map<string, number[]>();
+  nodes.forEach((node, index) => (node.dependsOn ?? []).forEach((id) => dependants.set(id, [...(dependants.get(id) ?? []), index])));
+  const waitingOn = nodes.map((node) => new Set(node.dependsOn ?? []));
+  const finished = new Map<string, AgentResult>();
+  const ready: number[] = nodes.flatMap((node, index) => ((node.dependsOn ?? []).length === 0 ? [index] : []));
+  let running = 0;
+  let settled = 0;
+
+  const skipDescendants = (failedId: string, cause: string): void => {
+    for (const index of dependants.get(failedId) ?? []) {
+      if (run.results[index] !== undefined) continue;
+      const node = nodes[index];
+      const result: AgentResult = {
+        id: node.id,
+        name: node.name ?? node.id,
+        status: 'skipped',
+        attempts: 0,
+        durationMs: 0,
+        error: { type: 'DependencyFailed', message: `skipped: its dependency "${cause}" did not succeed` },
+      };
+      run.record(index, result);
+      finished.set(node.id, result);
+      settled += 1;
+      skipDescendants(node.id, cause);
+    }
+  };
+
+  const start = (index: number): void => {
+    running += 1;
+    const node = nodes[index];
+    void run.runTask(index, { ...tasks[index], prompt: promptWithDependencies(node, finished) }).then((result) => {
+      running -= 1;
+      settled += 1;
+      finished.set(node.id, result);
+      if (result.status !== 'ok') {
+        // After a stop (fail-fast, timeout, cancel) the rest is reported not started, not skipped.
+        if (!run.stopped) skipDescendants(node.id, node.id);
+        return;
+      }
+      for (const dependant of dependants.get(node.id) ?? []) {
+        waitingOn[dependant].delete(node.id);
+        if (waitingOn[dependant].size === 0 && run.results[dependant] === undefined) ready.push(dependant);
+      }
+    });
+  };
+
+  while (settled < nodes.length && !run.stopped) {
+    while (ready.length > 0 && running < resolved.maxParallel && !run.stopped) start(ready.shift() as number);
+    await condition(() => settled === nodes.length || run.stopped || (ready.length > 0 && running < resolved.maxParallel));
+  }
+  // After a stop, wait for the cancelled agents to report back before reporting anything.
+  await condition(() => running === 0);
+
+  const results = run.finish();
+  if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('DAG cancelled; every agent it started has stopped');
+  const durations = new Map(results.filter((result) => result.status === 'ok').map((result) => [result.id, result.durationMs]));
+  return {
+    results,
+    groups: parallelGroups(nodes),
+    metrics: { ...computeMetrics(results, Date.now() - startedAt), criticalPath: criticalPath(nodes, durations) },
+    stoppedBy: run.stoppedBy,
+  };
+}
