@@ -1,19 +1,12 @@
 import { z } from 'zod';
 import type { TokenUsage } from './agent-task';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
-import { errorPolicySchema, retryOptionsSchema } from './run-options';
+import { runOptionsSchema } from './run-options';
 
-/** Options of a batch. */
-export const batchOptionsSchema = z.strictObject({
+/** Options of a batch: the run options (less `maxParallel` and `runTimeoutMs`) and the paging knobs. */
+export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true }).extend({
   /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
   concurrency: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
-  /** 'continue' (default): failed items are written as failed and the batch goes on. 'fail-fast': the first failure that will not be retried stops the batch. */
-  errorPolicy: errorPolicySchema.optional(),
-  retry: retryOptionsSchema.optional(),
-  /** Deadline of one attempt of one agent, ms. Default 120000. */
-  agentTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
-  /** Default 10000. */
-  heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
   /** Items read per page of the task file. Default 200. */
   pageSize: z.number().int().min(1).max(1000).optional(),
   /** Results written to the sink per flush. Default 100. */
