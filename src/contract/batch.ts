@@ -3,8 +3,8 @@ import type { TokenUsage } from './agent-task';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { runOptionsSchema } from './run-options';
 
-/** Options of a batch: the run options (less `maxParallel` and `runTimeoutMs`) and the paging knobs. */
-export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true }).extend({
+/** Options of a batch: the run options (less `maxParallel`, `runTimeoutMs` and `tokenBudget`) and the paging knobs. */
+export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true, tokenBudget: true }).extend({
   /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
   concurrency: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
   /** Items read per page of the task file. Default 200. */

@@ -38,6 +38,10 @@ export const FailureType = {
   Cancelled: 'Cancelled',
   /** The agent was never started because the run stopped first. */
   NotStarted: 'NotStarted',
+  /** The agent was not started because the run's token budget was spent. */
+  BudgetExhausted: 'BudgetExhausted',
+  /** A DAG node was not started because a dependency did not succeed. */
+  DependencyFailed: 'DependencyFailed',
   /** Something unclassified; see the message. */
   Unknown: 'Unknown',
 } as const;

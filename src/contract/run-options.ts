@@ -33,6 +33,8 @@ export const runOptionsSchema = z.strictObject({
   heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
   /** Deadline of the whole run, ms; agents still running then are cancelled. Default: none. */
   runTimeoutMs: z.number().int().min(100).max(30 * 86_400_000).optional(),
+  /** Once the run's agents have used this many tokens, no new agent starts; the rest are reported skipped. Default: none. */
+  tokenBudget: z.number().int().min(1).optional(),
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;
@@ -45,6 +47,7 @@ export interface ResolvedRunOptions {
   agentTimeoutMs: number;
   heartbeatTimeoutMs: number;
   runTimeoutMs: number | undefined;
+  tokenBudget: number | undefined;
 }
 
 export const DEFAULT_RETRY: Required<RetryOptions> = {
@@ -67,5 +70,6 @@ export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunO
     agentTimeoutMs: options?.agentTimeoutMs ?? 120_000,
     heartbeatTimeoutMs: options?.heartbeatTimeoutMs ?? 10_000,
     runTimeoutMs: options?.runTimeoutMs,
+    tokenBudget: options?.tokenBudget,
   };
 }

@@ -1,6 +1,8 @@
 import { CancellationScope, sleep } from '@temporalio/workflow';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
+import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
+import { FailureType } from '../contract/failure-types';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
 import { failed, notStarted, succeeded } from './task-outcome';
@@ -20,6 +22,9 @@ export class AgentRun {
   readonly states: TaskState[];
   readonly results: (AgentResult | undefined)[];
   stoppedBy: StopReason | undefined;
+  tokensUsed = 0;
+  private readonly events: RunEvent[] = [];
+  private eventSeq = 0;
   private readonly activities;
   private readonly timerScope = new CancellationScope();
 
@@ -30,6 +35,7 @@ export class AgentRun {
     this.states = tasks.map(() => 'pending');
     this.results = tasks.map(() => undefined);
     this.activities = agentActivities(options);
+    this.emit('run-started', undefined, `${tasks.length} agents`);
     if (options.runTimeoutMs !== undefined) {
       const timeout = options.runTimeoutMs;
       void this.timerScope.run(() => sleep(timeout)).then(
@@ -50,9 +56,41 @@ export class AgentRun {
     this.scope.cancel();
   }
 
-  /** Runs task `index` (optionally with a rewritten prompt) and records its result. Never throws. */
+  /** Appends to the bounded event log (the oldest events go first). */
+  emit(type: RunEvent['type'], taskId?: string, detail?: string): void {
+    this.events.push({ seq: ++this.eventSeq, at: Date.now(), type, ...(taskId === undefined ? {} : { taskId }), ...(detail === undefined ? {} : { detail }) });
+    if (this.events.length > MAX_RUN_EVENTS) this.events.shift();
+  }
+
+  /** The events after `cursor` (0 for all that are kept), at most `limit`. */
+  eventsAfter(cursor: number, limit = 500): RunEventPage {
+    const events = this.events.filter((event) => event.seq > cursor).slice(0, limit);
+    return { events, nextCursor: events.length > 0 ? events[events.length - 1].seq : Math.max(cursor, 0), dropped: this.eventSeq - this.events.length };
+  }
+
+  get budgetSpent(): boolean {
+    return this.options.tokenBudget !== undefined && this.tokensUsed >= this.options.tokenBudget;
+  }
+
+  /**
+   * Runs task `index` (optionally with a rewritten prompt) and records its result. Never throws. Once the token budget
+   * is spent the task is not started but reported skipped.
+   */
   async runTask(index: number, task: AgentTask = this.tasks[index]): Promise<AgentResult> {
+    if (this.budgetSpent) {
+      const skipped: AgentResult = {
+        id: task.id,
+        name: task.name ?? task.id,
+        status: 'skipped',
+        attempts: 0,
+        durationMs: 0,
+        error: { type: FailureType.BudgetExhausted, message: `skipped: the run's token budget (${this.options.tokenBudget}) is spent` },
+      };
+      this.record(index, skipped);
+      return skipped;
+    }
     this.states[index] = 'running';
+    this.emit('agent-started', task.id);
     const startedAt = Date.now();
     let result: AgentResult;
     try {
@@ -68,17 +106,23 @@ export class AgentRun {
     return result;
   }
 
-  /** Records an outcome decided without running the task (skipped, not started). */
+  /** Records a task's outcome (run, skipped or not started) and logs it. */
   record(index: number, result: AgentResult): void {
     this.results[index] = result;
     this.states[index] = result.status;
+    this.tokensUsed += result.usage?.totalTokens ?? 0;
+    if (result.attempts > 1) this.emit('agent-retried', result.id, `${result.attempts} attempts`);
+    const type = result.status === 'ok' ? 'agent-finished' : result.status === 'failed' ? 'agent-failed' : result.status === 'cancelled' ? 'agent-cancelled' : 'agent-skipped';
+    this.emit(type, result.id, result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms`);
   }
 
   /** Every task's result in input order; tasks that never started are reported so. Ends the timer. */
   finish(): AgentResult[] {
     this.timerScope.cancel();
     const why = this.stoppedBy === undefined ? 'the run was cancelled' : STOP_MESSAGES[this.stoppedBy];
-    return this.tasks.map((task, index) => this.results[index] ?? notStarted(task, why));
+    const results = this.tasks.map((task, index) => this.results[index] ?? notStarted(task, why));
+    this.emit('run-finished', undefined, this.stoppedBy ? `stopped by ${this.stoppedBy}` : undefined);
+    return results;
   }
 
   progress(): RunProgress {

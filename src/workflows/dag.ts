@@ -1,13 +1,14 @@
 import { CancellationScope, CancelledFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { DagInput, DagNode, DagResult } from '../contract/dag';
+import { FailureType } from '../contract/failure-types';
 import { criticalPath, parallelGroups } from '../contract/graph';
 import { computeMetrics } from '../contract/metrics';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateDagInput } from '../contract/validation';
 import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
-import { progressQuery } from './messages';
+import { eventsQuery, progressQuery } from './messages';
 
 const TEMPLATE = /\{\{\s*deps\.([A-Za-z0-9._:@/-]+)\s*\}\}/g;
 
@@ -38,6 +39,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
   const tasks: AgentTask[] = nodes.map(({ dependsOn: _dependsOn, ...task }) => task);
   const run = new AgentRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
+  setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   setCurrentDetails(`DAG of ${nodes.length} agents`);
 
   const dependants = new Map<string, number[]>();
@@ -58,7 +60,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
         status: 'skipped',
         attempts: 0,
         durationMs: 0,
-        error: { type: 'DependencyFailed', message: `skipped: its dependency "${cause}" did not succeed` },
+        error: { type: FailureType.DependencyFailed, message: `skipped: its dependency "${cause}" did not succeed` },
       };
       run.record(index, result);
       finished.set(node.id, result);

@@ -7,7 +7,7 @@ import { validateFanOutFanInInput } from '../contract/validation';
 import { AgentRun } from './agent-run';
 import { runInLanes } from './fan-out';
 import { validateOrFail } from './input';
-import { progressQuery } from './messages';
+import { eventsQuery, progressQuery } from './messages';
 
 const DEFAULT_SYNTHESIS =
   'Synthesise the analyses below into one answer. Note where they agree and where they conflict, and give actionable recommendations.';
@@ -38,6 +38,7 @@ export async function fanOutFanIn(input: FanOutFanInInput): Promise<FanOutFanInR
   };
   const run = new AgentRun([...tasks, synthesisTask], resolved);
   setHandler(progressQuery, () => run.progress());
+  setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   setCurrentDetails(`fan-out of ${tasks.length} agents, then a synthesis`);
 
   await runInLanes(run, tasks.length, resolved.maxParallel);

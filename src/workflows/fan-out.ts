@@ -5,7 +5,7 @@ import { resolveRunOptions } from '../contract/run-options';
 import { validateFanOutInput } from '../contract/validation';
 import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
-import { progressQuery } from './messages';
+import { eventsQuery, progressQuery } from './messages';
 
 /** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */
 export async function runInLanes(run: AgentRun, count: number, lanes: number): Promise<void> {
@@ -29,6 +29,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const startedAt = Date.now();
   const run = new AgentRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
+  setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   setCurrentDetails(`fan-out of ${tasks.length} agents`);
 
   await runInLanes(run, tasks.length, resolved.maxParallel);

@@ -2,4 +2,4 @@ export { batch } from './batch';
 export { dag } from './dag';
 export { fanOut } from './fan-out';
 export { fanOutFanIn } from './fan-out-fan-in';
-export { batchProgressQuery, progressQuery } from './messages';
+export { batchProgressQuery, eventsQuery, progressQuery } from './messages';

@@ -9,11 +9,13 @@ import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from 
 import { ExitCode } from '../errors';
 import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
+import { watchRun } from './runs';
 
 interface RunFlags extends ConnectionFlags {
   parallel?: number;
   failFast?: boolean;
   json?: boolean;
+  watch?: boolean;
   id?: string;
   agentTimeout?: number;
   timeout?: number;
@@ -47,6 +49,7 @@ export function runCommand(): Command {
     .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
     .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
     .option('--id <workflow-id>', 'workflow id of the run (default fanout-<random>)')
+    .option('--watch', 'show a progress bar and live events while it runs')
     .option('--json', 'print the result as JSON')
     .addHelpText('after', '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.');
   for (const option of connectionOptions()) command.addOption(option);
@@ -69,6 +72,10 @@ export function runCommand(): Command {
       if (!flags.json) {
         process.stderr.write(`started ${runFile.kind} ${handle.workflowId}\n`);
         process.stderr.write(`Temporal UI: ${temporalUiUrl(fanout.namespace, handle.workflowId)}\n`);
+      }
+      if (flags.watch) {
+        await watchRun(handle.workflow, { json: flags.json });
+        return;
       }
       const result = await handle.result();
       const lines = [formatRunReport(result)];

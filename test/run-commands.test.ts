@@ -1,0 +1,80 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { eventsQuery } from '../src/workflows/messages';
+import { runCli } from './support/processes';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+const directory = mkdtempSync(path.join(tmpdir(), 'fanout-runs-'));
+const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+
+beforeAll(async () => {
+  servers = await startTestServers();
+  stack = await startTestWorker(servers, { heartbeatThrottleMs: 500 });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+describe('events, token budget and the run commands', () => {
+  it('keeps an event log readable with a cursor', async () => {
+    const handle = await stack.client.startParallel([
+      { id: 'good', prompt: 'x [sim latency=50]' },
+      { id: 'bad', prompt: 'x [sim fault=404]' },
+      { id: 'flaky', prompt: 'x [sim fault=500 times=1]' },
+    ], { retry: { initialIntervalMs: 100 } });
+    await handle.result();
+    const page = await handle.workflow.query(eventsQuery, 0);
+    const types = page.events.map((event) => `${event.type}${event.taskId ? `:${event.taskId}` : ''}`);
+    expect(types[0]).toBe('run-started');
+    expect(types[types.length - 1]).toBe('run-finished');
+    expect(types).toEqual(expect.arrayContaining(['agent-started:good', 'agent-finished:good', 'agent-failed:bad', 'agent-retried:flaky', 'agent-finished:flaky']));
+    expect(page.dropped).toBe(0);
+    expect((await handle.workflow.query(eventsQuery, page.nextCursor)).events).toEqual([]);
+    const middle = await handle.workflow.query(eventsQuery, 2);
+    expect(middle.events[0].seq).toBe(3);
+  });
+
+  it('stops starting agents once the token budget is spent and reports the rest skipped', async () => {
+    const { results, metrics } = await stack.client.runParallel(
+      [1, 2, 3].map((index) => ({ id: `b${index}`, prompt: 'a prompt of several words [sim latency=10]' })),
+      { maxParallel: 1, tokenBudget: 5 },
+    );
+    expect(results.map((result) => result.status)).toEqual(['ok', 'skipped', 'skipped']);
+    expect(results[1].error?.type).toBe('BudgetExhausted');
+    expect(metrics.skipped).toBe(2);
+  });
+
+  it('shows status, results, a watched run, the list, and cancels', async () => {
+    const tasks = path.join(directory, 'watch.jsonl');
+    writeFileSync(tasks, [JSON.stringify({ id: 'w1', prompt: 'x [sim latency=300]' }), JSON.stringify({ id: 'w2', prompt: 'x [sim latency=600]' })].join('\n'));
+    const watched = await runCli(['run', tasks, '--watch', '--id', 'watched-run', ...connection()]);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout).toMatch(/agent-finished w1/);
+    expect(watched.stdout).toContain('parallelism efficiency');
+
+    const status = await runCli(['status', 'watched-run', ...connection()]);
+    expect(status.stdout).toContain('fanOut watched-run: completed');
+    expect(status.stdout).toContain('2/2 done: ok 2');
+
+    const results = await runCli(['results', 'watched-run', '--jsonl', ...connection()]);
+    expect(results.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: string }).id)).toEqual(['w1', 'w2']);
+
+    const list = await runCli(['list', ...connection()]);
+    expect(list.stdout).toMatch(/COMPLETED\s+fanOut\s+watched-run/);
+
+    const long = await stack.client.startParallel([{ id: 'long', prompt: 'x [sim latency=60000]' }], {}, { workflowId: 'to-cancel' });
+    await waitFor('the call to start', () => servers.simulator.log().some((request) => request.workflowId === 'to-cancel'));
+    const cancelled = await runCli(['cancel', 'to-cancel', ...connection()]);
+    expect(cancelled.code).toBe(0);
+    await expect(long.result()).rejects.toThrow();
+    const after = await runCli(['results', 'to-cancel', ...connection()]);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain('run to-cancel ended cancelled');
+  });
+});
