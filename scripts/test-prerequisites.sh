@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond npm packages, once per machine:
 #   - the Temporal CLI (its dev server is the real server the tests run against), cached per user;
-#   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine.
+#   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine;
+#   - Debian's chromium, which the Temporal UI test drives through playwright-core.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
 bash "$here/ensure-temporal.sh" >/dev/null
 
-if ! command -v docker-compose >/dev/null 2>&1; then
+missing=()
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+[ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing docker-compose (Debian package) to validate docker-compose.yml ..." >&2
+    echo "installing ${missing[*]} (Debian packages) for the test suite ..." >&2
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
-    echo "docker-compose is missing: install it (e.g. apt-get install docker-compose) to run the compose test" >&2
+    echo "missing: ${missing[*]}; install them (e.g. apt-get install ${missing[*]}) to run the whole suite" >&2
     exit 1
   fi
 fi

@@ -1,0 +1,48 @@
+import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { ROOT } from './support/paths';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+
+let servers: TestServers;
+let stack: TestWorker;
+let browser: Browser;
+
+beforeAll(async () => {
+  servers = await startTestServers();
+  stack = await startTestWorker(servers);
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    // The machine has no network beyond loopback: keep Chromium from reaching out.
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+  await servers?.stop();
+});
+
+it('shows a finished fan-out, its summary and its agents in the Temporal UI', async () => {
+  const handle = await stack.client.startParallel(
+    [
+      { id: 'researcher', name: 'Researcher', prompt: 'x [sim latency=100]' },
+      { id: 'analyst', name: 'Analyst', prompt: 'x [sim latency=200]' },
+      { id: 'writer', name: 'Writer', prompt: 'x [sim latency=300]' },
+    ],
+    {},
+    { summary: 'UI check: fan-out of 3 agents' },
+  );
+  await handle.result();
+
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const ui = servers.server.uiUrl;
+  await page.goto(`${ui}/namespaces/default/workflows`);
+  await page.getByText(handle.workflowId).first().waitFor({ timeout: 30_000 });
+
+  await page.goto(`${ui}/namespaces/default/workflows/${handle.workflowId}`);
+  await page.getByText('UI check: fan-out of 3 agents').first().waitFor({ timeout: 30_000 });
+  for (const name of ['Researcher', 'Analyst', 'Writer']) await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
+  await page.screenshot({ path: path.join(ROOT, 'docs', 'temporal-ui-fan-out.png'), fullPage: true });
+  await page.close();
+});
