@@ -15,10 +15,10 @@ export interface SourceLine {
 }
 
 /**
- * Reads a file's lines from byte `start`, with the byte offset of each, in 1 MiB chunks (files far larger than
- * memory are fine). `firstLine` is the number of the line at `start`, for messages.
+ * Reads a file's lines from byte `start`, with the byte offset of each, in chunks (1 MiB by default; files far larger
+ * than memory are fine). `firstLine` is the number of the line at `start`, for messages.
  */
-export async function* linesFrom(path: string, start = 0, firstLine = 1): AsyncGenerator<SourceLine> {
+export async function* linesFrom(path: string, start = 0, firstLine = 1, chunkBytes = CHUNK_BYTES): AsyncGenerator<SourceLine> {
   const handle = await open(path, 'r');
   try {
     let position = start;
@@ -26,8 +26,8 @@ export async function* linesFrom(path: string, start = 0, firstLine = 1): AsyncG
     let carryOffset = start;
     let line = firstLine;
     for (;;) {
-      const chunk = Buffer.alloc(CHUNK_BYTES);
-      const { bytesRead } = await handle.read(chunk, 0, CHUNK_BYTES, position);
+      const chunk = Buffer.alloc(chunkBytes);
+      const { bytesRead } = await handle.read(chunk, 0, chunkBytes, position);
       if (bytesRead === 0) break;
       position += bytesRead;
       const buffer = Buffer.concat([carry, chunk.subarray(0, bytesRead)]);
@@ -110,7 +110,8 @@ export async function readEntries(
 ): Promise<{ entries: BatchEntry[]; nextOffset: number; eof: boolean }> {
   const entries: BatchEntry[] = [];
   let nextOffset = offset;
-  for await (const line of linesFrom(path, offset, 0)) {
+  // A page is a few hundred short lines: small reads, not a megabyte of garbage per page.
+  for await (const line of linesFrom(path, offset, 0, 64 * 1024)) {
     if (entries.length >= limit) return { entries, nextOffset, eof: false };
     nextOffset = line.offset + line.length + 1;
     if (line.text.trim() === '') continue;
