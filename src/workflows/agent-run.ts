@@ -5,7 +5,7 @@ import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/ev
 import { FailureType } from '../contract/failure-types';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
-import { failed, notStarted, succeeded } from './task-outcome';
+import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
 const STOP_MESSAGES: Record<StopReason, string> = {
   'fail-fast': 'another agent failed and the run fails fast',
@@ -78,16 +78,9 @@ export class AgentRun {
    */
   async runTask(index: number, task: AgentTask = this.tasks[index]): Promise<AgentResult> {
     if (this.budgetSpent) {
-      const skipped: AgentResult = {
-        id: task.id,
-        name: task.name ?? task.id,
-        status: 'skipped',
-        attempts: 0,
-        durationMs: 0,
-        error: { type: FailureType.BudgetExhausted, message: `skipped: the run's token budget (${this.options.tokenBudget}) is spent` },
-      };
-      this.record(index, skipped);
-      return skipped;
+      const result = skipped(task, FailureType.BudgetExhausted, `skipped: the run's token budget (${this.options.tokenBudget}) is spent`);
+      this.record(index, result);
+      return result;
     }
     this.states[index] = 'running';
     this.emit('agent-started', task.id);

@@ -9,6 +9,7 @@ import { validateDagInput } from '../contract/validation';
 import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
 import { eventsQuery, progressQuery } from './messages';
+import { skipped } from './task-outcome';
 
 const TEMPLATE = /\{\{\s*deps\.([A-Za-z0-9._:@/-]+)\s*\}\}/g;
 
@@ -54,14 +55,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
     for (const index of dependants.get(failedId) ?? []) {
       if (run.results[index] !== undefined) continue;
       const node = nodes[index];
-      const result: AgentResult = {
-        id: node.id,
-        name: node.name ?? node.id,
-        status: 'skipped',
-        attempts: 0,
-        durationMs: 0,
-        error: { type: FailureType.DependencyFailed, message: `skipped: its dependency "${cause}" did not succeed` },
-      };
+      const result = skipped(node, FailureType.DependencyFailed, `skipped: its dependency "${cause}" did not succeed`);
       run.record(index, result);
       finished.set(node.id, result);
       settled += 1;

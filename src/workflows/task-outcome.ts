@@ -69,3 +69,8 @@ export function notStarted(task: AgentTask, why: string): AgentResult {
     error: { type: FailureType.NotStarted, message: `agent "${task.id}" was not started: ${why}` },
   };
 }
+
+/** The result of a task that was deliberately not run (token budget spent, a dependency failed). */
+export function skipped(task: Pick<AgentTask, 'id' | 'name'>, type: string, message: string): AgentResult {
+  return { id: task.id, name: task.name ?? task.id, status: 'skipped', attempts: 0, durationMs: 0, error: { type, message } };
+}
