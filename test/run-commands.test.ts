@@ -53,7 +53,7 @@ describe('events, token budget and the run commands', () => {
   it('shows status, results, a watched run, the list, and cancels', async () => {
     const tasks = path.join(directory, 'watch.jsonl');
     writeFileSync(tasks, [JSON.stringify({ id: 'w1', prompt: 'x [sim latency=300]' }), JSON.stringify({ id: 'w2', prompt: 'x [sim latency=600]' })].join('\n'));
-    const watched = await runCli(['run', tasks, '--watch', '--id', 'watched-run', ...connection()]);
+    const watched = await runCli(['run', tasks, '--watch', '--id', 'watched-run', '--name', 'nightly report', ...connection()]);
     expect(watched.code).toBe(0);
     expect(watched.stdout).toMatch(/agent-finished w1/);
     expect(watched.stdout).toContain('parallelism efficiency');
@@ -67,6 +67,10 @@ describe('events, token budget and the run commands', () => {
 
     const list = await runCli(['list', ...connection()]);
     expect(list.stdout).toMatch(/COMPLETED\s+fanOut\s+watched-run/);
+    // Found by its name through the FanoutName search attribute (visibility may lag a moment).
+    await waitFor('the run to be listed by name', async () => (await runCli(['list', '--name', 'nightly report', '--json', ...connection()])).stdout.includes('"watched-run"'));
+    const byOtherName = await runCli(['list', '--name', 'something else', '--json', ...connection()]);
+    expect(JSON.parse(byOtherName.stdout)).toEqual([]);
 
     const long = await stack.client.startParallel([{ id: 'long', prompt: 'x [sim latency=60000]' }], {}, { workflowId: 'to-cancel' });
     await waitFor('the call to start', () => servers.simulator.log().some((request) => request.workflowId === 'to-cancel'));
@@ -76,5 +80,29 @@ describe('events, token budget and the run commands', () => {
     const after = await runCli(['results', 'to-cancel', ...connection()]);
     expect(after.code).toBe(1);
     expect(after.stderr).toContain('run to-cancel ended cancelled');
+  });
+});
+
+describe('fanout dev', () => {
+  it('keeps a dev server, worker and simulator up for other commands until interrupted', async () => {
+    const { spawn } = await import('node:child_process');
+    const { CLI } = await import('./support/paths');
+    const child = spawn(process.execPath, [CLI, 'dev'], { env: { ...process.env, OPENAI_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    try {
+      const address = await waitFor('the dev stack', () => /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1], { timeoutMs: 60_000 });
+      expect(output).toContain('(SIMULATED)');
+      const tasks = path.join(directory, 'dev.jsonl');
+      writeFileSync(tasks, JSON.stringify({ id: 'hello', prompt: 'Say hello' }));
+      const ran = await runCli(['run', tasks, '--json'], { TEMPORAL_ADDRESS: address, FANOUT_TASK_QUEUE: 'fanout' });
+      expect(ran.code).toBe(0);
+      expect(JSON.parse(ran.stdout).results[0].output).toContain('[simulated]');
+    } finally {
+      child.kill('SIGINT');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    expect(child.exitCode).toBe(0);
   });
 });

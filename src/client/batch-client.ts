@@ -55,7 +55,13 @@ async function exists(client: Client, batchId: string): Promise<boolean> {
  * Starts a batch, or attaches to the batch of that id if there is one (running or finished), so a retried start
  * never runs a batch twice. The task file is validated, every line, before anything starts.
  */
-export async function startBatch(client: Client, taskQueue: string, request: StartBatchRequest, newId: () => string): Promise<BatchHandle> {
+export async function startBatch(
+  client: Client,
+  taskQueue: string,
+  request: StartBatchRequest,
+  newId: () => string,
+  searchAttributes: (name: string) => Promise<object> = async () => ({}),
+): Promise<BatchHandle> {
   const batchId = request.batchId ?? newId();
   if (await exists(client, batchId)) return toBatchHandle(client.workflow.getHandle(batchId), true);
   const input: BatchInput = validateBatchInput({
@@ -78,6 +84,7 @@ export async function startBatch(client: Client, taskQueue: string, request: Sta
       staticDetails: `Tasks: ${input.source}\nResults: ${input.sink}`,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'USE_EXISTING',
+      ...(await searchAttributes(batchId)),
     });
     return toBatchHandle(workflow, false);
   } catch (error) {

@@ -11,6 +11,7 @@ import {
 import type { BatchOptions } from '../contract/batch';
 import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contract/dag';
 import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
+import { FANOUT_NAME } from '../contract/search-attributes';
 import { progressQuery } from '../workflows/messages';
 import { getBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
 
@@ -30,6 +31,8 @@ export interface StartRunOptions {
   workflowId?: string;
   /** One line shown for the run in the Temporal UI; default "Fan-out of N agents". */
   summary?: string;
+  /** A name to find the run by (search attribute FanoutName, when the namespace has it); default the workflow id. */
+  name?: string;
 }
 
 /** A started fan-out. */
@@ -87,6 +90,22 @@ export class FanoutClient {
     return new FanoutClient(new Client({ connection, namespace: config.namespace }), taskQueue, connection);
   }
 
+  private nameAttribute: Promise<boolean> | undefined;
+
+  /** Whether the namespace has the FanoutName search attribute (asked once; runs start without it otherwise). */
+  hasNameAttribute(): Promise<boolean> {
+    this.nameAttribute ??= this.client.connection.operatorService
+      .listSearchAttributes({ namespace: this.namespace })
+      .then((response) => FANOUT_NAME.name in (response.customAttributes ?? {}))
+      .catch(() => false);
+    return this.nameAttribute;
+  }
+
+  /** Search attributes for a new run, if the namespace supports them. */
+  async searchAttributesFor(name: string): Promise<{ typedSearchAttributes?: [{ key: typeof FANOUT_NAME; value: string }] }> {
+    return (await this.hasNameAttribute()) ? { typedSearchAttributes: [{ key: FANOUT_NAME, value: name }] } : {};
+  }
+
   get namespace(): string {
     return this.client.options.namespace;
   }
@@ -103,6 +122,7 @@ export class FanoutClient {
       workflowId,
       args: [input],
       staticSummary: start.summary ?? `Fan-out of ${input.tasks.length} agents`,
+      ...(await this.searchAttributesFor(start.name ?? workflowId)),
       staticDetails: `Agents: ${names.slice(0, 50).join(', ')}${names.length > 50 ? ', …' : ''}`,
     });
     return toHandle(workflow, workflow.firstExecutionRunId);
@@ -111,17 +131,23 @@ export class FanoutClient {
   /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
   async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
     const input = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
-    return this.startRun<DagResult>('dag', input, start.workflowId ?? newRunId('dag'), start.summary ?? `DAG of ${nodes.length} agents`);
+    return this.startRun<DagResult>('dag', input, start.workflowId ?? newRunId('dag'), start.summary ?? `DAG of ${nodes.length} agents`, start.name);
   }
 
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
   async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
     const input = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
-    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, start.workflowId ?? newRunId('fanin'), start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`);
+    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, start.workflowId ?? newRunId('fanin'), start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
   }
 
-  private async startRun<R>(type: string, input: unknown, workflowId: string, summary: string): Promise<RunHandle<R>> {
-    const workflow = await this.client.workflow.start(type, { taskQueue: this.taskQueue, workflowId, args: [input], staticSummary: summary });
+  private async startRun<R>(type: string, input: unknown, workflowId: string, summary: string, name?: string): Promise<RunHandle<R>> {
+    const workflow = await this.client.workflow.start(type, {
+      taskQueue: this.taskQueue,
+      workflowId,
+      args: [input],
+      staticSummary: summary,
+      ...(await this.searchAttributesFor(name ?? workflowId)),
+    });
     return toHandle<R>(workflow, workflow.firstExecutionRunId);
   }
 
@@ -138,7 +164,7 @@ export class FanoutClient {
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
   startBatch(request: StartBatchRequest): Promise<BatchHandle> {
-    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'));
+    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'), (name) => this.searchAttributesFor(name));
   }
 
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */

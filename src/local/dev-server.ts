@@ -1,4 +1,5 @@
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { FANOUT_NAME } from '../contract/search-attributes';
 import { freePort } from './free-port';
 import { findTemporalCli } from './temporal-cli';
 
@@ -40,7 +41,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       namespace,
       dbFilename: options.dbFilename,
       log: { format: 'pretty', level: 'error' },
-      extraArgs: ['--dynamic-config-value', 'frontend.enableUpdateWorkflowExecution=true'],
+      searchAttributes: [FANOUT_NAME],
     },
   });
   return {

@@ -17,6 +17,7 @@ interface RunFlags extends ConnectionFlags {
   json?: boolean;
   watch?: boolean;
   id?: string;
+  name?: string;
   agentTimeout?: number;
   timeout?: number;
   attempts?: number;
@@ -49,6 +50,7 @@ export function runCommand(): Command {
     .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
     .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
     .option('--id <workflow-id>', 'workflow id of the run (default fanout-<random>)')
+    .option('--name <name>', 'a name to find the run by (fanout list --name; search attribute FanoutName)')
     .option('--watch', 'show a progress bar and live events while it runs')
     .option('--json', 'print the result as JSON')
     .addHelpText('after', '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.');
@@ -62,7 +64,7 @@ export function runCommand(): Command {
     else validateFanOutInput({ tasks: runFile.tasks, options });
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
     try {
-      const start = { workflowId: flags.id };
+      const start = { workflowId: flags.id, name: flags.name };
       const handle: RunHandle<FanOutResult | DagResult | FanOutFanInResult> =
         runFile.kind === 'dag'
           ? await fanout.startDag(runFile.nodes, options, start)

@@ -13,6 +13,7 @@ import { formatRunReport } from '../report';
 const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'];
 
 interface Flags extends ConnectionFlags {
+  name?: string;
   json?: boolean;
   jsonl?: boolean;
   limit?: number;
@@ -131,11 +132,15 @@ export function runCommands(): Command[] {
     async (id: string, flags: Flags) => withClient(flags, (fanout) => watchRun(fanout.client.workflow.getHandle(id), flags)),
   );
 
-  const list = withConnection(new Command('list').description('recent runs (fanOut, dag, fanOutFanIn, batch), newest first').option('--limit <n>', 'how many', wholeNumber(1, 1000), 20).option('--json', 'print JSON')).action(
+  const list = withConnection(new Command('list').description('recent runs (fanOut, dag, fanOutFanIn, batch), newest first').option('--limit <n>', 'how many', wholeNumber(1, 1000), 20).option('--name <name>', 'only runs of this name (search attribute FanoutName)').option('--json', 'print JSON')).action(
     async (flags: Flags) =>
       withClient(flags, async (fanout) => {
         const rows: { id: string; type: string; status: string; startTime: string }[] = [];
-        const query = RUN_TYPES.map((type) => `WorkflowType = '${type}'`).join(' OR ');
+        const types = `(${RUN_TYPES.map((type) => `WorkflowType = '${type}'`).join(' OR ')})`;
+        if (flags.name !== undefined && !(await fanout.hasNameAttribute())) {
+          throw new CliError('this namespace has no FanoutName search attribute; register it with `temporal operator search-attribute create --name FanoutName --type Keyword`', ExitCode.badInput);
+        }
+        const query = flags.name === undefined ? types : `${types} AND FanoutName = '${flags.name.replace(/'/g, "\\'")}'`;
         for await (const execution of fanout.client.workflow.list({ query, pageSize: flags.limit })) {
           rows.push({ id: execution.workflowId, type: execution.type, status: execution.status.name, startTime: execution.startTime.toISOString() });
           if (rows.length >= (flags.limit ?? 20)) break;
