@@ -56,6 +56,8 @@ describe('events, token budget and the run commands', () => {
     const watched = await runCli(['run', tasks, '--watch', '--id', 'watched-run', '--name', 'nightly report', ...connection()]);
     expect(watched.code).toBe(0);
     expect(watched.stdout).toMatch(/agent-finished w1/);
+    expect(watched.stdout).toMatch(/agent-finished w2/);
+    expect(watched.stdout).toContain('run-finished');
     expect(watched.stdout).toContain('parallelism efficiency');
 
     const status = await runCli(['status', 'watched-run', ...connection()]);

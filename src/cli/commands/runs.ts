@@ -70,16 +70,19 @@ export async function watchRun(workflow: WorkflowHandle, flags: Flags): Promise<
     () => undefined,
   );
   void outcome.then(() => (closed = true));
+  const printEvents = async (): Promise<void> => {
+    const page = await workflow.query(eventsQuery, cursor);
+    cursor = page.nextCursor;
+    for (const event of page.events) {
+      const line = flags.json ? JSON.stringify(event) : `${new Date(event.at).toISOString().slice(11, 23)} ${event.type}${event.taskId ? ` ${event.taskId}` : ''}${event.detail ? `: ${event.detail}` : ''}`;
+      if (bar && started) bar.stop();
+      process.stdout.write(`${line}\n`);
+      started = false;
+    }
+  };
   while (!closed) {
     try {
-      const page = await workflow.query(eventsQuery, cursor);
-      cursor = page.nextCursor;
-      for (const event of page.events) {
-        const line = flags.json ? JSON.stringify(event) : `${new Date(event.at).toISOString().slice(11, 23)} ${event.type}${event.taskId ? ` ${event.taskId}` : ''}${event.detail ? `: ${event.detail}` : ''}`;
-        if (bar && started) bar.stop();
-        process.stdout.write(`${line}\n`);
-        started = false;
-      }
+      await printEvents();
       const progress = await workflow.query(progressQuery);
       const payload = { ok: progress.succeeded, failed: progress.failed, running: progress.running };
       if (bar && !started) {
@@ -92,6 +95,9 @@ export async function watchRun(workflow: WorkflowHandle, flags: Flags): Promise<
     await Promise.race([outcome, new Promise((resolve) => setTimeout(resolve, 500))]);
   }
   if (started) bar?.stop();
+  started = false;
+  // The last events (the final agents, run-finished) land with the close; a closed run still answers queries.
+  await printEvents().catch(() => undefined);
   const { status } = await describeType(workflow);
   if (status !== 'COMPLETED') throw new CliError(`run ${workflow.workflowId} ended ${status.toLowerCase()}`, ExitCode.agentsFailed);
   await printResult(workflow, { ...flags, json: flags.json });
