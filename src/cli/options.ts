@@ -1,4 +1,5 @@
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { FanoutClient } from '../client/fanout-client';
 import type { TemporalConnectionConfig } from '../config/environment';
 
 /** A commander parser for a whole number in [min, max], naming the option on error. */
@@ -39,4 +40,20 @@ export function temporalOverrides(flags: ConnectionFlags): Partial<TemporalConne
     ...(flags.address ? { address: flags.address } : {}),
     ...(flags.namespace ? { namespace: flags.namespace } : {}),
   };
+}
+
+/** Adds the connection options to a command and makes its usage errors throw (main maps them to exit code 2). */
+export function withConnection(command: Command): Command {
+  for (const option of connectionOptions()) command.addOption(option);
+  return command.exitOverride();
+}
+
+/** Runs `work` with a client connected from the flags, and closes it. */
+export async function withClient<T>(flags: ConnectionFlags, work: (fanout: FanoutClient) => Promise<T>): Promise<T> {
+  const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
+  try {
+    return await work(fanout);
+  } finally {
+    await fanout.close();
+  }
 }

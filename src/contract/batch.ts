@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { TokenUsage } from './agent-task';
+import type { AgentResult } from './agent-task';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { runOptionsSchema } from './run-options';
 
@@ -56,17 +56,8 @@ export interface BatchEntry {
   line: number;
 }
 
-/** One line of the result sink. */
-export interface BatchResultLine {
-  id: string;
-  status: 'ok' | 'failed';
-  output?: string;
-  error?: { type: string; message: string };
-  attempts: number;
-  durationMs: number;
-  usage?: TokenUsage;
-  model?: string;
-}
+/** One line of the result sink: an agent's result without its display name, ok or failed (cancelled items are not written). */
+export type BatchResultLine = Omit<AgentResult, 'name' | 'status' | 'finishReason'> & { status: 'ok' | 'failed' };
 
 /** Counters carried from run to run across continue-as-new. */
 export interface BatchState {

@@ -1,11 +1,10 @@
 import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
-import { FanoutClient } from '../../client/fanout-client';
 import type { BatchHandle } from '../../client/batch-client';
 import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { ExitCode } from '../errors';
-import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 
 interface BatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -19,15 +18,6 @@ interface StartFlags extends BatchFlags {
   failFast?: boolean;
   attempts?: number;
   agentTimeout?: number;
-}
-
-function withConnection(command: Command): Command {
-  for (const option of connectionOptions()) command.addOption(option);
-  return command;
-}
-
-async function connect(flags: ConnectionFlags): Promise<FanoutClient> {
-  return FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
 }
 
 function formatProgress(progress: BatchProgress): string {
@@ -125,15 +115,12 @@ export function batchCommand(): Command {
         ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
         ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
       };
-      const fanout = await connect(flags);
-      try {
+      await withClient(flags, async (fanout) => {
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
         if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId: handle.batchId, attached: handle.attached })}\n`);
         else process.stderr.write(`${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}\n`);
         if (flags.watch) await watch(handle, Boolean(flags.json));
-      } finally {
-        await fanout.close();
-      }
+      });
     }),
   );
 
@@ -141,25 +128,19 @@ export function batchCommand(): Command {
     withConnection(
       new Command('status').description('progress of a running batch, or the summary of a finished one').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
     ).action(async (batchId: string, flags: BatchFlags) => {
-      const fanout = await connect(flags);
-      try {
+      await withClient(flags, async (fanout) => {
         await report(fanout.getBatch(batchId), flags);
-      } finally {
-        await fanout.close();
-      }
+      });
     }),
   );
 
   batch.addCommand(
     withConnection(new Command('cancel').description('cancel a batch: in-flight calls are aborted, finished results stay in the sink').argument('<batch-id>').option('--json', 'print JSON')).action(
       async (batchId: string, flags: BatchFlags) => {
-        const fanout = await connect(flags);
-        try {
+        await withClient(flags, async (fanout) => {
           await fanout.getBatch(batchId).cancel();
           process.stdout.write(flags.json ? `${JSON.stringify({ batchId, cancelRequested: true })}\n` : `cancel requested for batch ${batchId}\n`);
-        } finally {
-          await fanout.close();
-        }
+        });
       },
     ),
   );
@@ -168,18 +149,14 @@ export function batchCommand(): Command {
     withConnection(
       new Command('resume').description('re-run the failed and never-run items of a finished or cancelled batch').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
     ).action(async (batchId: string, flags: BatchFlags) => {
-      const fanout = await connect(flags);
-      try {
+      await withClient(flags, async (fanout) => {
         const handle = await fanout.resumeBatch(batchId);
         if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId, resumed: true })}\n`);
         else process.stderr.write(`resumed batch ${batchId}\n`);
         if (flags.watch) await watch(handle, Boolean(flags.json));
-      } finally {
-        await fanout.close();
-      }
+      });
     }),
   );
 
-  for (const command of batch.commands) command.exitOverride();
   return batch;
 }

@@ -1,13 +1,12 @@
 import { Command } from 'commander';
 import { Presets, SingleBar } from 'cli-progress';
 import type { WorkflowHandle } from '@temporalio/client';
-import { FanoutClient } from '../../client/fanout-client';
 import type { AgentResult } from '../../contract/agent-task';
 import type { RunProgress } from '../../contract/fan-out';
 import { startLocalStack } from '../../local/local-stack';
 import { eventsQuery, progressQuery } from '../../workflows/messages';
 import { CliError, ExitCode } from '../errors';
-import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
 
 const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'];
@@ -17,20 +16,6 @@ interface Flags extends ConnectionFlags {
   json?: boolean;
   jsonl?: boolean;
   limit?: number;
-}
-
-function withConnection(command: Command): Command {
-  for (const option of connectionOptions()) command.addOption(option);
-  return command.exitOverride();
-}
-
-async function withClient<T>(flags: ConnectionFlags, work: (fanout: FanoutClient) => Promise<T>): Promise<T> {
-  const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
-  try {
-    return await work(fanout);
-  } finally {
-    await fanout.close();
-  }
 }
 
 function formatProgress(progress: RunProgress): string {
