@@ -1,7 +1,9 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { NativeConnection, Worker } from '@temporalio/worker';
+import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
+import { dataConverterFromEnvironment } from './codec';
 import {
   integerFromEnvironment,
   numberFromEnvironment,
@@ -48,6 +50,11 @@ export interface FanoutWorkerOptions {
   maxEagerActivityReservationsPerWorkflowTask?: number;
   /** Env FANOUT_WORKER_IDENTITY; default the SDK's pid@host. */
   identity?: string;
+  /**
+   * Payload codecs etc.; default payload encryption when FANOUT_ENCRYPTION_KEYS (or FANOUT_ENCRYPTION_KEY) is set, else
+   * the SDK's. Codecs run outside the workflow sandbox, so the prebuilt bundle needs nothing of them.
+   */
+  dataConverter?: DataConverter;
 }
 
 /** Finds a prebuilt workflow bundle, so a worker starts in a second instead of bundling for several. */
@@ -85,6 +92,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const namespace = options.temporal?.namespace ?? temporalConnectionFromEnvironment().namespace;
   const bundlePath = findWorkflowBundle(options.workflowBundlePath);
   const identity = options.identity ?? (process.env.FANOUT_WORKER_IDENTITY || undefined);
+  const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
   const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
@@ -94,6 +102,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     namespace,
     taskQueue: options.taskQueue ?? taskQueueFromEnvironment(),
     ...(identity === undefined ? {} : { identity }),
+    ...(dataConverter === undefined ? {} : { dataConverter }),
     activities: createActivities(options.activities),
     ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
     maxConcurrentActivityTaskExecutions: maxConcurrentActivities,

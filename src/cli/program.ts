@@ -1,5 +1,6 @@
 import { Command } from 'commander';
 import { batchCommand } from './commands/batch';
+import { codecServerCommand } from './commands/codec-server';
 import { demoCommand } from './commands/demo';
 import { runCommand } from './commands/run';
 import { runCommands } from './commands/runs';
@@ -12,7 +13,7 @@ export function buildProgram(): Command {
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
     .exitOverride();
-  for (const command of [demoCommand(), runCommand(), ...runCommands(), batchCommand(), workerCommand(), simCommand()]) {
+  for (const command of [demoCommand(), runCommand(), ...runCommands(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
     // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
     program.addCommand(command.exitOverride());
   }

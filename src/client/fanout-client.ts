@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import { dataConverterFromEnvironment } from '../codec';
 import type { AgentTask } from '../contract/agent-task';
 import type { FanOutOptions, FanOutResult, RunProgress } from '../contract/fan-out';
 import { validateFanOutInput } from '../contract/validation';
@@ -23,6 +25,11 @@ export interface FanoutClientOptions {
   temporal?: Partial<TemporalConnectionConfig>;
   /** Env FANOUT_TASK_QUEUE; default "fanout". */
   taskQueue?: string;
+  /**
+   * Payload codecs etc. of a client made here; default payload encryption when FANOUT_ENCRYPTION_KEYS (or
+   * FANOUT_ENCRYPTION_KEY) is set, else the SDK's. Must match the workers'. Ignored with `client`.
+   */
+  dataConverter?: DataConverter;
 }
 
 /** Per-run start options. */
@@ -86,8 +93,10 @@ export class FanoutClient {
     const taskQueue = options.taskQueue ?? taskQueueFromEnvironment();
     if (options.client) return new FanoutClient(options.client, taskQueue, undefined);
     const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
+    const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
     const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey });
-    return new FanoutClient(new Client({ connection, namespace: config.namespace }), taskQueue, connection);
+    const client = new Client({ connection, namespace: config.namespace, ...(dataConverter === undefined ? {} : { dataConverter }) });
+    return new FanoutClient(client, taskQueue, connection);
   }
 
   private nameAttribute: Promise<boolean> | undefined;
