@@ -35,9 +35,9 @@ function countLines(file: string): { lines: number; ids: number } {
 async function windowScenario(server: DevServer): Promise<string> {
   const simulator = await spawnSimulator(['--latency', '200']);
   const taskQueue = 'bench-window';
-  const worker = await createFanoutWorker({ connection: server.environment.nativeConnection, taskQueue, activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }) } });
+  const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }) } });
   const running = worker.run();
-  const client = await FanoutClient.connect({ client: server.environment.client, taskQueue });
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: string[] = [];
   try {
     const source = writeTasks(1000, 'window');
@@ -72,7 +72,7 @@ async function bigScenario(server: DevServer): Promise<string> {
     env: { ...process.env, OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  const client = await FanoutClient.connect({ client: server.environment.client, taskQueue });
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
   try {
     const source = writeTasks(BIG, 'big');
     const sink = path.join(directory, 'big.jsonl');

@@ -48,13 +48,13 @@ async function timed(simulator: RemoteSimulator, body: () => Promise<void>): Pro
 async function temporalRunner(server: DevServer, simulator: RemoteSimulator, slots: number): Promise<{ run: Runner; stop(): Promise<void> }> {
   const taskQueue = `bench-${slots}-${Math.random().toString(36).slice(2, 8)}`;
   const worker: Worker = await createFanoutWorker({
-    connection: server.environment.nativeConnection,
+    connection: server.nativeConnection,
     taskQueue,
     maxConcurrentActivities: slots,
     activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }) },
   });
   const running = worker.run();
-  const client = await FanoutClient.connect({ client: server.environment.client, taskQueue });
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
   return {
     run: (tasks) =>
       timed(simulator, async () => {

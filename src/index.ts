@@ -23,10 +23,4 @@ export { MAX_IN_FLIGHT_PER_RUN, MAX_TASKS_PER_FAN_OUT } from './contract/limits'
 export type { AgentCallResult, AgentResult, AgentStatus, AgentTask, TokenUsage } from './contract/agent-task';
 export type { FanOutInput, FanOutOptions, FanOutResult, RunProgress, StopReason, TaskState } from './contract/fan-out';
 export type { ErrorPolicy, RetryOptions, RunOptions } from './contract/run-options';
-export { startSimulator } from './sim/simulator';
-export type { Simulator, SimulatedRequest, SimulatorStats } from './sim/simulator';
-export type { SimulatorConfigInput } from './sim/config';
-export { startDevServer } from './local/dev-server';
-export type { DevServer, DevServerOptions } from './local/dev-server';
-export { startLocalStack } from './local/local-stack';
-export type { LocalStack, LocalStackOptions } from './local/local-stack';
+// The dev server, the local stack and the simulator are in `temporal-fanout/local` (src/local/index.ts).

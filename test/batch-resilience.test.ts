@@ -42,7 +42,7 @@ describe('a batch on worker processes', () => {
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
     const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
     const sink = path.join(directory, 'kill.jsonl');
-    const client = await FanoutClient.connect({ client: servers.server.environment.client, taskQueue });
+    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
     const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
 
     await waitFor('half the batch', async () => (await handle.progress()).done >= 200, { timeoutMs: 60_000 });
@@ -66,7 +66,7 @@ describe('a batch on worker processes', () => {
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
     const source = writeTasks(directory, 120, () => 'x [sim latency=20]', 'rate');
-    const client = await FanoutClient.connect({ client: servers.server.environment.client, taskQueue });
+    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
     const handle = await client.startBatch({ source, sink: path.join(directory, 'rate.jsonl'), options: { concurrency: 50 } });
     await handle.result();
 

@@ -232,7 +232,7 @@ describe('fanOut on a real dev server', () => {
 
   it('fails a run started with bad input at once and non-retryably, naming the field', async () => {
     const workflowId = uniqueName('bad');
-    const handle = await servers.server.environment.client.workflow.start('fanOut', {
+    const handle = await servers.server.client.workflow.start('fanOut', {
       taskQueue: stack.taskQueue,
       workflowId,
       args: [{ tasks: [{ id: 'ok', prompt: 'fine' }, { id: 'broken' }], options: { errorPolicy: 'sometimes' } }],

@@ -4,10 +4,39 @@ import OpenAI from 'openai';
 export type ChatClient = Pick<OpenAI, 'chat'>;
 
 export interface LlmClientOptions {
-  /** API key. Default: OPENAI_API_KEY. Local servers (the simulator, Ollama) accept any value. */
+  /** API key. Default: from the environment, see `providerFromEnvironment`. */
   apiKey?: string;
-  /** Base URL of an OpenAI-compatible API (…/v1). Default: OPENAI_BASE_URL, else OpenAI's. */
+  /** Base URL of an OpenAI-compatible API (…/v1). Default: from the environment, see `providerFromEnvironment`. */
   baseURL?: string;
+}
+
+export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
+/** Where agent calls go, as the environment says. */
+export interface ProviderConfig {
+  /** Undefined: OpenAI's API. */
+  baseURL: string | undefined;
+  apiKey: string;
+  /** True when the fallback simulator (FANOUT_SIMULATOR_URL) was chosen. */
+  simulated: boolean;
+}
+
+type Environment = Record<string, string | undefined>;
+
+/**
+ * Reads the provider from OPENAI_API_KEY, OPENAI_BASE_URL and FANOUT_SIMULATOR_URL. Empty values count as unset
+ * (compose files pass `${VAR:-}`). The simulator is only a fallback: it is used when neither OPENAI_API_KEY nor
+ * OPENAI_BASE_URL is set, so a real key is never sent to it, and an explicit base URL (Ollama, vLLM) always wins.
+ * Local servers accept any key, so a missing one is sent as "no-key-set".
+ */
+export function providerFromEnvironment(environment: Environment = process.env): ProviderConfig {
+  const apiKey = environment.OPENAI_API_KEY?.trim() || undefined;
+  const baseURL = environment.OPENAI_BASE_URL?.trim() || undefined;
+  const simulatorURL = environment.FANOUT_SIMULATOR_URL?.trim() || undefined;
+  if (apiKey === undefined && baseURL === undefined && simulatorURL !== undefined) {
+    return { baseURL: simulatorURL, apiKey: 'simulator', simulated: true };
+  }
+  return { baseURL, apiKey: apiKey ?? 'no-key-set', simulated: false };
 }
 
 /**
@@ -15,9 +44,10 @@ export interface LlmClientOptions {
  * layers would multiply one failure into many calls.
  */
 export function createLlmClient(options: LlmClientOptions = {}): ChatClient {
+  const provider = providerFromEnvironment();
   return new OpenAI({
-    apiKey: options.apiKey ?? process.env.OPENAI_API_KEY ?? 'no-key-set',
-    baseURL: options.baseURL ?? process.env.OPENAI_BASE_URL ?? undefined,
+    apiKey: options.apiKey ?? provider.apiKey,
+    baseURL: options.baseURL ?? provider.baseURL ?? OPENAI_BASE_URL,
     maxRetries: 0,
   });
 }

@@ -1,5 +1,5 @@
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient } from '../activities/llm-client';
+import { createLlmClient, OPENAI_BASE_URL, providerFromEnvironment } from '../activities/llm-client';
 import { FanoutClient } from '../client/fanout-client';
 import type { SimulatorConfigInput } from '../sim/config';
 import { startSimulator, type Simulator } from '../sim/simulator';
@@ -32,15 +32,15 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   const taskQueue = options.taskQueue ?? 'fanout';
   try {
     const llm = simulator ? createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'simulator' }) : createLlmClient();
-    const worker = await createFanoutWorker({ connection: server.environment.nativeConnection, taskQueue, activities: { llm } });
+    const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm } });
     const running = worker.run();
-    const client = await FanoutClient.connect({ client: server.environment.client, taskQueue });
+    const client = await FanoutClient.connect({ client: server.client, taskQueue });
     return {
       server,
       simulator,
       worker,
       client,
-      providerUrl: simulator?.baseUrl ?? process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1',
+      providerUrl: simulator?.baseUrl ?? providerFromEnvironment().baseURL ?? OPENAI_BASE_URL,
       running,
       stop: async () => {
         if (worker.getState() === 'RUNNING') worker.shutdown();

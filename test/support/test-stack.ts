@@ -47,12 +47,12 @@ export async function startTestWorker(
   const { apiKey, ...workerOptions } = options;
   const worker = await createFanoutWorker({
     ...workerOptions,
-    connection: servers.server.environment.nativeConnection,
+    connection: servers.server.nativeConnection,
     taskQueue,
     activities: { llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: apiKey ?? 'test-key' }), ...workerOptions.activities },
   });
   const running = worker.run();
-  const client = await FanoutClient.connect({ client: servers.server.environment.client, taskQueue });
+  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
   return {
     taskQueue,
     worker,
