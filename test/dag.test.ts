@@ -4,8 +4,7 @@ import path from 'node:path';
 import type { DagNode } from '../src/contract/dag';
 import { criticalPath, parallelGroups } from '../src/contract/graph';
 import { validateDagInput } from '../src/contract/validation';
-import { promptWithDependencies } from '../src/workflows/dag';
-import { synthesisPrompt } from '../src/workflows/fan-out-fan-in';
+import { promptWithDependencies, synthesisPrompt } from '../src/activities/prompt-context';
 import { runCli } from './support/processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 
@@ -36,15 +35,15 @@ describe('DAG validation and inspection', () => {
   });
 
   it('fills {{deps.id}} templates, or appends a context section', () => {
-    const outputs = new Map([['research', { id: 'research', name: 'Research', status: 'ok' as const, output: 'FACTS', attempts: 1, durationMs: 1 }]]);
-    expect(promptWithDependencies({ id: 'w', prompt: 'Write from {{deps.research}}.', dependsOn: ['research'] }, outputs)).toBe('Write from FACTS.');
-    expect(promptWithDependencies({ id: 'w', prompt: 'Write.', dependsOn: ['research'] }, outputs)).toBe('Write.\n\n## Results of the tasks this one depends on\n\n### Research\nFACTS');
+    const outputs = [{ id: 'research', name: 'Research', output: 'FACTS' }];
+    expect(promptWithDependencies('Write from {{deps.research}}.', outputs)).toBe('Write from FACTS.');
+    expect(promptWithDependencies('Write.', outputs)).toBe('Write.\n\n## Results of the tasks this one depends on\n\n### Research\nFACTS');
   });
 
   it('includes failed agents in the synthesis prompt as notes', () => {
     const prompt = synthesisPrompt('Combine:', [
-      { id: 'a', name: 'A', status: 'ok', output: 'alpha', attempts: 1, durationMs: 1 },
-      { id: 'b', name: 'B', status: 'failed', error: { type: 'Forbidden', message: 'HTTP 403' }, attempts: 1, durationMs: 1 },
+      { name: 'A', status: 'ok', output: 'alpha' },
+      { name: 'B', status: 'failed', note: 'HTTP 403' },
     ]);
     expect(prompt).toBe('Combine:\n\n## A\nalpha\n\n## B\n(note: this agent failed: HTTP 403)');
   });

@@ -94,10 +94,3 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
     clearInterval(heartbeat);
   }
 }
-
-/** Runs one agent: a single chat completion, heartbeating while in flight and aborted on cancellation. */
-export function createAgentCall(dependencies: AgentCallDependencies) {
-  return async function callAgent(task: AgentTask): Promise<AgentCallResult> {
-    return completeTask(task, dependencies);
-  };
-}

@@ -1,12 +1,13 @@
-import { writeFile } from 'node:fs/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
 import { FailureType } from '../contract/failure-types';
+import { segmentName } from '../contract/location';
 import { InvalidInputError } from '../contract/validation';
-import { appendToSink, fileSize, keepOkLines, okIds, removeSpoolDirectory, removeSpooled, SinkShorterThanExpected, writeSpooled, type FlushItem } from '../batch/result-sink';
-import { readEntries, readTaskAt, scanTaskSource } from '../batch/task-source';
+import { assembleSink, carryOkLines, keptSegment, okIds, writeItemLine, writeSegment, type FlushItem } from '../batch/result-sink';
+import { readEntries, readTaskAt, scanTaskSource, SourceChanged } from '../batch/task-source';
+import { StorageError, type ObjectStorage } from '../store';
 import { completeTask, type AgentCallDependencies } from './agent-call';
 
 function invalid(error: InvalidInputError): ApplicationFailure {
@@ -28,24 +29,35 @@ async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-async function orInvalid<T>(work: () => Promise<T>): Promise<T> {
+/** Maps what batch I/O throws to failures with stable types: bad input and changed files are never retried. */
+async function mapped<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
     if (error instanceof InvalidInputError) throw invalid(error);
+    if (error instanceof SourceChanged) throw ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
+    if (error instanceof StorageError) {
+      throw ApplicationFailure.create({
+        type: error.code === 'Unavailable' ? FailureType.StorageUnavailable : FailureType.PayloadUnavailable,
+        message: error.message,
+        // A missing object or a refused permission is worth a few retries (a store being set up); the policy bounds them.
+        nonRetryable: error.code === 'Invalid',
+      });
+    }
     throw error;
   }
 }
 
-/** Ok ids a resume skips, read once per worker process and sink prefix. */
+/** Ok ids a resume skips, read once per worker process from the resume's segment 0. */
 const skipSets = new Map<string, Promise<Set<string>>>();
-function skipSet(sink: string, belowBytes: number): Promise<Set<string>> | undefined {
-  if (belowBytes === 0) return undefined;
-  const key = `${sink}\u0000${belowBytes}`;
-  let set = skipSets.get(key);
+function skipSet(storage: ObjectStorage, spool: string | undefined): Promise<Set<string>> | undefined {
+  if (spool === undefined) return undefined;
+  const uri = keptSegment(spool);
+  let set = skipSets.get(uri);
   if (!set) {
-    set = okIds(sink, belowBytes);
-    skipSets.set(key, set);
+    set = okIds(storage, uri);
+    set.catch(() => skipSets.delete(uri));
+    skipSets.set(uri, set);
   }
   return set;
 }
@@ -53,67 +65,78 @@ function skipSet(sink: string, belowBytes: number): Promise<Set<string>> | undef
 export interface ScanResult {
   total: number;
   alreadyOk: number;
-  sinkBytes: number;
-  skipOkBelow: number;
+}
+
+export interface BatchItemResult {
+  id: string;
+  attempts: number;
+  durationMs: number;
+  usage?: TokenUsage;
+  /** The result line, when small enough to travel inline. */
+  line?: BatchResultLine;
+  /** Where the result line is stored, when it is large. */
+  lineRef?: string;
+  /** Bytes of the line in the sink. */
+  bytes: number;
 }
 
 /** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
-export function createBatchActivities(dependencies: AgentCallDependencies) {
+export function createBatchActivities(dependencies: AgentCallDependencies & { storage: ObjectStorage }) {
+  const { storage } = dependencies;
   return {
-    /** Validates the whole source and prepares the sink (a resume keeps only its ok lines). */
-    async scanBatchSource(input: { source: string; sink: string; resume: boolean }): Promise<ScanResult> {
-      return heartbeating(() => orInvalid(async () => {
-        let skipOkBelow = 0;
-        if (input.resume) {
-          skipOkBelow = await keepOkLines(input.sink);
-        } else if ((await fileSize(input.sink)) > 0) {
-          throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another sink' }]);
-        } else {
-          await writeFile(input.sink, '');
-        }
-        const skip = await skipSet(input.sink, skipOkBelow);
-        const scan = await scanTaskSource(input.source, { skip });
-        return { total: scan.toRun, alreadyOk: scan.tasks - scan.toRun, sinkBytes: skipOkBelow, skipOkBelow };
-      }));
+    /** Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. */
+    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean }): Promise<ScanResult> {
+      return heartbeating(() =>
+        mapped(async () => {
+          let kept = 0;
+          if (input.resume) kept = await carryOkLines(storage, input.sink, input.spool);
+          else if (((await storage.size(input.sink)) ?? 0) > 0) {
+            throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another sink' }]);
+          } else await storage.checkWritable(input.sink);
+          const skip = await skipSet(storage, input.resume ? input.spool : undefined);
+          const scan = await scanTaskSource(storage, input.source, { skip });
+          return { total: scan.toRun, alreadyOk: kept };
+        }),
+      );
     },
 
-    async readBatchPage(input: { source: string; sink: string; offset: number; limit: number; skipOkBelow: number }) {
-      return heartbeating(() => orInvalid(async () => readEntries(input.source, input.offset, input.limit, await skipSet(input.sink, input.skipOkBelow))));
+    async readBatchPage(input: { source: string; offset: number; limit: number; resumeSpool?: string }) {
+      return heartbeating(() => mapped(async () => readEntries(storage, input.source, input.offset, input.limit, await skipSet(storage, input.resumeSpool))));
     },
 
-    /** Runs one item: reads its task from the source, calls the model, spools the result line. Returns counts only. */
-    async runBatchItem(input: { source: string; sink: string; entry: BatchEntry }): Promise<{ id: string; attempts: number; durationMs: number; usage?: TokenUsage }> {
-      const task = await orInvalid(() => readTaskAt(input.source, input.entry.offset, input.entry.length));
+    /**
+     * Runs one item: reads its task from the source (checking it is still the one the page named), calls the model,
+     * and returns the result line, or a reference to it when it is larger than `inlineLineBytes`.
+     */
+    async runBatchItem(input: { source: string; spool: string; entry: BatchEntry; inlineLineBytes: number }): Promise<BatchItemResult> {
+      const task = await mapped(() => readTaskAt(storage, input.source, input.entry));
       const startedAt = dependencies.clock();
       const call = await completeTask(task, dependencies);
       const line: BatchResultLine = {
         id: task.id,
         status: 'ok',
-        output: call.output,
+        output: call.output ?? '',
         attempts: call.attempt,
         durationMs: Math.round(dependencies.clock() - startedAt),
         usage: call.usage,
         model: call.model,
       };
-      await writeSpooled(input.sink, line, `${process.pid}-${call.attempt}`);
-      return { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage };
+      const text = JSON.stringify(line);
+      const bytes = Buffer.byteLength(text, 'utf8') + 1;
+      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, bytes };
+      if (bytes <= input.inlineLineBytes) return { ...summary, line };
+      const lineRef = await mapped(() => writeItemLine(storage, input.spool, segmentName(task.id), text));
+      return { ...summary, lineRef };
     },
 
-    /** Appends results after the acknowledged length of the sink; retries are safe (see result-sink.ts). */
-    async flushBatchResults(input: { sink: string; expectedBytes: number; items: FlushItem[]; deleteIds: string[] }): Promise<{ sinkBytes: number }> {
-      try {
-        return await heartbeating(async () => {
-          await removeSpooled(input.sink, input.deleteIds);
-          return { sinkBytes: await appendToSink(input.sink, input.expectedBytes, input.items) };
-        });
-      } catch (error) {
-        if (error instanceof SinkShorterThanExpected) throw ApplicationFailure.create({ type: 'SinkChanged', message: error.message, nonRetryable: true });
-        throw error;
-      }
+    /** Writes one numbered segment of results; repeating it (a retry, or a stale attempt) writes the same segment. */
+    async flushBatchResults(input: { spool: string; sequence: number; items: FlushItem[] }): Promise<{ bytes: number }> {
+      return heartbeating(() => mapped(async () => ({ bytes: await writeSegment(storage, input.spool, input.sequence, input.items) })));
     },
 
-    async finishBatch(input: { sink: string }): Promise<void> {
-      await removeSpoolDirectory(input.sink);
+    /** Concatenates the segments into the sink and removes the spool (finished, cancelled and failed batches alike). */
+    async finishBatch(input: { sink: string; spool: string; segments: number }): Promise<{ sinkBytes: number }> {
+      return heartbeating(() => mapped(async () => ({ sinkBytes: await assembleSink(storage, input.sink, input.spool, input.segments) })));
     },
   };
 }

@@ -1,4 +1,5 @@
-import { createAgentCall } from './agent-call';
+import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
+import { createAgentCall } from './call-agent';
 import { createBatchActivities } from './batch-activities';
 import { createLlmClient, type ChatClient } from './llm-client';
 
@@ -11,6 +12,10 @@ export interface ActivityDependencies {
   clock?: () => number;
   /** Heartbeat cadence while a call is in flight, ms (the worker throttles what reaches the server). Default 500. */
   heartbeatIntervalMs?: number;
+  /** Where batch sources, sinks and spools are read and written (local paths and s3:// URIs). Default: from the environment. */
+  storage?: ObjectStorage;
+  /** The claim-check store for large payloads. Default: FANOUT_STORE (see README), else a per-user directory. */
+  store?: PayloadStore;
 }
 
 /**
@@ -25,6 +30,8 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     defaultModel: dependencies.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini',
     clock: dependencies.clock ?? (() => performance.now()),
     heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,
+    storage: dependencies.storage ?? dependencies.store?.storage ?? storeFromEnvironment().storage,
+    store: dependencies.store ?? storeFromEnvironment().store,
   };
   return { callAgent: createAgentCall(resolved), ...createBatchActivities(resolved) };
 }

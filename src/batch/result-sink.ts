@@ -1,120 +1,134 @@
-import { createHash } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import type { BatchResultLine } from '../contract/batch';
-import { linesFrom } from './task-source';
+import { childOf } from '../contract/location';
+import type { ObjectStorage } from '../store';
+import { linesOf } from './lines';
 
 /**
- * The result sink: a JSONL file with exactly one line per task id.
+ * The result sink: one JSONL object (local file or S3 object) with exactly one line per task id.
  *
- * A finished call writes its result to a spool file (`<sink>.parts/<hash of id>.json`, written to a temporary
- * name and renamed, so it is whole or absent). The batch workflow alone appends to the sink, one flush at a time,
- * and remembers the sink's length after each acknowledged flush: a retried flush first truncates the file back to
- * that length, so a crash mid-flush can leave neither a torn nor a duplicated line.
+ * While a batch runs its results are written as numbered segments in a spool beside the sink,
+ * `<sink>.parts/<epoch>/seg-00000001.jsonl`, one per flush. A segment's name is fixed by its number, and it is written
+ * whole or not at all, so a retried or stale flush attempt rewrites the same segment with the same lines: it can neither
+ * tear a line nor add one twice. When the batch ends (finished, cancelled or failed) the segments are concatenated, in
+ * order, into the sink, streamed, and the spool is removed. `epoch` is the first run id of the batch's chain of runs, so
+ * a resume never mixes its segments with those of the run it resumes. Nothing here needs a shared disk: every worker
+ * reads and writes through the store.
  */
-export function spoolDirectory(sink: string): string {
+export function spoolRoot(sink: string): string {
   return `${sink}.parts`;
 }
 
-function spoolFile(sink: string, id: string): string {
-  return path.join(spoolDirectory(sink), `${createHash('sha256').update(id).digest('hex')}.json`);
+export function spoolOf(sink: string, epoch: string): string {
+  return childOf(spoolRoot(sink), epoch);
 }
 
-export async function writeSpooled(sink: string, result: BatchResultLine, attemptTag: string): Promise<void> {
-  const target = spoolFile(sink, result.id);
-  const temporary = `${target}.${attemptTag}.tmp`;
-  await mkdir(spoolDirectory(sink), { recursive: true });
-  await writeFile(temporary, JSON.stringify(result));
-  await rename(temporary, target);
+function segmentUri(spool: string, sequence: number): string {
+  return childOf(spool, `seg-${String(sequence).padStart(8, '0')}.jsonl`);
 }
 
-/** A result to append: one the call spooled (by id), or one given whole (a failure the workflow recorded). */
-export type FlushItem = { id: string } | { line: BatchResultLine };
-
-async function fileSize(file: string): Promise<number> {
-  try {
-    return (await stat(file)).size;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
-    throw error;
-  }
+function isSegment(name: string): boolean {
+  return /^seg-\d{8}\.jsonl$/.test(name);
 }
+
+/** A result to write: the line itself, or (for a large output) where the item activity stored it. */
+export type FlushItem = { line: BatchResultLine } | { lineRef: string };
 
 export class SinkShorterThanExpected extends Error {}
 
-/** Appends `items` after the first `expectedBytes` bytes of the sink (truncating anything a failed flush left) and syncs. */
-export async function appendToSink(sink: string, expectedBytes: number, items: readonly FlushItem[]): Promise<number> {
+/** Writes segment `sequence` of a spool with `items`, resolving stored lines. Returns its size in bytes. */
+export async function writeSegment(storage: ObjectStorage, spool: string, sequence: number, items: readonly FlushItem[]): Promise<number> {
   const lines: string[] = [];
   for (const item of items) {
-    const text = 'line' in item ? JSON.stringify(item.line) : (await readFile(spoolFile(sink, item.id), 'utf8')).trim();
+    const text = 'line' in item ? JSON.stringify(item.line) : (await storage.read(item.lineRef)).toString('utf8').trim();
     lines.push(`${text}\n`);
   }
-  const handle = await open(sink, 'a+');
-  try {
-    const { size } = await handle.stat();
-    if (size < expectedBytes) {
-      throw new SinkShorterThanExpected(`the sink ${sink} holds ${size} bytes, fewer than the ${expectedBytes} this batch wrote; it was changed outside the batch`);
-    }
-    if (size > expectedBytes) await handle.truncate(expectedBytes);
-    const data = Buffer.from(lines.join(''), 'utf8');
-    await handle.write(data, 0, data.length, expectedBytes);
-    await handle.sync();
-    return expectedBytes + data.length;
-  } finally {
-    await handle.close();
+  const data = Buffer.from(lines.join(''), 'utf8');
+  await storage.write(segmentUri(spool, sequence), data);
+  return data.length;
+}
+
+/** Stores one large result line for a later flush; the name is fixed by the id, so a retry overwrites it. */
+export async function writeItemLine(storage: ObjectStorage, spool: string, name: string, line: string): Promise<string> {
+  const uri = childOf(childOf(spool, 'items'), `${name}.json`);
+  await storage.write(uri, line);
+  return uri;
+}
+
+async function* segmentsIn(storage: ObjectStorage, spool: string, count: number): AsyncGenerator<Buffer> {
+  for (let sequence = 0; sequence < count; sequence += 1) {
+    const uri = segmentUri(spool, sequence);
+    if ((await storage.size(uri)) === undefined) continue; // a resume writes segment 0 only when it kept lines
+    for await (const chunk of storage.readStream(uri)) yield chunk;
   }
 }
 
-export async function removeSpooled(sink: string, ids: readonly string[]): Promise<void> {
-  await Promise.all(ids.map((id) => rm(spoolFile(sink, id), { force: true })));
+/**
+ * Concatenates a spool's segments 0..count-1 into the sink, streamed and atomically, then removes the spool. Safe to
+ * repeat: once the spool is gone the sink is already whole.
+ */
+export async function assembleSink(storage: ObjectStorage, sink: string, spool: string, count: number): Promise<number> {
+  const present = (await storage.list(spool)).filter(isSegment);
+  if (present.length === 0 && count > 0 && (await storage.size(sink)) !== undefined) return (await storage.size(sink)) ?? 0;
+  const bytes = await storage.writeStream(sink, segmentsIn(storage, spool, count));
+  await storage.removeTree(spool);
+  return bytes;
 }
 
-export async function removeSpoolDirectory(sink: string): Promise<void> {
-  await rm(spoolDirectory(sink), { recursive: true, force: true });
+/** Every spool epoch left beside a sink (a batch that was terminated before it could assemble its results). */
+export async function leftoverSpools(storage: ObjectStorage, sink: string, except?: string): Promise<string[]> {
+  const names = await storage.list(spoolRoot(sink));
+  const epochs = new Set(names.filter((name) => name.includes('/')).map((name) => name.split('/')[0]));
+  if (except !== undefined) epochs.delete(except);
+  return [...epochs].sort().map((epoch) => spoolOf(sink, epoch));
 }
 
-/** Ids with an ok line in the first `belowBytes` bytes of the sink. */
-export async function okIds(sink: string, belowBytes: number): Promise<Set<string>> {
+/** Ok ids in a JSONL object of result lines. */
+export async function okIds(storage: ObjectStorage, uri: string): Promise<Set<string>> {
   const ids = new Set<string>();
-  if (belowBytes === 0) return ids;
-  for await (const line of linesFrom(sink)) {
-    if (line.offset >= belowBytes) break;
+  if ((await storage.size(uri)) === undefined) return ids;
+  for await (const line of linesOf(storage, uri)) {
     try {
-      const parsed = JSON.parse(line.text) as BatchResultLine;
+      const parsed = JSON.parse(line.text ?? '') as BatchResultLine;
       if (parsed.status === 'ok') ids.add(parsed.id);
     } catch {
-      // A torn line cannot be in the acknowledged prefix; ignore anything unreadable.
+      // a line that cannot be read is not an ok result
     }
   }
   return ids;
 }
 
-/**
- * Prepares a resume: rewrites the sink with its ok lines only (one per id), so the failed and never-run items can be
- * written again. Atomic: a temporary file renamed over the sink. Returns the new length.
- */
-export async function keepOkLines(sink: string): Promise<number> {
-  if ((await fileSize(sink)) === 0) return 0;
-  const kept = new Map<string, string>();
-  for await (const line of linesFrom(sink)) {
-    try {
-      const parsed = JSON.parse(line.text) as BatchResultLine;
-      if (parsed.status === 'ok' && !kept.has(parsed.id)) kept.set(parsed.id, line.text);
-    } catch {
-      // skip
-    }
-  }
-  const data = [...kept.values()].map((text) => `${text}\n`).join('');
-  const temporary = `${sink}.resume.tmp`;
-  const handle = await open(temporary, 'w');
-  try {
-    await handle.write(data);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temporary, sink);
-  return Buffer.byteLength(data);
+/** Where a resume keeps the ok lines it carries over: segment 0 of its spool. */
+export function keptSegment(spool: string): string {
+  return segmentUri(spool, 0);
 }
 
-export { fileSize };
+/**
+ * Prepares a resume: the ok lines (one per id) of the sink and of any spool a terminated run left behind are written,
+ * streamed, as segment 0 of the new spool; the failed and never-run items will follow in later segments. The old sink
+ * is untouched until the new run assembles, so a crash here loses nothing. Returns how many ok lines were kept.
+ */
+export async function carryOkLines(storage: ObjectStorage, sink: string, spool: string): Promise<number> {
+  const epoch = spool.slice(spoolRoot(sink).length + 1);
+  const leftovers = await leftoverSpools(storage, sink, epoch);
+  const sources = [sink, ...(await Promise.all(leftovers.map(async (old) => (await storage.list(old)).filter(isSegment).map((name) => childOf(old, name))))).flat()];
+  const seen = new Set<string>();
+  async function* kept(): AsyncGenerator<string> {
+    for (const source of sources) {
+      if ((await storage.size(source)) === undefined) continue;
+      for await (const line of linesOf(storage, source)) {
+        try {
+          const parsed = JSON.parse(line.text ?? '') as BatchResultLine;
+          if (parsed.status === 'ok' && !seen.has(parsed.id)) {
+            seen.add(parsed.id);
+            yield `${line.text}\n`;
+          }
+        } catch {
+          // a torn line from a crash is dropped; its item runs again
+        }
+      }
+    }
+  }
+  await storage.writeStream(keptSegment(spool), kept());
+  for (const old of leftovers) await storage.removeTree(old);
+  return seen.size;
+}

@@ -1,62 +1,55 @@
-import { open } from 'node:fs/promises';
 import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import type { BatchEntry } from '../contract/batch';
 import { InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
+import { StorageError, type ObjectStorage } from '../store';
+import { decodeLine, linesOf } from './lines';
 
-const CHUNK_BYTES = 1 << 20;
+export { linesOf } from './lines';
 
-/** One line of a file with its byte offset and length (newline excluded). */
-export interface SourceLine {
-  text: string;
-  offset: number;
-  length: number;
-  /** 1-based line number, counted from `firstLine`. */
-  line: number;
-}
+/** JSON nested deeper than this is refused: nobody writes tasks that deep, and recursion on it overflows the stack. */
+const MAX_JSON_DEPTH = 64;
 
-/**
- * Reads a file's lines from byte `start`, with the byte offset of each, in chunks (1 MiB by default; files far larger
- * than memory are fine). `firstLine` is the number of the line at `start`, for messages.
- */
-export async function* linesFrom(path: string, start = 0, firstLine = 1, chunkBytes = CHUNK_BYTES): AsyncGenerator<SourceLine> {
-  const handle = await open(path, 'r');
-  try {
-    let position = start;
-    let carry = Buffer.alloc(0);
-    let carryOffset = start;
-    let line = firstLine;
-    for (;;) {
-      const chunk = Buffer.alloc(chunkBytes);
-      const { bytesRead } = await handle.read(chunk, 0, chunkBytes, position);
-      if (bytesRead === 0) break;
-      position += bytesRead;
-      const buffer = Buffer.concat([carry, chunk.subarray(0, bytesRead)]);
-      let lineStart = 0;
-      for (let index = buffer.indexOf(10); index !== -1; index = buffer.indexOf(10, lineStart)) {
-        const raw = buffer.subarray(lineStart, index);
-        yield { text: raw.toString('utf8').replace(/\r$/, ''), offset: carryOffset + lineStart, length: raw.length, line };
-        line += 1;
-        lineStart = index + 1;
-      }
-      carryOffset += lineStart;
-      carry = Buffer.from(buffer.subarray(lineStart));
-    }
-    if (carry.length > 0) yield { text: carry.toString('utf8').replace(/\r$/, ''), offset: carryOffset, length: carry.length, line };
-  } finally {
-    await handle.close();
+function tooDeep(text: string): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index += 1) {
+    const char = text[index];
+    if (inString) {
+      if (char === '\\') index += 1;
+      else if (char === '"') inString = false;
+    } else if (char === '"') inString = true;
+    else if (char === '{' || char === '[') {
+      depth += 1;
+      if (depth > MAX_JSON_DEPTH) return true;
+    } else if (char === '}' || char === ']') depth -= 1;
   }
+  return false;
 }
 
-function parseLine(text: string, where: string): { task?: AgentTask; issues: InputIssue[] } {
-  let value: unknown;
+/** Parses JSON text, refusing nesting deeper than a task could need (a stack overflow is not an error message). */
+export function parseJsonText(text: string): { value?: unknown; error?: string } {
+  if (tooDeep(text)) return { error: `nested deeper than ${MAX_JSON_DEPTH} levels` };
   try {
-    value = JSON.parse(text);
+    return { value: JSON.parse(text) };
   } catch (error) {
-    return { issues: [{ path: where, message: `not valid JSON (${(error as Error).message})` }] };
+    return { error: `not valid JSON (${(error as Error).message})` };
   }
+}
+
+export function parseTaskLine(text: string | undefined, where: string): { task?: AgentTask; issues: InputIssue[] } {
+  if (text === undefined) return { issues: [{ path: where, message: 'is not valid UTF-8 (save the file as UTF-8)' }] };
+  const { value, error } = parseJsonText(text);
+  if (error !== undefined) return { issues: [{ path: where, message: error }] };
   const parsed = safeParse(agentTaskSchema, value);
   if (!parsed.success) return { issues: issuesFromZod(parsed.error).map((issue) => ({ ...issue, path: `${where}${issue.path ? `: ${issue.path}` : ''}` })) };
   return { task: parsed.data, issues: [] };
+}
+
+function unreadable(uri: string, error: unknown): never {
+  if (error instanceof StorageError && error.code !== 'Unavailable') {
+    throw new InvalidInputError([{ path: uri, message: error.code === 'NotFound' ? 'cannot be read (it does not exist)' : `cannot be read (${error.message.slice(uri.length + 2)})` }]);
+  }
+  throw error;
 }
 
 export interface SourceScan {
@@ -68,23 +61,24 @@ export interface SourceScan {
 
 /**
  * Validates every line of a JSONL task file (blank lines are allowed) and counts its tasks; a file of any size is
- * read in chunks. Throws InvalidInputError naming up to 20 problems by line.
+ * streamed. Throws InvalidInputError naming up to 20 problems by line.
  */
-export async function scanTaskSource(path: string, options: { skip?: ReadonlySet<string>; onProgress?: () => void } = {}): Promise<SourceScan> {
+export async function scanTaskSource(storage: ObjectStorage, uri: string, options: { skip?: ReadonlySet<string>; onProgress?: () => void } = {}): Promise<SourceScan> {
   const issues: InputIssue[] = [];
   const firstSeen = new Map<string, number>();
   let tasks = 0;
   let toRun = 0;
+  if (await storage.isDirectory(uri)) throw new InvalidInputError([{ path: uri, message: 'is a directory, not a task file' }]);
   try {
-    for await (const line of linesFrom(path)) {
+    for await (const line of linesOf(storage, uri)) {
       if (line.line % 10_000 === 0) options.onProgress?.();
-      if (line.text.trim() === '') continue;
-      const { task, issues: lineIssues } = parseLine(line.text, `${path} line ${line.line}`);
+      if (line.text !== undefined && line.text.trim() === '') continue;
+      const { task, issues: lineIssues } = parseTaskLine(line.text, `${uri} line ${line.line}`);
       if (!task) {
         issues.push(...lineIssues);
       } else {
         const first = firstSeen.get(task.id);
-        if (first !== undefined) issues.push({ path: `${path} line ${line.line}: id`, message: `duplicate id "${task.id}" (first at line ${first})` });
+        if (first !== undefined) issues.push({ path: `${uri} line ${line.line}: id`, message: `duplicate id "${task.id}" (first at line ${first})` });
         else firstSeen.set(task.id, line.line);
         tasks += 1;
         if (!options.skip?.has(task.id)) toRun += 1;
@@ -92,47 +86,49 @@ export async function scanTaskSource(path: string, options: { skip?: ReadonlySet
       if (issues.length >= 20) break;
     }
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT' || code === 'EACCES' || code === 'EISDIR') throw new InvalidInputError([{ path, message: `cannot be read (${code})` }]);
-    throw error;
+    unreadable(uri, error);
   }
   if (issues.length > 0) throw new InvalidInputError(issues);
-  if (tasks === 0) throw new InvalidInputError([{ path, message: 'holds no tasks' }]);
+  if (tasks === 0) throw new InvalidInputError([{ path: uri, message: 'holds no tasks' }]);
   return { tasks, toRun };
 }
 
 /** Up to `limit` entries from byte `offset` on, skipping ids in `skip`; `nextOffset` is where the next page starts. */
 export async function readEntries(
-  path: string,
+  storage: ObjectStorage,
+  uri: string,
   offset: number,
   limit: number,
   skip?: ReadonlySet<string>,
 ): Promise<{ entries: BatchEntry[]; nextOffset: number; eof: boolean }> {
   const entries: BatchEntry[] = [];
   let nextOffset = offset;
-  // A page is a few hundred short lines: small reads, not a megabyte of garbage per page.
-  for await (const line of linesFrom(path, offset, 0, 64 * 1024)) {
-    if (entries.length >= limit) return { entries, nextOffset, eof: false };
-    nextOffset = line.offset + line.length + 1;
-    if (line.text.trim() === '') continue;
-    const { task, issues } = parseLine(line.text, `${path} at byte ${line.offset}`);
-    if (!task) throw new InvalidInputError(issues);
-    if (skip?.has(task.id)) continue;
-    entries.push({ id: task.id, name: task.name ?? task.id, offset: line.offset, length: line.length, line: line.line });
+  try {
+    for await (const line of linesOf(storage, uri, offset, 0)) {
+      if (entries.length >= limit) return { entries, nextOffset, eof: false };
+      nextOffset = line.offset + line.length + 1;
+      if (line.text !== undefined && line.text.trim() === '') continue;
+      const { task, issues } = parseTaskLine(line.text, `${uri} at byte ${line.offset}`);
+      if (!task) throw new InvalidInputError(issues);
+      if (skip?.has(task.id)) continue;
+      entries.push({ id: task.id, name: task.name ?? task.id, offset: line.offset, length: line.length, line: line.line });
+    }
+  } catch (error) {
+    if (error instanceof InvalidInputError) throw error;
+    unreadable(uri, error);
   }
   return { entries, nextOffset, eof: true };
 }
 
-/** The task stored at an entry's place in the source. */
-export async function readTaskAt(path: string, offset: number, length: number): Promise<AgentTask> {
-  const handle = await open(path, 'r');
-  try {
-    const buffer = Buffer.alloc(length);
-    await handle.read(buffer, 0, length, offset);
-    const { task, issues } = parseLine(buffer.toString('utf8').replace(/\r$/, ''), `${path} at byte ${offset}`);
-    if (!task) throw new InvalidInputError(issues);
-    return task;
-  } finally {
-    await handle.close();
+/** The source no longer holds, at an entry's place, the task the batch read there: it was changed under the batch. */
+export class SourceChanged extends Error {}
+
+/** The task stored at an entry's place in the source, checked to be the one the page named. */
+export async function readTaskAt(storage: ObjectStorage, uri: string, entry: Pick<BatchEntry, 'id' | 'offset' | 'length'>): Promise<AgentTask> {
+  const raw = await storage.readRange(uri, entry.offset, entry.length);
+  const { task } = parseTaskLine(raw.length === entry.length ? decodeLine(raw) : undefined, `${uri} at byte ${entry.offset}`);
+  if (!task || task.id !== entry.id) {
+    throw new SourceChanged(`the task file ${uri} changed while the batch ran: byte ${entry.offset} no longer holds task "${entry.id}"`);
   }
+  return task;
 }

@@ -1,16 +1,17 @@
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { fileSize } from '../batch/result-sink';
 import { scanTaskSource } from '../batch/task-source';
+import { isRemote } from '../contract/location';
+import { StorageError, type ObjectStorage } from '../store';
 import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../contract/batch';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
 
 /** What starts a batch. */
 export interface StartBatchRequest {
-  /** JSONL task file; must be readable at the same path by every worker. */
+  /** JSONL task file: a local path every worker can read, or an s3:// URI (workers on any machine). */
   source: string;
-  /** JSONL result file; must be writable at the same path by every worker. */
+  /** JSONL result file: a local path every worker can write, or an s3:// URI. */
   sink: string;
   /** Default `batch-<random>`. Starting an id that exists attaches to it instead of running it twice. */
   batchId?: string;
@@ -51,6 +52,29 @@ async function exists(client: Client, batchId: string): Promise<boolean> {
   }
 }
 
+function located(uri: string): string {
+  return isRemote(uri) || uri.includes('://') ? uri : path.resolve(uri);
+}
+
+/**
+ * Checks, before anything starts, that the sink can be written: not the source, not a directory, not already holding
+ * results, and its directory (or bucket) exists and takes writes.
+ */
+async function checkSink(storage: ObjectStorage, source: string, sink: string): Promise<void> {
+  const refuse = (message: string): never => {
+    throw new InvalidInputError([{ path: sink, message }]);
+  };
+  if (sink === source) refuse('is the task file itself; choose another --out');
+  if (await storage.isDirectory(sink)) refuse('is a directory; --out needs a file name, e.g. results.jsonl');
+  if (((await storage.size(sink)) ?? 0) > 0) refuse('already holds results; resume that batch, or choose another --out');
+  try {
+    await storage.checkWritable(sink);
+  } catch (error) {
+    if (error instanceof StorageError) refuse(`cannot be written (${error.message.slice(sink.length + 2)})`);
+    throw error;
+  }
+}
+
 /**
  * Starts a batch, or attaches to the batch of that id if there is one (running or finished), so a retried start
  * never runs a batch twice. The task file is validated, every line, before anything starts.
@@ -60,20 +84,19 @@ export async function startBatch(
   taskQueue: string,
   request: StartBatchRequest,
   newId: () => string,
-  searchAttributes: (name: string) => Promise<object> = async () => ({}),
+  searchAttributes: (name: string) => Promise<object>,
+  storage: ObjectStorage,
 ): Promise<BatchHandle> {
   const batchId = request.batchId ?? newId();
   if (await exists(client, batchId)) return toBatchHandle(client.workflow.getHandle(batchId), true);
   const input: BatchInput = validateBatchInput({
     batchId,
-    source: path.resolve(request.source),
-    sink: path.resolve(request.sink),
+    source: located(request.source),
+    sink: located(request.sink),
     ...(request.options === undefined ? {} : { options: request.options }),
   });
-  const scan = await scanTaskSource(input.source);
-  if ((await fileSize(input.sink)) > 0) {
-    throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another --out' }]);
-  }
+  const scan = await scanTaskSource(storage, input.source);
+  await checkSink(storage, input.source, input.sink);
   try {
     const workflow = await client.workflow.start('batch', {
       taskQueue,
@@ -97,13 +120,13 @@ export async function startBatch(
  * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
  * only the failed and never-run items.
  */
-export async function resumeBatch(client: Client, taskQueue: string, batchId: string, options?: BatchOptions): Promise<BatchHandle> {
+export async function resumeBatch(client: Client, taskQueue: string, batchId: string, storage: ObjectStorage, options?: BatchOptions): Promise<BatchHandle> {
   const description = await client.workflow.getHandle(batchId).describe();
   if (description.status.name === 'RUNNING') throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
   const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
   if (!memo?.source || !memo.sink) throw new InvalidInputError([{ path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' }]);
   const input = validateBatchInput({ batchId, source: memo.source, sink: memo.sink, options: { ...memo.options, ...options }, resume: true });
-  await scanTaskSource(input.source);
+  await scanTaskSource(storage, input.source);
   const workflow = await client.workflow.start('batch', {
     taskQueue,
     workflowId: batchId,

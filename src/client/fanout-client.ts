@@ -15,7 +15,9 @@ import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contra
 import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { progressQuery } from '../workflows/messages';
+import { storeFromEnvironment, type PayloadStore } from '../store';
 import { getBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
+import { checkInputSize, offloadLargePrompts, resolveRunResult } from './payloads';
 
 /** Where and how to start runs. Every field has an environment fallback. */
 export interface FanoutClientOptions {
@@ -30,6 +32,8 @@ export interface FanoutClientOptions {
    * FANOUT_ENCRYPTION_KEY) is set, else the SDK's. Must match the workers'. Ignored with `client`.
    */
   dataConverter?: DataConverter;
+  /** The claim-check store large prompts go to and large outputs are read from; default FANOUT_STORE. */
+  store?: PayloadStore;
 }
 
 /** Per-run start options. */
@@ -53,7 +57,7 @@ export interface RunHandle<R> {
   progress(): Promise<RunProgress>;
   /** Requests cancellation; the run cancels every agent it started and waits for them to stop. */
   cancel(): Promise<void>;
-  /** Waits for the outcome: every result in input order, and the run's metrics. */
+  /** Waits for the outcome: every result in input order (outputs read back from the store), and the run's metrics. */
   result(): Promise<R>;
   /** The underlying Temporal handle, for anything else. */
   readonly workflow: WorkflowHandle;
@@ -63,14 +67,14 @@ export function newRunId(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-function toHandle<R = FanOutResult>(workflow: WorkflowHandle, runId?: string): RunHandle<R> {
+function toHandle<R = FanOutResult>(workflow: WorkflowHandle, store: PayloadStore, runId?: string): RunHandle<R> {
   return {
     workflowId: workflow.workflowId,
     runId,
     workflow,
     progress: () => workflow.query(progressQuery),
     cancel: () => workflow.cancel().then(() => undefined),
-    result: () => workflow.result() as Promise<R>,
+    result: async () => resolveRunResult((await workflow.result()) as R, store),
   };
 }
 
@@ -87,16 +91,18 @@ export class FanoutClient {
     readonly client: Client,
     readonly taskQueue: string,
     private readonly ownedConnection: Connection | undefined,
+    readonly store: PayloadStore,
   ) {}
 
   static async connect(options: FanoutClientOptions = {}): Promise<FanoutClient> {
     const taskQueue = options.taskQueue ?? taskQueueFromEnvironment();
-    if (options.client) return new FanoutClient(options.client, taskQueue, undefined);
+    const store = options.store ?? storeFromEnvironment().store;
+    if (options.client) return new FanoutClient(options.client, taskQueue, undefined, store);
     const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
     const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
-    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey });
+    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata });
     const client = new Client({ connection, namespace: config.namespace, ...(dataConverter === undefined ? {} : { dataConverter }) });
-    return new FanoutClient(client, taskQueue, connection);
+    return new FanoutClient(client, taskQueue, connection, store);
   }
 
   private nameAttribute: Promise<boolean> | undefined;
@@ -123,8 +129,10 @@ export class FanoutClient {
    * Validates and starts a fan-out. Bad input throws InvalidInputError before anything is started.
    */
   async startParallel(tasks: AgentTask[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<FanOutHandle> {
-    const input = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
+    const validated = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
     const workflowId = start.workflowId ?? newRunId('fanout');
+    const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
+    checkInputSize(input, 'the tasks');
     const names = input.tasks.map((task) => task.name ?? task.id);
     const workflow = await this.client.workflow.start('fanOut', {
       taskQueue: this.taskQueue,
@@ -134,22 +142,27 @@ export class FanoutClient {
       ...(await this.searchAttributesFor(start.name ?? workflowId)),
       staticDetails: `Agents: ${names.slice(0, 50).join(', ')}${names.length > 50 ? ', …' : ''}`,
     });
-    return toHandle(workflow, workflow.firstExecutionRunId);
+    return toHandle(workflow, this.store, workflow.firstExecutionRunId);
   }
 
   /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
   async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
-    const input = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
-    return this.startRun<DagResult>('dag', input, start.workflowId ?? newRunId('dag'), start.summary ?? `DAG of ${nodes.length} agents`, start.name);
+    const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
+    const workflowId = start.workflowId ?? newRunId('dag');
+    const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
+    return this.startRun<DagResult>('dag', input, workflowId, start.summary ?? `DAG of ${nodes.length} agents`, start.name);
   }
 
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
   async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
-    const input = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
-    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, start.workflowId ?? newRunId('fanin'), start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
+    const validated = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
+    const workflowId = start.workflowId ?? newRunId('fanin');
+    const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
+    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
   }
 
   private async startRun<R>(type: string, input: unknown, workflowId: string, summary: string, name?: string): Promise<RunHandle<R>> {
+    checkInputSize(input, type === 'dag' ? 'the nodes' : 'the tasks');
     const workflow = await this.client.workflow.start(type, {
       taskQueue: this.taskQueue,
       workflowId,
@@ -157,7 +170,7 @@ export class FanoutClient {
       staticSummary: summary,
       ...(await this.searchAttributesFor(name ?? workflowId)),
     });
-    return toHandle<R>(workflow, workflow.firstExecutionRunId);
+    return toHandle<R>(workflow, this.store, workflow.firstExecutionRunId);
   }
 
   /** Starts a fan-out and waits for it: every result in input order, and the run's metrics. */
@@ -168,17 +181,17 @@ export class FanoutClient {
 
   /** A handle on an existing run. */
   getHandle(workflowId: string): FanOutHandle {
-    return toHandle(this.client.workflow.getHandle(workflowId));
+    return toHandle(this.client.workflow.getHandle(workflowId), this.store);
   }
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
   startBatch(request: StartBatchRequest): Promise<BatchHandle> {
-    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'), (name) => this.searchAttributesFor(name));
+    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'), (name) => this.searchAttributesFor(name), this.store.storage);
   }
 
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */
   resumeBatch(batchId: string, options?: BatchOptions): Promise<BatchHandle> {
-    return resumeBatch(this.client, this.taskQueue, batchId, options);
+    return resumeBatch(this.client, this.taskQueue, batchId, this.store.storage, options);
   }
 
   getBatch(batchId: string): BatchHandle {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_TASK_ID_LENGTH } from './limits';
+import { payloadRefSchema, type PayloadRef } from './payload-ref';
 
 /** One agent call: a chat completion with an optional system prompt. */
 export const agentTaskSchema = z.strictObject({
@@ -21,6 +22,11 @@ export const agentTaskSchema = z.strictObject({
   temperature: z.number().min(0).max(2).optional(),
   /** Most tokens the completion may produce. */
   maxTokens: z.number().int().min(1).max(1_000_000).optional(),
+  /**
+   * Set by the client when the prompt is large: the task's `{ system, prompt }` as JSON in the payload store. `prompt`
+   * then holds a short placeholder (what the Temporal UI shows) and the activity reads the real text from the store.
+   */
+  contentRef: payloadRefSchema.optional(),
 });
 
 export type AgentTask = z.infer<typeof agentTaskSchema>;
@@ -34,7 +40,10 @@ export interface TokenUsage {
 
 /** What one successful agent activity returns. */
 export interface AgentCallResult {
-  output: string;
+  /** The answer, when it is small enough to travel inline. */
+  output?: string;
+  /** The answer in the payload store, when it is large (or a later task reads it). */
+  outputRef?: PayloadRef;
   finishReason: string | null;
   model: string;
   usage?: TokenUsage;
@@ -51,7 +60,10 @@ export interface AgentResult {
   id: string;
   name: string;
   status: AgentStatus;
+  /** The answer. Absent from a workflow's own result when it was large; the client fills it in from `outputRef`. */
   output?: string;
+  /** Where the answer is in the payload store when it did not travel inline. */
+  outputRef?: PayloadRef;
   error?: { type: string; message: string };
   /** Attempts made (0 when the task never started). */
   attempts: number;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { AgentResult } from './agent-task';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
+import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
 
 /** Options of a batch: the run options (less `maxParallel`, `runTimeoutMs` and `tokenBudget`) and the paging knobs. */
@@ -16,14 +17,23 @@ export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, run
 });
 export type BatchOptions = z.infer<typeof batchOptionsSchema>;
 
-/** The one argument of the `batch` workflow. Paths must be readable (source) and writable (sink) by every worker. */
+/** A local absolute path (every worker must see it) or an `s3://bucket/key` URI (workers on any machine). */
+const locationSchema = z
+  .string()
+  .min(1, 'must not be empty')
+  .superRefine((value, context) => {
+    const location = parseLocation(value);
+    if ('error' in location) context.addIssue({ code: 'custom', message: location.error });
+  });
+
+/** The one argument of the `batch` workflow. */
 export const batchInputSchema = z.strictObject({
   /** The batch's id; also its workflow id. */
   batchId: z.string().min(1).max(200),
-  /** Absolute path of the JSONL task file. */
-  source: z.string().min(1).refine((value) => value.startsWith('/'), 'must be an absolute path'),
-  /** Absolute path of the JSONL result sink (one line per task id). */
-  sink: z.string().min(1).refine((value) => value.startsWith('/'), 'must be an absolute path'),
+  /** The JSONL task file: an absolute path or an s3:// URI. */
+  source: locationSchema,
+  /** The JSONL result sink (one line per task id): an absolute path or an s3:// URI. */
+  sink: locationSchema,
   options: batchOptionsSchema.optional(),
   /** Re-run only the items that have no ok line in the sink (a resume of a finished or cancelled batch). */
   resume: z.boolean().optional(),
@@ -70,12 +80,14 @@ export interface BatchState {
   succeeded: number;
   failed: number;
   tokens: { prompt: number; completion: number; total: number };
-  /** Byte length of the sink as of the last acknowledged flush. */
+  /** The spool this chain of runs writes its segments to (see batch/result-sink.ts). */
+  spool: string;
+  /** Number of the next segment to write; segments 0..segments-1 are written. */
+  segments: number;
+  /** Bytes of results written so far. */
   sinkBytes: number;
-  /** Sink prefix (bytes) whose ok ids a resume skips. */
-  skipOkBelow: number;
-  /** Ids flushed in the last flush, whose spool files can be removed. */
-  committedIds: string[];
+  /** True for a resume: segment 0 holds the ok lines carried over, whose ids are skipped. */
+  resumed: boolean;
   startedAtMs: number;
   runs: number;
   largestRunHistory: number;
@@ -115,5 +127,7 @@ export interface BatchSummary {
   wallMs: number;
   runs: number;
   largestRunHistory: number;
+  /** Size of the sink when the batch ended, bytes. */
+  sinkBytes?: number;
   stoppedBy?: 'fail-fast';
 }

@@ -42,6 +42,17 @@ export const FailureType = {
   BudgetExhausted: 'BudgetExhausted',
   /** A DAG node was not started because a dependency did not succeed. */
   DependencyFailed: 'DependencyFailed',
+  /**
+   * A stored payload (prompt, output, dependency context) is missing or does not match its reference: usually a
+   * FANOUT_STORE that is not shared by every worker and client. Never retried.
+   */
+  PayloadUnavailable: 'PayloadUnavailable',
+  /** The payload store or a batch's source or sink could not be reached or written. Retried a bounded number of times. */
+  StorageUnavailable: 'StorageUnavailable',
+  /** A batch's sink or spool was changed by something other than the batch. Never retried. */
+  SinkChanged: 'SinkChanged',
+  /** A batch's task file changed while the batch ran (a line no longer holds the task it held). Never retried. */
+  SourceChanged: 'SourceChanged',
   /** Something unclassified; see the message. */
   Unknown: 'Unknown',
 } as const;
@@ -57,4 +68,7 @@ export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.NotFound,
   FailureType.Unprocessable,
   FailureType.ClientError,
+  FailureType.PayloadUnavailable,
+  FailureType.SinkChanged,
+  FailureType.SourceChanged,
 ];

@@ -1,5 +1,7 @@
 import { CancellationScope, sleep } from '@temporalio/workflow';
+import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
+import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
 import { FailureType } from '../contract/failure-types';
@@ -27,6 +29,8 @@ export class AgentRun {
   private eventSeq = 0;
   private readonly activities;
   private readonly timerScope = new CancellationScope();
+  /** Outputs above this travel as references, so every result of the run fits one workflow result payload. */
+  readonly inlineOutputBytes: number;
 
   constructor(
     readonly tasks: readonly AgentTask[],
@@ -35,6 +39,7 @@ export class AgentRun {
     this.states = tasks.map(() => 'pending');
     this.results = tasks.map(() => undefined);
     this.activities = agentActivities(options);
+    this.inlineOutputBytes = inlineOutputLimit(tasks.length);
     this.emit('run-started', undefined, `${tasks.length} agents`);
     if (options.runTimeoutMs !== undefined) {
       const timeout = options.runTimeoutMs;
@@ -73,10 +78,11 @@ export class AgentRun {
   }
 
   /**
-   * Runs task `index` (optionally with a rewritten prompt) and records its result. Never throws. Once the token budget
-   * is spent the task is not started but reported skipped.
+   * Runs task `index` (with its dependencies' outputs or a synthesis's inputs, by reference) and records its result.
+   * Never throws. Once the token budget is spent the task is not started but reported skipped.
    */
-  async runTask(index: number, task: AgentTask = this.tasks[index]): Promise<AgentResult> {
+  async runTask(index: number, context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {}): Promise<AgentResult> {
+    const task = this.tasks[index];
     if (this.budgetSpent) {
       const result = skipped(task, FailureType.BudgetExhausted, `skipped: the run's token budget (${this.options.tokenBudget}) is spent`);
       this.record(index, result);
@@ -88,7 +94,9 @@ export class AgentRun {
     let result: AgentResult;
     try {
       const call = await this.scope.run(() =>
-        this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [task]),
+        this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
+          { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
+        ]),
       );
       result = succeeded(task, call, Date.now() - startedAt);
     } catch (error) {

@@ -1,4 +1,6 @@
 import {
+  ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   CancelledFailure,
   continueAsNew,
@@ -12,6 +14,8 @@ import type { Activities } from '../activities';
 import type { FlushItem } from '../batch/result-sink';
 import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgress, type BatchState, type BatchSummary } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
+import { childOf } from '../contract/location';
+import { DEFAULT_INLINE_OUTPUT_BYTES } from '../contract/payload-ref';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateBatchInput } from '../contract/validation';
 import { agentActivities } from './agent-activity';
@@ -22,18 +26,37 @@ import { failed } from './task-outcome';
 /** Hard ceiling we keep every run under: Temporal warns at 10,240 events. */
 const HISTORY_CEILING = 10_240;
 
-// Source and sink I/O heartbeats every second: a lost worker's page read or flush is retried within seconds.
-const io = proxyActivities<Activities>({
-  startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '5 seconds',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', nonRetryableErrorTypes: [FailureType.InvalidInput, 'SinkChanged'] },
-});
+/** A flush's input stays far below Temporal's 2 MB payload limit. */
+const FLUSH_BYTES = 512 * 1024;
 
 /**
- * A long-running batch: items are read from a JSONL file in pages by an activity, run with at most `concurrency`
- * calls in flight (a new one starts as each finishes), and written to a JSONL sink by activities, so neither
- * prompts nor outputs enter history. Each run continues-as-new before its history grows large, carrying the cursor
- * and the counters; a cancelled batch keeps every finished result, and a resume runs only what is not ok yet.
+ * Source and sink I/O heartbeats every second, so a lost worker's page read or flush is retried within seconds. Retries
+ * are bounded (about a minute and a half of trying): a store that keeps failing ends the batch FAILED with its error,
+ * never a batch that retries forever.
+ */
+const io = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '15 seconds',
+    maximumAttempts: 10,
+    nonRetryableErrorTypes: [FailureType.InvalidInput, FailureType.SinkChanged, FailureType.SourceChanged],
+  },
+});
+
+/** Failures of an item that mean the batch itself is broken, not the item: they end the batch. */
+function isFatalItemFailure(error: unknown): boolean {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && (cause.type === FailureType.SourceChanged || cause.type === FailureType.SinkChanged);
+}
+
+/**
+ * A long-running batch: items are read from a JSONL file (local or S3) in pages by an activity, run with at most
+ * `concurrency` calls in flight (a new one starts as each finishes), and their result lines are written by flush
+ * activities as numbered segments of a spool, then concatenated into the sink when the batch ends; the workflow holds
+ * only offsets, counters and the lines waiting for the next flush. Each run continues-as-new before its history grows
+ * large; a cancelled or failed batch still writes every finished result, and a resume runs only what is not ok yet.
  */
 export async function batch(input: BatchInput, carried?: BatchState): Promise<BatchSummary> {
   const parsed = validateOrFail(validateBatchInput, input);
@@ -43,6 +66,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   const agents = agentActivities(runOptions);
   // Each call still in flight when a run stops starting new ones adds events while it drains.
   const historyBudget = Math.max(2000, HISTORY_CEILING - 8 * options.concurrency - 1000);
+  const resume = parsed.resume ?? false;
 
   let phase: BatchProgress['state'] = carried ? 'running' : 'scanning';
   let inFlight = 0;
@@ -53,13 +77,16 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     succeeded: 0,
     failed: 0,
     tokens: { prompt: 0, completion: 0, total: 0 },
+    // The first run id of this chain names the spool, so a resume never mixes its segments with an older run's.
+    spool: childOf(`${sink}.parts`, workflowInfo().firstExecutionRunId),
+    segments: resume ? 1 : 0,
     sinkBytes: 0,
-    skipOkBelow: 0,
-    committedIds: [],
+    resumed: resume,
     startedAtMs: Date.now(),
     runs: 1,
     largestRunHistory: 0,
   };
+  const { spool } = state;
 
   setHandler(batchProgressQuery, (): BatchProgress => {
     const done = state.succeeded + state.failed;
@@ -86,8 +113,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   });
 
   if (!carried) {
-    const scan = await io.scanBatchSource({ source, sink, resume: parsed.resume ?? false });
-    state = { ...state, total: scan.total, alreadyOk: scan.alreadyOk, sinkBytes: scan.sinkBytes, skipOkBelow: scan.skipOkBelow };
+    const scan = await io.scanBatchSource({ source, sink, spool, resume });
+    state = { ...state, total: scan.total, alreadyOk: scan.alreadyOk };
     phase = 'running';
   }
   setCurrentDetails(`batch ${batchId}: ${state.total} items, concurrency ${options.concurrency}`);
@@ -98,13 +125,24 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   let pagesRead = 0;
   let reading: Promise<void> | undefined;
   let rollOver = false;
-  const pending: FlushItem[] = [];
+  let pending: FlushItem[] = [];
+  let pendingBytes = 0;
   let flushing: Promise<void> = Promise.resolve();
+  let fatal: unknown;
   const scope = new CancellationScope();
+  const resumeSpool = state.resumed ? spool : undefined;
 
+  const stopWith = (error: unknown): void => {
+    fatal ??= error;
+    scope.cancel();
+  };
+
+  const mayReadMore = (): boolean => !eof && (options.pagesPerRun === undefined || pagesRead < options.pagesPerRun);
+
+  // Pages are read ahead while the lanes still have work, so no lane waits on a read in the steady state.
   const refill = (): Promise<void> => {
     reading ??= io
-      .readBatchPage({ source, sink, offset: nextOffset, limit: options.pageSize, skipOkBelow: state.skipOkBelow })
+      .readBatchPage({ source, offset: nextOffset, limit: options.pageSize, ...(resumeSpool ? { resumeSpool } : {}) })
       .then((page) => {
         buffer.push(...page.entries);
         nextOffset = page.nextOffset;
@@ -116,17 +154,31 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       });
     return reading;
   };
+  const readAhead = (): void => {
+    if (reading === undefined && mayReadMore() && buffer.length < Math.max(options.concurrency, options.pageSize / 2)) {
+      refill().catch((error: unknown) => {
+        if (!isCancellation(error)) stopWith(error);
+      });
+    }
+  };
 
   // Flushes run one after another, never cancelled: a cancelled batch still writes every result it has.
   const flush = (): void => {
-    const items = pending.splice(0);
-    if (items.length === 0) return;
+    if (pending.length === 0 || fatal !== undefined) return;
+    const items = pending;
+    const sequence = state.segments;
+    pending = [];
+    pendingBytes = 0;
+    state.segments += 1;
     flushing = flushing.then(() =>
-      CancellationScope.nonCancellable(async () => {
-        const written = await io.flushBatchResults({ sink, expectedBytes: state.sinkBytes, items, deleteIds: state.committedIds });
-        state.sinkBytes = written.sinkBytes;
-        state.committedIds = items.flatMap((item) => ('line' in item ? [] : [item.id]));
-      }),
+      fatal !== undefined
+        ? undefined
+        : CancellationScope.nonCancellable(() => io.flushBatchResults({ spool, sequence, items })).then(
+            (written) => {
+              state.sinkBytes += written.bytes;
+            },
+            (error: unknown) => stopWith(error),
+          ),
     );
   };
 
@@ -135,27 +187,23 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     return info.continueAsNewSuggested || info.historyLength >= historyBudget;
   };
 
-  let fatal: unknown;
   const lane = async (): Promise<void> => {
     while (!scope.consideredCancelled && fatal === undefined) {
       if (outOfBudget()) {
         rollOver = true;
         return;
       }
+      readAhead();
       if (buffer.length === 0) {
-        if (eof) return;
-        if (options.pagesPerRun !== undefined && pagesRead >= options.pagesPerRun) {
-          rollOver = true;
+        if (reading === undefined && !mayReadMore()) {
+          if (!eof) rollOver = true; // pagesPerRun reached
           return;
         }
         try {
-          await refill();
+          await (reading ?? refill());
         } catch (error) {
-          // A page that cannot be read (the file changed under the batch) ends it; the other lanes drain first.
-          if (!isCancellation(error)) {
-            fatal ??= error;
-            scope.cancel();
-          }
+          // A page that cannot be read (storage down, the file changed) ends the batch; the other lanes drain first.
+          if (!isCancellation(error)) stopWith(error);
           return;
         }
         continue;
@@ -165,20 +213,28 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       const startedAt = Date.now();
       try {
         const done = await scope.run(() =>
-          agents.runBatchItem.executeWithOptions({ activityId: `item:${entry.id}`, summary: entry.name }, [{ source, sink, entry }]),
+          agents.runBatchItem.executeWithOptions({ activityId: `item:${entry.id}`, summary: entry.name }, [
+            { source, spool, entry, inlineLineBytes: DEFAULT_INLINE_OUTPUT_BYTES },
+          ]),
         );
         state.succeeded += 1;
         state.tokens.prompt += done.usage?.promptTokens ?? 0;
         state.tokens.completion += done.usage?.completionTokens ?? 0;
         state.tokens.total += done.usage?.totalTokens ?? 0;
-        pending.push({ id: done.id });
+        pending.push(done.line ? { line: done.line } : { lineRef: done.lineRef as string });
+        pendingBytes += done.bytes;
       } catch (error) {
         if (isCancellation(error)) return; // not written: a resume runs it again
+        if (isFatalItemFailure(error)) {
+          stopWith(error);
+          return;
+        }
         const outcome = failed({ id: entry.id, prompt: '-' }, error, Date.now() - startedAt, runOptions.retry.maximumAttempts);
         state.failed += 1;
         pending.push({
           line: { id: entry.id, status: 'failed', error: outcome.error, attempts: outcome.attempts, durationMs: outcome.durationMs },
         });
+        pendingBytes += 200;
         if (runOptions.errorPolicy === 'fail-fast') {
           state.stoppedBy = 'fail-fast';
           scope.cancel();
@@ -186,20 +242,26 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       } finally {
         inFlight -= 1;
       }
-      if (pending.length >= options.flushEvery) flush();
+      if (pending.length >= options.flushEvery || pendingBytes >= FLUSH_BYTES) flush();
     }
   };
 
   // Lanes never throw, so every call has stopped by the time they are all done.
   await Promise.all(Array.from({ length: options.concurrency }, lane));
+  await (reading ?? Promise.resolve()).catch(() => undefined);
   phase = CancellationScope.current().consideredCancelled ? 'cancelling' : 'draining';
   flush();
   await flushing;
   state.largestRunHistory = Math.max(state.largestRunHistory, workflowInfo().historyLength);
-  if (fatal !== undefined) throw fatal;
+  const finish = () => CancellationScope.nonCancellable(() => io.finishBatch({ sink, spool, segments: state.segments }));
 
+  if (fatal !== undefined) {
+    // Whatever was flushed still reaches the sink and the spool is removed, if the store allows; the batch then fails.
+    await finish().catch(() => undefined);
+    throw fatal;
+  }
   if (CancellationScope.current().consideredCancelled) {
-    await CancellationScope.nonCancellable(() => io.finishBatch({ sink }));
+    await finish();
     throw new CancelledFailure(`batch ${batchId} cancelled; ${state.succeeded + state.failed} results are in ${sink}`);
   }
   const more = !eof || buffer.length > 0;
@@ -207,7 +269,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     const cursor = buffer.length > 0 ? buffer[0].offset : nextOffset;
     await continueAsNew<typeof batch>(input, { ...state, cursor, runs: state.runs + 1 });
   }
-  await io.finishBatch({ sink });
+  const { sinkBytes } = await finish();
   phase = 'finished';
   return {
     batchId,
@@ -221,6 +283,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     wallMs: Date.now() - state.startedAtMs,
     runs: state.runs,
     largestRunHistory: state.largestRunHistory,
+    sinkBytes,
     stoppedBy: state.stoppedBy,
   };
 }

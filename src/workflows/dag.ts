@@ -1,6 +1,6 @@
 import { CancellationScope, CancelledFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
-import type { DagInput, DagNode, DagResult } from '../contract/dag';
+import type { DagInput, DagResult } from '../contract/dag';
 import { FailureType } from '../contract/failure-types';
 import { criticalPath, parallelGroups } from '../contract/graph';
 import { computeMetrics } from '../contract/metrics';
@@ -10,23 +10,6 @@ import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
 import { eventsQuery, progressQuery } from './messages';
 import { skipped } from './task-outcome';
-
-const TEMPLATE = /\{\{\s*deps\.([A-Za-z0-9._:@/-]+)\s*\}\}/g;
-
-/**
- * The prompt a node runs with: `{{deps.<id>}}` placeholders replaced by those dependencies' outputs, or, when the
- * prompt has none, the outputs appended as a context section.
- */
-export function promptWithDependencies(node: DagNode, outputs: ReadonlyMap<string, AgentResult>): string {
-  const dependencies = node.dependsOn ?? [];
-  if (dependencies.length === 0) return node.prompt;
-  if (TEMPLATE.test(node.prompt)) {
-    TEMPLATE.lastIndex = 0;
-    return node.prompt.replace(TEMPLATE, (_, id: string) => outputs.get(id)?.output ?? '');
-  }
-  const context = dependencies.map((id) => `### ${outputs.get(id)?.name ?? id}\n${outputs.get(id)?.output ?? ''}`).join('\n\n');
-  return `${node.prompt}\n\n## Results of the tasks this one depends on\n\n${context}`;
-}
 
 /**
  * Runs a graph of agents: each node starts the moment all of its dependencies have succeeded (not level by level),
@@ -46,6 +29,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
   const dependants = new Map<string, number[]>();
   nodes.forEach((node, index) => (node.dependsOn ?? []).forEach((id) => dependants.set(id, [...(dependants.get(id) ?? []), index])));
   const waitingOn = nodes.map((node) => new Set(node.dependsOn ?? []));
+  const hasDependants = nodes.map((node) => (dependants.get(node.id) ?? []).length > 0);
   const finished = new Map<string, AgentResult>();
   const ready: number[] = nodes.flatMap((node, index) => ((node.dependsOn ?? []).length === 0 ? [index] : []));
   let running = 0;
@@ -66,7 +50,12 @@ export async function dag(input: DagInput): Promise<DagResult> {
   const start = (index: number): void => {
     running += 1;
     const node = nodes[index];
-    void run.runTask(index, { ...tasks[index], prompt: promptWithDependencies(node, finished) }).then((result) => {
+    // Dependencies go by reference: the activity reads their outputs from the store, history never holds them.
+    const dependencies = (node.dependsOn ?? []).map((id) => {
+      const result = finished.get(id) as AgentResult;
+      return { id, name: result.name, outputRef: result.outputRef as NonNullable<AgentResult['outputRef']> };
+    });
+    void run.runTask(index, { dependencies, storeOutput: hasDependants[index] }).then((result) => {
       running -= 1;
       settled += 1;
       finished.set(node.id, result);

@@ -1,4 +1,5 @@
 import { CancellationScope, CancelledFailure, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import type { SynthesisSection } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { FanOutFanInInput, FanOutFanInResult } from '../contract/dag';
 import { computeMetrics } from '../contract/metrics';
@@ -12,14 +13,10 @@ import { eventsQuery, progressQuery } from './messages';
 const DEFAULT_SYNTHESIS =
   'Synthesise the analyses below into one answer. Note where they agree and where they conflict, and give actionable recommendations.';
 
-/** The synthesis prompt: the instructions, then every agent's output; failed agents appear as notes, not silently dropped. */
-export function synthesisPrompt(instructions: string, results: readonly AgentResult[]): string {
-  const sections = results.map((result) =>
-    result.status === 'ok'
-      ? `## ${result.name}\n${result.output ?? ''}`
-      : `## ${result.name}\n(note: this agent ${result.status}: ${result.error?.message ?? 'no output'})`,
-  );
-  return `${instructions}\n\n${sections.join('\n\n')}`;
+/** One agent's part of the synthesis: its output by reference, or a note saying why there is none. */
+function section(result: AgentResult): SynthesisSection {
+  if (result.status === 'ok') return { name: result.name, status: 'ok', ...(result.outputRef ? { outputRef: result.outputRef } : { output: result.output ?? '' }) };
+  return { name: result.name, status: result.status, note: result.error?.message ?? 'no output' };
 }
 
 /** A fan-out, then one synthesis agent over all of its outputs. */
@@ -41,10 +38,11 @@ export async function fanOutFanIn(input: FanOutFanInInput): Promise<FanOutFanInR
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   setCurrentDetails(`fan-out of ${tasks.length} agents, then a synthesis`);
 
-  await runInLanes(run, tasks.length, resolved.maxParallel);
+  // Stored, so the synthesis reads them by reference from the store rather than through history.
+  await runInLanes(run, tasks.length, resolved.maxParallel, { storeOutput: true });
   const fannedOut = run.results.slice(0, tasks.length).filter((result): result is AgentResult => result !== undefined);
   if (!run.stopped) {
-    await run.runTask(tasks.length, { ...synthesisTask, prompt: synthesisPrompt(synthesisTask.prompt, fannedOut) });
+    await run.runTask(tasks.length, { synthesis: fannedOut.map(section) });
   }
   const all = run.finish();
   if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('fan-out/fan-in cancelled; every agent it started has stopped');

@@ -8,6 +8,8 @@ import { eventsQuery, progressQuery } from '../../workflows/messages';
 import { CliError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
+import { resolveRunResult } from '../../client/payloads';
+import { storeFromEnvironment } from '../../store';
 
 const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'];
 
@@ -28,7 +30,8 @@ function formatProgress(progress: RunProgress): string {
 
 /** Prints a finished run as the `run` command does and sets the exit code. */
 async function printResult(workflow: WorkflowHandle, flags: Flags): Promise<void> {
-  const result = (await workflow.result()) as { results?: AgentResult[]; synthesis?: AgentResult; metrics?: { succeeded: number; total: number } };
+  // Large outputs travelled as references; read them back so the user sees every answer in full.
+  const result = await resolveRunResult((await workflow.result()) as { results?: AgentResult[]; synthesis?: AgentResult; metrics?: { succeeded: number; total: number } }, storeFromEnvironment().store);
   if (!result.results || !result.metrics) {
     process.stdout.write(`${JSON.stringify(result, null, flags.json ? 2 : undefined)}\n`);
     return;

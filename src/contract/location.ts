@@ -1,0 +1,39 @@
+/**
+ * Where a blob lives: an absolute local path (or a `file://` URL) or an `s3://bucket/key` URI. Pure string handling, so
+ * workflows may use it to derive the names of the objects a batch writes beside its sink.
+ */
+export type Location = { kind: 'file'; path: string } | { kind: 's3'; bucket: string; key: string };
+
+const S3_URI = /^s3:\/\/([^/]+)\/?(.*)$/;
+
+/** Parses a location, or returns a message saying what is wrong with it. */
+export function parseLocation(uri: string): Location | { error: string } {
+  if (uri.startsWith('s3://')) {
+    const match = S3_URI.exec(uri);
+    if (!match || match[1] === '') return { error: 'an s3:// URI needs a bucket: s3://bucket/key' };
+    return { kind: 's3', bucket: match[1], key: match[2] };
+  }
+  if (uri.startsWith('file://')) {
+    const path = decodeURIComponent(uri.slice('file://'.length));
+    if (!path.startsWith('/')) return { error: 'a file:// URL must hold an absolute path' };
+    return { kind: 'file', path };
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return { error: `unsupported scheme "${uri.split(':')[0]}" (use a local path or s3://bucket/key)` };
+  if (!uri.startsWith('/')) return { error: 'must be an absolute path or an s3:// URI' };
+  return { kind: 'file', path: uri };
+}
+
+/** True for `s3://` locations. */
+export function isRemote(uri: string): boolean {
+  return uri.startsWith('s3://');
+}
+
+/** `base` joined with a relative name, for either kind of location. */
+export function childOf(base: string, name: string): string {
+  return `${base.replace(/\/+$/, '')}/${name}`;
+}
+
+/** A name safe as one path segment on every store: task ids may hold `/`, `:` or be `..`. */
+export function segmentName(text: string): string {
+  return encodeURIComponent(text).replace(/\./g, '%2E').replace(/%/g, '~');
+}

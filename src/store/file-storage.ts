@@ -1,0 +1,158 @@
+import { createReadStream } from 'node:fs';
+import { access, constants, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { StorageError, type ObjectStorage } from './object-storage';
+
+function localPath(uri: string): string {
+  return uri.startsWith('file://') ? decodeURIComponent(uri.slice('file://'.length)) : uri;
+}
+
+function wrap(uri: string, error: unknown): never {
+  const code = (error as NodeJS.ErrnoException).code;
+  if (error instanceof StorageError) throw error;
+  if (code === 'ENOENT') throw new StorageError('NotFound', uri, 'no such file or directory', { cause: error });
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw new StorageError('AccessDenied', uri, `permission denied (${code})`, { cause: error });
+  if (code === 'EISDIR' || code === 'ENOTDIR') throw new StorageError('Invalid', uri, code === 'EISDIR' ? 'is a directory' : 'a parent is not a directory', { cause: error });
+  throw new StorageError('Unavailable', uri, (error as Error).message ?? String(error), { cause: error });
+}
+
+/** Writes through a temporary sibling then renames: a crash leaves the old file or the new one, and the data is synced. */
+async function writeAtomically(target: string, write: (handle: import('node:fs/promises').FileHandle) => Promise<number>): Promise<number> {
+  await mkdir(path.dirname(target), { recursive: true });
+  const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
+  const handle = await open(temporary, 'w');
+  let bytes: number;
+  try {
+    bytes = await write(handle);
+    await handle.sync();
+  } catch (error) {
+    await handle.close();
+    await rm(temporary, { force: true });
+    throw error;
+  }
+  await handle.close();
+  await rename(temporary, target);
+  return bytes;
+}
+
+/** Local files: the embedded default, and any store on a disk every worker shares. */
+export class FileStorage implements ObjectStorage {
+  async size(uri: string): Promise<number | undefined> {
+    try {
+      const info = await stat(localPath(uri));
+      if (info.isDirectory()) throw new StorageError('Invalid', uri, 'is a directory');
+      return info.size;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      return wrap(uri, error);
+    }
+  }
+
+  async read(uri: string): Promise<Buffer> {
+    try {
+      const handle = await open(localPath(uri), 'r');
+      try {
+        return await handle.readFile();
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      return wrap(uri, error);
+    }
+  }
+
+  async readRange(uri: string, start: number, length: number): Promise<Buffer> {
+    try {
+      const handle = await open(localPath(uri), 'r');
+      try {
+        const buffer = Buffer.alloc(length);
+        const { bytesRead } = await handle.read(buffer, 0, length, start);
+        return buffer.subarray(0, bytesRead);
+      } finally {
+        await handle.close();
+      }
+    } catch (error) {
+      return wrap(uri, error);
+    }
+  }
+
+  async *readStream(uri: string, start = 0): AsyncIterable<Buffer> {
+    try {
+      for await (const chunk of createReadStream(localPath(uri), { start, highWaterMark: 1 << 20 })) yield chunk as Buffer;
+    } catch (error) {
+      wrap(uri, error);
+    }
+  }
+
+  async write(uri: string, data: Buffer | string): Promise<void> {
+    try {
+      const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+      await writeAtomically(localPath(uri), async (handle) => {
+        await handle.write(bytes, 0, bytes.length, 0);
+        return bytes.length;
+      });
+    } catch (error) {
+      wrap(uri, error);
+    }
+  }
+
+  async writeStream(uri: string, chunks: AsyncIterable<Buffer | string>): Promise<number> {
+    try {
+      return await writeAtomically(localPath(uri), async (handle) => {
+        let position = 0;
+        for await (const chunk of chunks) {
+          const bytes = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : chunk;
+          await handle.write(bytes, 0, bytes.length, position);
+          position += bytes.length;
+        }
+        return position;
+      });
+    } catch (error) {
+      return wrap(uri, error);
+    }
+  }
+
+  async list(prefix: string): Promise<string[]> {
+    const root = localPath(prefix);
+    try {
+      const entries = await readdir(root, { recursive: true, withFileTypes: true });
+      return entries
+        .filter((entry) => entry.isFile())
+        .map((entry) => path.relative(root, path.join(entry.parentPath, entry.name)))
+        .sort();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      return wrap(prefix, error);
+    }
+  }
+
+  async remove(uri: string): Promise<void> {
+    await rm(localPath(uri), { force: true }).catch((error: unknown) => wrap(uri, error));
+  }
+
+  async removeTree(prefix: string): Promise<void> {
+    await rm(localPath(prefix), { recursive: true, force: true }).catch((error: unknown) => wrap(prefix, error));
+  }
+
+  async checkWritable(uri: string): Promise<void> {
+    const directory = path.dirname(localPath(uri));
+    try {
+      const info = await stat(directory);
+      if (!info.isDirectory()) throw new StorageError('Invalid', uri, `${directory} is not a directory`);
+      await access(directory, constants.W_OK);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new StorageError('NotFound', uri, `the directory ${directory} does not exist`);
+      if ((error as NodeJS.ErrnoException).code === 'EACCES') throw new StorageError('AccessDenied', uri, `the directory ${directory} is not writable`);
+      wrap(uri, error);
+    }
+  }
+
+  async isDirectory(uri: string): Promise<boolean> {
+    try {
+      return (await stat(localPath(uri))).isDirectory();
+    } catch {
+      return false;
+    }
+  }
+}

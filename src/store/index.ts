@@ -1,0 +1,123 @@
+import { createHash } from 'node:crypto';
+import os from 'node:os';
+import path from 'node:path';
+import { childOf, parseLocation } from '../contract/location';
+import type { PayloadRef } from '../contract/payload-ref';
+import { FileStorage } from './file-storage';
+import { StorageError, type ObjectStorage } from './object-storage';
+import { S3Storage, s3ClientFromEnvironment } from './s3-storage';
+
+export { StorageError, type ObjectStorage } from './object-storage';
+export { FileStorage } from './file-storage';
+export { S3Storage, s3ClientFromEnvironment } from './s3-storage';
+
+type Environment = Record<string, string | undefined>;
+
+/** Routes each location to local files or S3 by its scheme; the S3 client is made on first use. */
+export class Storage implements ObjectStorage {
+  private readonly files = new FileStorage();
+  private s3: S3Storage | undefined;
+
+  constructor(private readonly environment: Environment = process.env) {}
+
+  private backend(uri: string): ObjectStorage {
+    const location = parseLocation(uri);
+    if ('error' in location) throw new StorageError('Invalid', uri, location.error);
+    if (location.kind === 'file') return this.files;
+    this.s3 ??= new S3Storage(s3ClientFromEnvironment(this.environment));
+    return this.s3;
+  }
+
+  size(uri: string) {
+    return this.backend(uri).size(uri);
+  }
+  read(uri: string) {
+    return this.backend(uri).read(uri);
+  }
+  readRange(uri: string, start: number, length: number) {
+    return this.backend(uri).readRange(uri, start, length);
+  }
+  readStream(uri: string, start?: number) {
+    return this.backend(uri).readStream(uri, start);
+  }
+  write(uri: string, data: Buffer | string) {
+    return this.backend(uri).write(uri, data);
+  }
+  writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
+    return this.backend(uri).writeStream(uri, chunks);
+  }
+  list(prefix: string) {
+    return this.backend(prefix).list(prefix);
+  }
+  remove(uri: string) {
+    return this.backend(uri).remove(uri);
+  }
+  removeTree(prefix: string) {
+    return this.backend(prefix).removeTree(prefix);
+  }
+  checkWritable(uri: string) {
+    return this.backend(uri).checkWritable(uri);
+  }
+  isDirectory(uri: string) {
+    return this.backend(uri).isDirectory(uri);
+  }
+}
+
+/** The default store directory when FANOUT_STORE is unset: per user, outside any clone. */
+export function defaultStoreRoot(environment: Environment = process.env): string {
+  const base = environment.XDG_DATA_HOME?.trim() || path.join(os.homedir(), '.local', 'share');
+  return path.join(base, 'temporal-fanout', 'store');
+}
+
+/** FANOUT_STORE: a local directory or `s3://bucket/prefix`; default a per-user directory. */
+export function storeRootFromEnvironment(environment: Environment = process.env): string {
+  const configured = environment.FANOUT_STORE?.trim();
+  if (!configured) return defaultStoreRoot(environment);
+  const location = parseLocation(configured.startsWith('/') || configured.includes('://') ? configured : path.resolve(configured));
+  if ('error' in location) throw new Error(`FANOUT_STORE ${location.error}, got "${configured}"`);
+  return location.kind === 'file' ? location.path : configured.replace(/\/+$/, '');
+}
+
+function sha256(data: Buffer): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+/**
+ * The claim-check store: large prompts, outputs and dependency context are written here and history carries a
+ * `PayloadRef`. Keys are content-addressed within their run, so a retried write is the same object.
+ */
+export class PayloadStore {
+  constructor(
+    readonly storage: ObjectStorage,
+    readonly root: string,
+  ) {}
+
+  /** Stores `text` under `<root>/<key>-<digest>` and returns its reference. */
+  async put(key: string, text: string): Promise<PayloadRef> {
+    const data = Buffer.from(text, 'utf8');
+    const digest = sha256(data);
+    const uri = childOf(this.root, `${key}-${digest.slice(0, 16)}`);
+    await this.storage.write(uri, data);
+    return { uri, bytes: data.length, sha256: digest };
+  }
+
+  /** Reads a referenced value and checks it is the value that was stored. */
+  async get(ref: PayloadRef): Promise<string> {
+    const data = await this.storage.read(ref.uri);
+    if (data.length !== ref.bytes || sha256(data) !== ref.sha256) {
+      throw new StorageError('Invalid', ref.uri, `holds ${data.length} bytes that do not match the reference (${ref.bytes} bytes, sha256 ${ref.sha256.slice(0, 12)}…)`);
+    }
+    return data.toString('utf8');
+  }
+}
+
+let shared: { storage: Storage; store: PayloadStore } | undefined;
+
+/** The process's storage and payload store, from the environment. */
+export function storeFromEnvironment(): { storage: Storage; store: PayloadStore } {
+  if (!shared) {
+    const storage = new Storage();
+    shared = { storage, store: new PayloadStore(storage, storeRootFromEnvironment()) };
+  }
+  return shared;
+}
