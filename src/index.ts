@@ -8,12 +8,14 @@ export type { DagInput, DagNode, DagResult, FanOutFanInInput, FanOutFanInResult,
 export type { BatchInput, BatchOptions, BatchProgress, BatchSummary, BatchResultLine } from './contract/batch';
 export { readTaskFile } from './client/task-file';
 export type { TaskFile } from './client/task-file';
-export { createFanoutWorker, connectWorker } from './worker';
+export { createFanoutWorker, connectWorker, DEFAULT_SHUTDOWN_GRACE_MS } from './worker';
 export type { FanoutWorkerOptions } from './worker';
+export { startHealthServer } from './worker-health';
+export type { HealthServer, HealthServerOptions } from './worker-health';
 export { createActivities } from './activities';
 export type { Activities, ActivityDependencies } from './activities';
-export { createLlmClient } from './activities/llm-client';
-export type { ChatClient, LlmClientOptions } from './activities/llm-client';
+export { createLlmClient, providerFromEnvironment } from './activities/llm-client';
+export type { ChatClient, LlmClientOptions, ProviderConfig } from './activities/llm-client';
 export { FailureType, NON_RETRYABLE_FAILURE_TYPES } from './contract/failure-types';
 export { InvalidInputError, validateBatchInput, validateDagInput, validateFanOutFanInInput, validateFanOutInput } from './contract/validation';
 export type { InputIssue } from './contract/validation';

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
 import { dataConverterFromEnvironment } from './codec';
@@ -51,11 +51,29 @@ export interface FanoutWorkerOptions {
   /** Env FANOUT_WORKER_IDENTITY; default the SDK's pid@host. */
   identity?: string;
   /**
+   * After shutdown starts (SIGTERM, `worker.shutdown()`), how long in-flight agent calls may run on before they are
+   * cancelled, ms; a cancelled call costs an attempt and is retried on another worker. Env FANOUT_SHUTDOWN_GRACE_MS;
+   * default 30000: most chat completions finish well within it, and it matches Kubernetes' default
+   * terminationGracePeriodSeconds. Give the platform's kill timeout a few seconds more than this (docker-compose.yml
+   * sets stop_grace_period), or the process is killed mid-call and the calls wait for their heartbeat timeout instead.
+   */
+  shutdownGraceMs?: number;
+  /**
+   * Any other SDK WorkerOptions (interceptors, tuner, sinks, shutdownForceTime, workerDeploymentOptions, plugins ...),
+   * passed through as they are. Merged last: a field here wins over what the options above and the environment give
+   * (`shutdownGraceTime` over `shutdownGraceMs`, `activities` replaces the agent activities). A `tuner` replaces
+   * `maxConcurrentActivities`, and `workflowBundle`/`workflowsPath` replace the prebuilt bundle, as the SDK allows only one.
+   */
+  workerOptions?: Partial<WorkerOptions>;
+  /**
    * Payload codecs etc.; default payload encryption when FANOUT_ENCRYPTION_KEYS (or FANOUT_ENCRYPTION_KEY) is set, else
    * the SDK's. Codecs run outside the workflow sandbox, so the prebuilt bundle needs nothing of them.
    */
   dataConverter?: DataConverter;
 }
+
+/** How long in-flight agent calls may finish after shutdown starts, ms (see `FanoutWorkerOptions.shutdownGraceMs`). */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 
 /** Finds a prebuilt workflow bundle, so a worker starts in a second instead of bundling for several. */
 function findWorkflowBundle(explicit: string | undefined): string | undefined {
@@ -66,6 +84,11 @@ function findWorkflowBundle(explicit: string | undefined): string | undefined {
   }
   const beside = path.join(__dirname, 'workflow-bundle.js');
   return existsSync(beside) ? beside : undefined;
+}
+
+/** The options without keys set to undefined, which the native layer rejects. */
+function definedOnly<T extends object>(options: T): Partial<T> {
+  return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
 /** Opens a worker connection from options and environment. */
@@ -96,6 +119,9 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
+  const shutdownGraceMs = options.shutdownGraceMs ?? integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const extra = definedOnly(options.workerOptions ?? {});
+  const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
   // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
   return Worker.create({
     connection,
@@ -104,8 +130,8 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     ...(identity === undefined ? {} : { identity }),
     ...(dataConverter === undefined ? {} : { dataConverter }),
     activities: createActivities(options.activities),
-    ...(bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
-    maxConcurrentActivityTaskExecutions: maxConcurrentActivities,
+    ...(ownWorkflows ? {} : bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
+    ...(extra.tuner === undefined ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities } : {}),
     activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(20, activityPollers) },
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
@@ -113,5 +139,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
       ? {}
       : { maxEagerActivityReservationsPerWorkflowTask: options.maxEagerActivityReservationsPerWorkflowTask }),
     maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
+    shutdownGraceTime: shutdownGraceMs,
+    ...extra,
   });
 }

@@ -32,7 +32,8 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   const taskQueue = options.taskQueue ?? 'fanout';
   try {
     const llm = simulator ? createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'simulator' }) : createLlmClient();
-    const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm } });
+    // No shutdown grace: the server stops with the worker, so no other worker could take the calls over.
+    const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm }, shutdownGraceMs: 0 });
     const running = worker.run();
     const client = await FanoutClient.connect({ client: server.client, taskQueue });
     return {

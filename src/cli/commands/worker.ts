@@ -1,6 +1,8 @@
-import { Command } from 'commander';
+import { Command, Option } from 'commander';
+import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-client';
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
-import { createFanoutWorker } from '../../worker';
+import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS } from '../../worker';
+import { startHealthServer } from '../../worker-health';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 
 interface WorkerFlags extends ConnectionFlags {
@@ -8,6 +10,9 @@ interface WorkerFlags extends ConnectionFlags {
   pollers?: number;
   rate?: number;
   queueRate?: number;
+  shutdownGrace?: number;
+  healthPort?: number;
+  healthHost: string;
 }
 
 export function workerCommand(): Command {
@@ -16,11 +21,19 @@ export function workerCommand(): Command {
     .option('--max-concurrent <n>', 'agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default 500]', wholeNumber(1))
     .option('--pollers <n>', 'most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default 100]', wholeNumber(1))
     .option('--rate <per-second>', 'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]', positiveNumber)
-    .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber);
+    .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber)
+    .addOption(
+      new Option('--shutdown-grace <ms>', `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${DEFAULT_SHUTDOWN_GRACE_MS})`)
+        .env('FANOUT_SHUTDOWN_GRACE_MS')
+        .argParser(wholeNumber(0)),
+    )
+    .addOption(new Option('--health-port <port>', 'serve GET /healthz (200 while polling) on this port').env('FANOUT_HEALTH_PORT').argParser(wholeNumber(0, 65535)))
+    .addOption(new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'));
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
+    const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;
     const worker = await createFanoutWorker({
       temporal,
       taskQueue,
@@ -28,9 +41,28 @@ export function workerCommand(): Command {
       activityPollers: flags.pollers,
       maxActivitiesPerSecond: flags.rate,
       maxTaskQueueActivitiesPerSecond: flags.queueRate,
+      shutdownGraceMs,
     });
-    const provider = process.env.OPENAI_BASE_URL ?? 'https://api.openai.com/v1';
-    process.stderr.write(`worker polling task queue "${taskQueue}" on ${temporal.address} (namespace ${temporal.namespace}); agents call ${provider}\n`);
-    await worker.run();
+    const log = (line: string) => process.stderr.write(`${line}\n`);
+    const health = flags.healthPort === undefined ? undefined : await startHealthServer(worker, { port: flags.healthPort, host: flags.healthHost });
+    // The SDK's own signal handlers start the shutdown; this only says what the wait is for.
+    const announceStop = (signal: string) =>
+      log(`${signal}: worker stopping; ${worker.getStatus().numInFlightActivities} agent calls in flight get up to ${shutdownGraceMs} ms to finish`);
+    process.once('SIGTERM', announceStop);
+    process.once('SIGINT', announceStop);
+    const provider = providerFromEnvironment();
+    log(
+      `worker polling task queue "${taskQueue}" on ${temporal.address} (namespace ${temporal.namespace}); ` +
+        `agents call ${provider.baseURL ?? OPENAI_BASE_URL}${provider.simulated ? ' (the simulator: no OPENAI_API_KEY or OPENAI_BASE_URL set)' : ''}` +
+        (health ? `; health on http://${flags.healthHost}:${health.port}/healthz` : ''),
+    );
+    try {
+      await worker.run();
+      log('worker stopped');
+    } finally {
+      process.removeListener('SIGTERM', announceStop);
+      process.removeListener('SIGINT', announceStop);
+      await health?.close();
+    }
   });
 }
