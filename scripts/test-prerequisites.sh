@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs beyond npm packages, once per machine:
 #   - the Temporal CLI (its dev server is the real server the tests run against), cached per user;
+#   - temporal-server and temporal-sql-tool with their schema (the PostgreSQL cluster tests), cached per user;
 #   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine;
-#   - Debian's chromium, which the Temporal UI test drives through playwright-core.
+#   - Debian's chromium, which the Temporal UI test drives through playwright-core;
+#   - Debian's postgresql, the database of that cluster (run from a private data directory, not the system service).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
 bash "$here/ensure-temporal.sh" >/dev/null
+bash "$here/ensure-temporal-server.sh" >/dev/null
 
 missing=()
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
+[ -n "${POSTGRES_BIN_DIR:-}" ] || compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${missing[*]} (Debian packages) for the test suite ..." >&2
