@@ -74,6 +74,20 @@ export async function assembleSink(storage: ObjectStorage, sink: string, spool: 
   return bytes;
 }
 
+/**
+ * Writes into the sink what a batch stopped from outside (terminated, timed out) had flushed: its spool's segments, then
+ * removes the spool. Returns the bytes written, or undefined when there was no spool.
+ */
+export async function assembleLeftover(storage: ObjectStorage, sink: string, spool: string): Promise<number | undefined> {
+  const segments = (await storage.list(spool)).filter(isSegment);
+  if (segments.length === 0) {
+    await storage.removeTree(spool);
+    return undefined;
+  }
+  const count = Number(/\d{8}/.exec(segments[segments.length - 1])?.[0] ?? 0) + 1;
+  return assembleSink(storage, sink, spool, count);
+}
+
 /** Every spool epoch left beside a sink (a batch that was terminated before it could assemble its results). */
 export async function leftoverSpools(storage: ObjectStorage, sink: string, except?: string): Promise<string[]> {
   const names = await storage.list(spoolRoot(sink));

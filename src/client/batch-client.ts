@@ -1,8 +1,10 @@
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { assembleLeftover, spoolOf } from '../batch/result-sink';
 import { scanTaskSource } from '../batch/task-source';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
+import { checkWorkflowId } from './workflow-id';
 import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../contract/batch';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
@@ -87,7 +89,7 @@ export async function startBatch(
   searchAttributes: (name: string) => Promise<object>,
   storage: ObjectStorage,
 ): Promise<BatchHandle> {
-  const batchId = request.batchId ?? newId();
+  const batchId = checkWorkflowId(request.batchId ?? newId(), 'the batch id');
   if (await exists(client, batchId)) return toBatchHandle(client.workflow.getHandle(batchId), true);
   const input: BatchInput = validateBatchInput({
     batchId,
@@ -140,4 +142,18 @@ export async function resumeBatch(client: Client, taskQueue: string, batchId: st
 
 export function getBatch(client: Client, batchId: string): BatchHandle {
   return toBatchHandle(client.workflow.getHandle(batchId), true);
+}
+
+/**
+ * A batch terminated or timed out from outside never ran its own clean-up: this writes the results it had flushed into
+ * its sink and removes its spool. Returns the sink's size, or undefined when there was nothing to recover.
+ */
+export async function recoverStoppedBatch(client: Client, batchId: string, storage: ObjectStorage): Promise<{ sink: string; bytes: number } | undefined> {
+  const description = await client.workflow.getHandle(batchId).describe();
+  if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
+  const memo = description.memo as { sink?: string } | undefined;
+  const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
+  if (!memo?.sink || !firstRunId) return undefined;
+  const bytes = await assembleLeftover(storage, memo.sink, spoolOf(memo.sink, firstRunId));
+  return bytes === undefined ? undefined : { sink: memo.sink, bytes };
 }

@@ -15,9 +15,11 @@ import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contra
 import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { progressQuery } from '../workflows/messages';
+import { explainConnectionFailure } from '../config/connection-diagnosis';
 import { storeFromEnvironment, type PayloadStore } from '../store';
-import { getBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
+import { getBatch, recoverStoppedBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
 import { checkInputSize, offloadLargePrompts, resolveRunResult } from './payloads';
+import { checkWorkflowId } from './workflow-id';
 
 /** Where and how to start runs. Every field has an environment fallback. */
 export interface FanoutClientOptions {
@@ -100,7 +102,11 @@ export class FanoutClient {
     if (options.client) return new FanoutClient(options.client, taskQueue, undefined, store);
     const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
     const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
-    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata });
+    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata }).catch(
+      async (error: unknown) => {
+        throw await explainConnectionFailure(error, config);
+      },
+    );
     const client = new Client({ connection, namespace: config.namespace, ...(dataConverter === undefined ? {} : { dataConverter }) });
     return new FanoutClient(client, taskQueue, connection, store);
   }
@@ -130,7 +136,7 @@ export class FanoutClient {
    */
   async startParallel(tasks: AgentTask[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<FanOutHandle> {
     const validated = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
-    const workflowId = start.workflowId ?? newRunId('fanout');
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('fanout'));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     checkInputSize(input, 'the tasks');
     const names = input.tasks.map((task) => task.name ?? task.id);
@@ -148,7 +154,7 @@ export class FanoutClient {
   /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
   async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
     const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
-    const workflowId = start.workflowId ?? newRunId('dag');
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('dag'));
     const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
     return this.startRun<DagResult>('dag', input, workflowId, start.summary ?? `DAG of ${nodes.length} agents`, start.name);
   }
@@ -156,7 +162,7 @@ export class FanoutClient {
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
   async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
     const validated = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
-    const workflowId = start.workflowId ?? newRunId('fanin');
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('fanin'));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     return this.startRun<FanOutFanInResult>('fanOutFanIn', input, workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
   }
@@ -192,6 +198,11 @@ export class FanoutClient {
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */
   resumeBatch(batchId: string, options?: BatchOptions): Promise<BatchHandle> {
     return resumeBatch(this.client, this.taskQueue, batchId, this.store.storage, options);
+  }
+
+  /** For a terminated or timed-out batch: writes the results it had flushed into its sink and removes its spool. */
+  recoverStoppedBatch(batchId: string): Promise<{ sink: string; bytes: number } | undefined> {
+    return recoverStoppedBatch(this.client, batchId, this.store.storage);
   }
 
   getBatch(batchId: string): BatchHandle {

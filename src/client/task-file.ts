@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { decodeLine } from '../batch/lines';
+import { parseJsonText } from '../batch/task-source';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import { fanOutOptionsSchema, type FanOutOptions } from '../contract/fan-out';
@@ -12,6 +14,9 @@ import {
   validateFanOutFanInInput,
   type InputIssue,
 } from '../contract/validation';
+
+/** A run's task file is read whole; larger lists belong in a batch, which streams its file. */
+export const MAX_RUN_FILE_BYTES = 256_000_000;
 
 /** Tasks read from a file, with any options the file carries. */
 export interface TaskFile {
@@ -31,11 +36,9 @@ export type RunFile =
   | { kind: 'fanOutFanIn'; tasks: AgentTask[]; synthesis?: Synthesis; options?: FanOutOptions };
 
 function parseJsonValue(text: string, file: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new InvalidInputError([{ path: file, message: `not valid JSON (${(error as Error).message})` }]);
-  }
+  const { value, error } = parseJsonText(text);
+  if (error !== undefined) throw new InvalidInputError([{ path: file, message: error }]);
+  return value;
 }
 
 function prefixed(error: unknown, file: string): never {
@@ -52,11 +55,9 @@ export function readRunFile(file: string): RunFile {
     const text = readText(file);
     if (!/"dependsOn"\s*:/.test(text)) return { kind: 'fanOut', tasks: parseJsonLines(text, file).tasks };
     const nodes = text.split('\n').flatMap((raw, index) => (raw.trim() === '' ? [] : [{ raw, line: index + 1 }])).map(({ raw, line }) => {
-      try {
-        return JSON.parse(raw) as unknown;
-      } catch (error) {
-        throw new InvalidInputError([{ path: `${file} line ${line}`, message: `not valid JSON (${(error as Error).message})` }]);
-      }
+      const { value, error } = parseJsonText(raw);
+      if (error !== undefined) throw new InvalidInputError([{ path: `${file} line ${line}`, message: error }]);
+      return value;
     });
     try {
       return { kind: 'dag', nodes: validateDagInput({ nodes }).nodes };
@@ -81,15 +82,39 @@ export function readRunFile(file: string): RunFile {
       prefixed(error, file);
     }
   }
-  return { kind: 'fanOut', ...parseJson(JSON.stringify(value), file) };
+  return { kind: 'fanOut', ...tasksFrom(value, file) };
 }
 
+/**
+ * The file's text, decoded strictly: bytes that are not UTF-8 are refused with their line (never silently replaced and
+ * sent to a model); a leading byte-order mark is dropped.
+ */
 function readText(file: string): string {
+  let bytes: Buffer;
   try {
-    return readFileSync(file, 'utf8');
+    const size = statSync(file).size;
+    if (size > MAX_RUN_FILE_BYTES) {
+      throw new InvalidInputError([{ path: file, message: `tasks file is ${(size / 1e6).toFixed(1)} MB; the limit is ${(MAX_RUN_FILE_BYTES / 1e6).toFixed(1)} MB for a run (use \`fanout batch start\`, which streams files of any size)` }]);
+    }
+    bytes = readFileSync(file);
   } catch (error) {
-    throw new InvalidInputError([{ path: file, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }]);
+    if (error instanceof InvalidInputError) throw error;
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new InvalidInputError([{ path: file, message: code === 'EISDIR' ? 'is a directory, not a task file' : `cannot be read (${code ?? (error as Error).message})` }]);
   }
+  let start = 0;
+  let line = 1;
+  for (let index = bytes.indexOf(10); ; index = bytes.indexOf(10, start)) {
+    const end = index === -1 ? bytes.length : index;
+    if (decodeLine(bytes.subarray(start, end)) === undefined) {
+      throw new InvalidInputError([{ path: `${file} line ${line}`, message: 'is not valid UTF-8 (save the file as UTF-8)' }]);
+    }
+    if (index === -1) break;
+    start = index + 1;
+    line += 1;
+  }
+  const text = bytes.toString('utf8');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
 }
 
 function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines: number[] } {
@@ -99,11 +124,9 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
   text.split('\n').forEach((raw, index) => {
     const line = index + 1;
     if (raw.trim() === '') return;
-    let value: unknown;
-    try {
-      value = JSON.parse(raw);
-    } catch (error) {
-      issues.push({ path: `${file} line ${line}`, message: `not valid JSON (${(error as Error).message})` });
+    const { value, error } = parseJsonText(raw);
+    if (error !== undefined) {
+      issues.push({ path: `${file} line ${line}`, message: error });
       return;
     }
     const parsed = safeParse(agentTaskSchema, value);
@@ -119,13 +142,7 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
   return { tasks, lines };
 }
 
-function parseJson(text: string, file: string): TaskFile {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new InvalidInputError([{ path: file, message: `not valid JSON (${(error as Error).message})` }]);
-  }
+function tasksFrom(value: unknown, file: string): TaskFile {
   const shape = jsonFileSchema.safeParse(value);
   if (!shape.success) {
     throw new InvalidInputError([{ path: file, message: 'must be an array of tasks or an object { "tasks": [...], "options": {...} }' }]);
@@ -155,12 +172,7 @@ function parseJson(text: string, file: string): TaskFile {
  * `{ tasks, options }`). Every problem is reported with its line or index before anything starts.
  */
 export function readTaskFile(file: string): TaskFile {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new InvalidInputError([{ path: file, message: `cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})` }]);
-  }
+  const text = readText(file);
   if (file.endsWith('.jsonl') || file.endsWith('.ndjson')) return { tasks: parseJsonLines(text, file).tasks };
-  return parseJson(text, file);
+  return tasksFrom(parseJsonValue(text, file), file);
 }

@@ -3,7 +3,7 @@ import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
-import { ExitCode } from '../errors';
+import { describeError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 
 interface BatchFlags extends ConnectionFlags {
@@ -57,10 +57,14 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
     try {
       const progress = await handle.progress();
       const payload = { ok: progress.succeeded, failed: progress.failed, inFlight: progress.inFlight, rate: progress.callsPerSecond.toFixed(1), etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s` };
-      if (bar && !started) {
+      // The total is known once the first run has scanned the file; until then there is no bar to fill.
+      if (bar && !started && progress.state !== 'scanning') {
         bar.start(progress.total, progress.done, payload);
         started = true;
-      } else bar?.update(progress.done, payload);
+      } else if (bar && started) {
+        bar.setTotal(progress.total);
+        bar.update(progress.done, payload);
+      }
       if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
     } catch {
       // between runs (continue-as-new) a query can miss; the next one answers
@@ -73,7 +77,7 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   process.exitCode = exitCodeFor(finished.summary);
 }
 
-async function report(handle: BatchHandle, flags: BatchFlags): Promise<void> {
+async function report(handle: BatchHandle, flags: BatchFlags, recover: (batchId: string) => Promise<{ sink: string; bytes: number } | undefined>): Promise<void> {
   if (flags.watch) return watch(handle, Boolean(flags.json));
   const description = await handle.workflow.describe();
   if (description.status.name === 'RUNNING') {
@@ -87,8 +91,17 @@ async function report(handle: BatchHandle, flags: BatchFlags): Promise<void> {
     process.exitCode = exitCodeFor(summary);
     return;
   }
-  const line = `batch ${handle.batchId}: ${description.status.name.toLowerCase()}; \`fanout batch resume ${handle.batchId}\` runs what is not done`;
-  process.stdout.write(flags.json ? `${JSON.stringify({ batchId: handle.batchId, status: description.status.name })}\n` : `${line}\n`);
+  let reason: string | undefined;
+  if (description.status.name === 'FAILED') reason = await handle.result().then(() => undefined, (error: unknown) => describeError(error));
+  const recovered = await recover(handle.batchId);
+  const parts = [
+    `batch ${handle.batchId}: ${description.status.name.toLowerCase()}${reason ? ` (${reason})` : ''}`,
+    ...(recovered ? [`${recovered.bytes} bytes of finished results written to ${recovered.sink}`] : []),
+    `\`fanout batch resume ${handle.batchId}\` runs what is not done`,
+  ];
+  process.stdout.write(
+    flags.json ? `${JSON.stringify({ batchId: handle.batchId, status: description.status.name, ...(reason ? { error: reason } : {}), ...(recovered ? { recovered } : {}) })}\n` : `${parts.join('; ')}\n`,
+  );
   process.exitCode = ExitCode.agentsFailed;
 }
 
@@ -99,8 +112,8 @@ export function batchCommand(): Command {
     withConnection(
       new Command('start')
         .description('validate a JSONL task file and start a batch (or attach to the batch of that id)')
-        .argument('<tasks.jsonl>', 'one task per line; every worker must be able to read this path')
-        .requiredOption('--out <results.jsonl>', 'result sink, one line per task id; every worker must be able to write this path')
+        .argument('<tasks.jsonl>', 'one task per line: a local path every worker can read, or s3://bucket/key')
+        .requiredOption('--out <results.jsonl>', 'result sink, one line per task id: a local path every worker can write, or s3://bucket/key')
         .option('--id <batch-id>', 'batch id (default batch-<random>); an existing id is attached to, never run twice')
         .option('-c, --concurrency <n>', `calls in flight across the batch (1-${MAX_IN_FLIGHT_PER_RUN}, default 50)`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
         .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
@@ -129,7 +142,7 @@ export function batchCommand(): Command {
       new Command('status').description('progress of a running batch, or the summary of a finished one').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
     ).action(async (batchId: string, flags: BatchFlags) => {
       await withClient(flags, async (fanout) => {
-        await report(fanout.getBatch(batchId), flags);
+        await report(fanout.getBatch(batchId), flags, (id) => fanout.recoverStoppedBatch(id));
       });
     }),
   );
