@@ -33,6 +33,26 @@ export const simulatorConfigSchema = z.strictObject({
   faultsByTask: z.record(z.string(), scriptedFaultSchema).default({}),
   /** When set, requests whose bearer token differs get 401. */
   requireApiKey: z.string().optional(),
+  /**
+   * Provider rate limits per API key and model, enforced like OpenAI's (see rate-limits.ts): every response carries
+   * `x-ratelimit-*` headers, and a request over a limit gets 429 with Retry-After. None when absent.
+   */
+  rateLimits: z
+    .strictObject({
+      requestsPerMinute: z.number().int().min(1).optional(),
+      tokensPerMinute: z.number().int().min(1).optional(),
+      /** Seconds of refill each bucket holds; 60 lets a whole minute's budget go at once. Default 60. */
+      burstSeconds: z.number().min(0.1).max(60).default(60),
+    })
+    .optional(),
+  /**
+   * Length of each answer in tokens (words), spread per task between min and max and capped by the request's
+   * `max_tokens` (then finish_reason is "length"). Default: a short echo of the prompt.
+   */
+  completionTokens: z
+    .strictObject({ min: z.number().int().min(1), max: z.number().int().min(1) })
+    .refine((value) => value.max >= value.min, 'max must be at least min')
+    .optional(),
 });
 
 export type SimulatorConfig = z.infer<typeof simulatorConfigSchema>;

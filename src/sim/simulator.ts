@@ -9,6 +9,7 @@ import {
   type SimulatorConfig,
   type SimulatorConfigInput,
 } from './config';
+import { rateLimitTokens, SimulatedRateLimiter, type Admission, type RateLimitKind, type RateLimiterSnapshot } from './rate-limits';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
 export interface SimulatedRequest {
@@ -28,6 +29,10 @@ export interface SimulatedRequest {
   outcome?: number | 'reset' | 'hang' | 'malformed';
   latencyMs: number;
   fault?: FaultKind;
+  /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
+  rateLimited?: RateLimitKind;
+  /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
+  rateLimitTokens?: number;
   inFlightAtArrival: number;
 }
 
@@ -35,6 +40,10 @@ export interface SimulatorStats {
   total: number;
   inFlight: number;
   maxInFlight: number;
+  /** With rate limits configured: requests answered 429 by them (injected 429 faults not included). */
+  rateLimited?: number;
+  /** With rate limits configured: what is left in each key's buckets now. */
+  rateLimits?: RateLimiterSnapshot[];
 }
 
 export interface Simulator {
@@ -43,7 +52,7 @@ export interface Simulator {
   readonly port: number;
   log(): SimulatedRequest[];
   stats(): SimulatorStats;
-  /** Replaces the configuration (counters and log are kept). */
+  /** Replaces the configuration (counters and log are kept; rate-limit buckets start full). */
   configure(config: SimulatorConfigInput): void;
   /** Clears the log and the counters. */
   reset(): void;
@@ -74,6 +83,8 @@ function sendJson(response: ServerResponse, status: number, body: unknown, heade
 interface ChatRequestBody {
   model?: string;
   messages?: { role?: string; content?: unknown }[];
+  max_tokens?: number;
+  max_completion_tokens?: number;
 }
 
 function promptOf(body: ChatRequestBody): string {
@@ -111,6 +122,9 @@ export async function startSimulator(
   let inFlight = 0;
   let maxInFlight = 0;
   let seq = 0;
+  let rateLimited = 0;
+  const limiterFor = (current: SimulatorConfig) => (current.rateLimits ? new SimulatedRateLimiter(current.rateLimits) : undefined);
+  let limiter = limiterFor(config);
 
   function scriptedFault(taskId: string, prompt: string): ScriptedFault | undefined {
     return config.faultsByTask[taskId] ?? parsePromptMarker(prompt)?.fault;
@@ -129,6 +143,21 @@ export async function startSimulator(
       if (value < threshold) return { kind, retryAfterSeconds: config.retryAfterSeconds };
     }
     return {};
+  }
+
+  /** The echo, padded or cut to the configured answer length and to the request's max_tokens. */
+  function sizedOutput(echo: string, taskId: string, maxTokens: number | undefined): { output: string; finishReason: string } {
+    const words = echo.split(/\s+/).filter(Boolean);
+    let wanted = words.length;
+    if (config.completionTokens) {
+      const { min, max } = config.completionTokens;
+      wanted = Math.round(min + roll(config.seed, 'completion', taskId) * (max - min));
+    }
+    const capped = maxTokens !== undefined && maxTokens < wanted;
+    const length = capped ? maxTokens : wanted;
+    if (length === words.length) return { output: echo, finishReason: 'stop' };
+    while (words.length < length) words.push('lorem');
+    return { output: words.slice(0, length).join(' '), finishReason: capped ? 'length' : 'stop' };
   }
 
   function latencyFor(taskId: string, prompt: string): number {
@@ -156,14 +185,22 @@ export async function startSimulator(
       inFlightAtArrival: inFlight,
     };
     requests.push(entry);
-    const pending: { timer?: NodeJS.Timeout } = {};
+    const pending: { timer?: NodeJS.Timeout; admission?: Extract<Admission, { admitted: true }>; promptTokens: number } = { promptTokens: 0 };
     const settle = () => {
       if (!open) return;
       open = false;
       inFlight -= 1;
     };
+    // The token charge is settled once: to what was used when a completion is written, else to the prompt alone.
+    const settleTokens = (used: number) => {
+      if (!pending.admission) return;
+      pending.admission.settle(used);
+      entry.rateLimitTokens = used;
+      pending.admission = undefined;
+    };
     response.on('close', () => {
       clearTimeout(pending.timer);
+      settleTokens(pending.promptTokens);
       if (!response.writableFinished && entry.outcome !== 'reset') entry.clientClosedAt = Date.now();
       else entry.respondedAt = Date.now();
       settle();
@@ -189,6 +226,29 @@ export async function startSimulator(
       return;
     }
 
+    const model = body.model ?? 'sim-model';
+    if (limiter) {
+      const messages = body.messages ?? [];
+      pending.promptTokens = rateLimitTokens(messages, undefined);
+      const admission = limiter.admit(`${request.headers.authorization ?? ''}\u0000${model}`, model, rateLimitTokens(messages, body.max_tokens ?? body.max_completion_tokens));
+      if (!admission.admitted) {
+        rateLimited += 1;
+        entry.outcome = 429;
+        entry.rateLimited = admission.kind;
+        sendJson(
+          response,
+          429,
+          { error: { message: admission.message, type: admission.kind, param: null, code: 'rate_limit_exceeded' } },
+          { ...admission.headers, 'retry-after': String(Math.ceil(admission.retryAfterMs / 1000)), 'retry-after-ms': String(admission.retryAfterMs) },
+        );
+        return;
+      }
+      pending.admission = admission;
+    }
+    const admitted = pending.admission;
+    // Computed when the answer is written, after its charge is settled: what the client reads is current.
+    const rateLimitHeaders = (): Record<string, string> => admitted?.headers() ?? {};
+
     const fault = chooseFault(entry.taskId, entry.taskRequest, prompt);
     entry.fault = fault.kind;
     entry.latencyMs = latencyFor(entry.taskId, prompt);
@@ -212,28 +272,31 @@ export async function startSimulator(
       if (fault.kind !== undefined) {
         const status = Number(fault.kind);
         entry.outcome = status;
+        settleTokens(pending.promptTokens);
         const headers: Record<string, string> =
           fault.retryAfterSeconds !== undefined && (status === 429 || status === 503)
             ? { 'retry-after': String(fault.retryAfterSeconds) }
             : {};
-        sendJson(response, status, { error: { message: STATUS_MESSAGES[fault.kind], type: 'simulated_error' } }, headers);
+        sendJson(response, status, { error: { message: STATUS_MESSAGES[fault.kind], type: 'simulated_error' } }, { ...rateLimitHeaders(), ...headers });
         return;
       }
       entry.outcome = 200;
       const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
       const persona = typeof system === 'string' && system !== '' ? ` as "${system.slice(0, 40)}"` : '';
-      const output = `[simulated]${persona} answer to: ${prompt.replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '').trim().slice(0, 80)}`;
+      const echo = `[simulated]${persona} answer to: ${prompt.replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '').trim().slice(0, 80)}`;
+      const { output, finishReason } = sizedOutput(echo, entry.taskId, body.max_tokens ?? body.max_completion_tokens);
       const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
       const completionTokens = countTokens(output);
+      settleTokens(pending.promptTokens + completionTokens);
       sendJson(response, 200, {
         id: `chatcmpl-sim-${entry.seq}`,
         object: 'chat.completion',
         created: Math.floor(Date.now() / 1000),
         model: body.model ?? 'sim-model',
         system_fingerprint: 'simulated',
-        choices: [{ index: 0, message: { role: 'assistant', content: output }, finish_reason: 'stop', logprobs: null }],
+        choices: [{ index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null }],
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-      });
+      }, rateLimitHeaders());
     }, entry.latencyMs);
   }
 
@@ -248,13 +311,15 @@ export async function startSimulator(
       const parsed = simulatorConfigSchema.safeParse(JSON.parse(await readBody(request)));
       if (!parsed.success) return sendJson(response, 400, { error: parsed.error.message });
       config = parsed.data;
+      limiter = limiterFor(config);
       return sendJson(response, 200, { ok: true });
     }
     sendJson(response, 404, { error: `no such simulator endpoint: ${request.method} ${path}` });
   }
 
   function stats(): SimulatorStats {
-    return { total: requests.length, inFlight, maxInFlight };
+    const base = { total: requests.length, inFlight, maxInFlight };
+    return limiter ? { ...base, rateLimited, rateLimits: limiter.snapshot() } : base;
   }
 
   function reset(): void {
@@ -262,6 +327,8 @@ export async function startSimulator(
     requestsByTask = new Map();
     maxInFlight = inFlight;
     seq = 0;
+    rateLimited = 0;
+    limiter = limiterFor(config);
   }
 
   const server: Server = createServer((request, response) => {
@@ -297,6 +364,7 @@ export async function startSimulator(
     stats,
     configure: (next) => {
       config = simulatorConfigSchema.parse(next);
+      limiter = limiterFor(config);
     },
     reset,
     close: () =>
