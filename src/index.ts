@@ -9,6 +9,8 @@ export type { BatchInput, BatchOptions, BatchProgress, BatchSummary, BatchResult
 export { readTaskFile } from './client/task-file';
 export type { TaskFile } from './client/task-file';
 export { createFanoutWorker, connectWorker, DEFAULT_SHUTDOWN_GRACE_MS } from './worker';
+export { EncryptionCodec, codecFromEnvironment, dataConverterFromEnvironment, encryptionKeysFromEnvironment, startCodecServer } from './codec';
+export type { CodecServer, CodecServerOptions, EncryptionKey } from './codec';
 export type { FanoutWorkerOptions } from './worker';
 export { startHealthServer } from './worker-health';
 export type { HealthServer, HealthServerOptions } from './worker-health';
