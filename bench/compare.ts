@@ -1,0 +1,621 @@
+/**
+ * `npm run bench` (its last step): temporal-fanout side by side with a plain Temporal project of the same SDK
+ * (bench/plain/) and the seed guide's asyncio semaphore pattern (bench/asyncio/), in one run, on one dev server and
+ * one simulator, rounds alternated so every contender sees the same machine load. Writes its section of
+ * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
+ *
+ *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d] [--quick] [--big] [--big-items N]
+ *
+ * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
+ * round (clear_refs), with VmRSS sampled as a fallback. Ours runs through the public API and the built CLI only
+ * (`npm run build` first), so the harness survives rewrites behind them.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { FanoutClient } from '../src/client/fanout-client';
+import { freePort } from '../src/local/free-port';
+import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { runPlainBatch, runPlainFanOut } from './plain/client';
+import { bundlePlainWorkflows } from './plain/worker';
+
+const ROOT = path.join(__dirname, '..');
+const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
+const PLAIN_BUILD = path.join(ROOT, 'node_modules', '.cache', 'temporal-fanout-bench', 'plain');
+
+const { values: flags } = parseArgs({
+  options: {
+    rounds: { type: 'string' },
+    only: { type: 'string' },
+    quick: { type: 'boolean', default: false },
+    big: { type: 'boolean', default: false },
+    'big-items': { type: 'string', default: '100000' },
+  },
+});
+const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
+const BIG_ITEMS = Number(flags['big-items']);
+const SCENARIOS = new Set((flags.only ?? (flags.big ? 'a,b,c,d' : 'a,b,c')).split(',').map((name) => name.trim()));
+for (const [name, value] of [['--rounds', ROUNDS], ['--big-items', BIG_ITEMS]] as const) {
+  if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
+}
+
+const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-compare-'));
+const children = new Set<ChildProcess>();
+// Children do not die with their parent; whatever is still running when this process exits is killed.
+process.once('exit', () => children.forEach((child) => child.kill('SIGKILL')));
+
+async function waitFor<T>(what: string, deadlineMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + deadlineMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what} within ${deadlineMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+/** Rejects after `ms`, running `onTimeout` first (to terminate what the run left behind). */
+async function withDeadline<T>(work: Promise<T>, ms: number, onTimeout: () => Promise<unknown>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      onTimeout().then(
+        () => reject(new Error(`did not finish within ${ms / 1000} s`)),
+        () => reject(new Error(`did not finish within ${ms / 1000} s`)),
+      );
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function track(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(killer);
+}
+
+interface DevServer {
+  address: string;
+  version: string;
+  stop(): Promise<void>;
+}
+
+/** One `temporal server start-dev`: in memory, free ports, no UI, errors only. */
+async function startServer(): Promise<DevServer> {
+  const executable = execFileSync('bash', [path.join(ROOT, 'scripts', 'ensure-temporal.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  const version = execFileSync(executable, ['--version'], { encoding: 'utf8' }).trim();
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const child = track(
+    spawn(executable, [
+      'server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--log-level', 'error',
+      '--search-attribute', 'FanoutName=Keyword',
+      // Otherwise the server asks Temporal's servers for newer versions at start: a network call a local run does not need.
+      '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    ], { stdio: ['ignore', 'ignore', 'pipe'] }),
+  );
+  let output = '';
+  child.stderr?.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4000)));
+  await waitFor(`the dev server on ${address} did not serve`, 60_000, async () => {
+    if (child.exitCode !== null) throw new Error(`the dev server exited: ${output}`);
+    const connection = await Connection.connect({ address, connectTimeout: 1000 });
+    try {
+      await connection.workflowService.describeNamespace({ namespace: 'default' });
+      return true;
+    } finally {
+      await connection.close();
+    }
+  });
+  return { address, version, stop: () => stopChild(child) };
+}
+
+/** A worker in its own process, its stderr in a log file. */
+interface WorkerProcess {
+  readonly label: string;
+  readonly taskQueue: string;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+async function spawnWorker(label: string, command: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<WorkerProcess> {
+  const logFile = path.join(directory, `${label.replace(/\W+/g, '-')}.log`);
+  const log = createWriteStream(logFile);
+  const taskQueue = command[command.indexOf('--task-queue') + 1];
+  const child = track(spawn(process.execPath, command, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }));
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
+      log.write(chunk);
+      output = (output + chunk.toString()).slice(-4000);
+      if (ready.test(output)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`worker ${label} exited with ${code} before polling:\n${output}`)));
+  });
+  return {
+    label,
+    taskQueue,
+    pid: child.pid as number,
+    stop: async () => {
+      await stopChild(child);
+      log.end();
+    },
+  };
+}
+
+function oursWorker(server: DevServer, simulator: Simulator, name: string): Promise<WorkerProcess> {
+  const taskQueue = `ours-${name}-${Date.now()}`;
+  return spawnWorker(`ours-${name}`, [CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /worker polling/);
+}
+
+function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
+  const taskQueue = `plain-${slots}-${Date.now()}`;
+  const script = path.join(PLAIN_BUILD, 'worker.js');
+  return spawnWorker(`plain-${slots}`, [script, '--address', server.address, '--task-queue', taskQueue, '--bundle', bundle, '--slots', String(slots)], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /plain worker polling/);
+}
+
+function readStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
+}
+
+/** Peak RSS of one process over one round: VmHWM after a reset, or the largest VmRSS sampled when it cannot be reset. */
+function peakRss(pid: number): { stop(): number } {
+  let resettable = true;
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  } catch {
+    resettable = false;
+  }
+  let sampled = readStatus(pid, 'VmRSS');
+  const timer = setInterval(() => {
+    try {
+      sampled = Math.max(sampled, readStatus(pid, 'VmRSS'));
+    } catch {
+      // the process is gone; the caller will see its run fail
+    }
+  }, 250);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      try {
+        sampled = Math.max(sampled, readStatus(pid, 'VmRSS'));
+        return resettable ? Math.max(sampled, readStatus(pid, 'VmHWM')) : sampled;
+      } catch {
+        return sampled;
+      }
+    },
+  };
+}
+
+function writeTasks(name: string, count: number): string {
+  const file = path.join(directory, `${name}.jsonl`);
+  const lines: string[] = [];
+  for (let index = 0; index < count; index += 1) lines.push(JSON.stringify({ id: `item-${index}`, prompt: `batch item ${index}` }));
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** Lines in the sink and distinct ids among them: what "results durably stored" means here. */
+function sinkCounts(sink: string): { lines: number; ids: number } {
+  const lines = readFileSync(sink, 'utf8').split('\n').filter(Boolean);
+  return { lines: lines.length, ids: new Set(lines.map((line) => (JSON.parse(line) as { id: string }).id)).size };
+}
+
+let sinkNumber = 0;
+function newSink(): string {
+  sinkNumber += 1;
+  return path.join(directory, `sink-${sinkNumber}.jsonl`);
+}
+
+/** One measured run of one contender. */
+interface Sample {
+  wallMs: number;
+  /** The scenario's metric: a ratio to the ideal (lower is better) or calls per second (higher is better). */
+  value: number;
+  rssMb?: number;
+  note?: string;
+}
+
+interface Contender {
+  name: string;
+  run(size: 'warm-up' | 'measured'): Promise<Sample>;
+}
+
+interface Row {
+  contender: string;
+  samples: Sample[];
+  error?: string;
+}
+
+interface ScenarioResult {
+  id: string;
+  title: string;
+  metric: string;
+  higherIsBetter: boolean;
+  rows: Row[];
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)];
+}
+
+function medianSample(row: Row): Sample | undefined {
+  if (row.samples.length === 0) return undefined;
+  const value = median(row.samples.map((sample) => sample.value));
+  return row.samples.find((sample) => sample.value === value);
+}
+
+/** A warm-up run of every contender, then `ROUNDS` rounds, each contender once per round, the order rotated each round. */
+async function measure(id: string, title: string, metric: string, higherIsBetter: boolean, contenders: Contender[]): Promise<ScenarioResult> {
+  const rows: Row[] = contenders.map((contender) => ({ contender: contender.name, samples: [] }));
+  const attempt = async (index: number, size: 'warm-up' | 'measured') => {
+    const row = rows[index];
+    if (row.error !== undefined) return;
+    try {
+      const sample = await contenders[index].run(size);
+      if (size === 'measured') {
+        row.samples.push(sample);
+        console.error(`(${id}) ${row.contender}: ${metric} ${sample.value.toFixed(3)}, wall ${sample.wallMs.toFixed(0)} ms${sample.rssMb === undefined ? '' : `, peak RSS ${sample.rssMb.toFixed(0)} MB`}${sample.note ? `, ${sample.note}` : ''}`);
+      }
+    } catch (error) {
+      row.error = (error instanceof Error ? error.message : String(error)).split('\n')[0].slice(0, 160);
+      console.error(`(${id}) ${row.contender} failed: ${row.error}`);
+    }
+  };
+  for (let index = 0; index < contenders.length; index += 1) await attempt(index, 'warm-up');
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (let step = 0; step < contenders.length; step += 1) await attempt((round + step) % contenders.length, 'measured');
+  }
+  return { id, title, metric, higherIsBetter, rows };
+}
+
+interface Harness {
+  server: DevServer;
+  simulator: Simulator;
+  plainClient: Client;
+  plainBundle: string;
+  python: string | undefined;
+}
+
+async function runAsyncio(harness: Harness, count: number, concurrency: number): Promise<{ wallMs: number; ok: number; failed: number; peakRssMb: number }> {
+  const python = harness.python as string;
+  const child = track(spawn(python, [path.join(__dirname, 'asyncio', 'semaphore_batch.py'), '--base-url', harness.simulator.baseUrl, '--count', String(count), '--concurrency', String(concurrency)], { stdio: ['ignore', 'pipe', 'pipe'] }));
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`asyncio script exited with ${code}: ${stderr}`);
+  const result = JSON.parse(stdout.trim().split('\n').pop() as string) as { wallMs: number; ok: number; failed: number; peakRssMb: number };
+  if (result.ok !== count) throw new Error(`asyncio: ${result.failed} of ${count} calls failed`);
+  return result;
+}
+
+function asyncioContender(harness: Harness, count: number, concurrency: number, value: (wallMs: number) => number): Contender[] {
+  if (harness.python === undefined) return [];
+  return [
+    {
+      name: `asyncio semaphore (Python, openai client), ${concurrency} at once`,
+      run: async (size) => {
+        harness.simulator.reset();
+        const result = await runAsyncio(harness, size === 'warm-up' ? Math.min(count, 50) : count, concurrency);
+        return { wallMs: result.wallMs, value: value(result.wallMs), rssMb: result.peakRssMb };
+      },
+    },
+  ];
+}
+
+async function timedOnWorker<T>(harness: Harness, worker: WorkerProcess, work: () => Promise<T>): Promise<{ wallMs: number; rssMb: number; result: T }> {
+  harness.simulator.reset();
+  const rss = peakRss(worker.pid);
+  const startedAt = performance.now();
+  try {
+    const result = await work();
+    return { wallMs: performance.now() - startedAt, rssMb: rss.stop(), result };
+  } catch (error) {
+    rss.stop();
+    throw error;
+  }
+}
+
+const tasks = (count: number) => Array.from({ length: count }, (_, index) => ({ id: `agent-${index}`, prompt: `agent prompt ${index}` }));
+
+/** (a) 500 agents of 1 s each, all at once: wall over the 1 s a single agent takes. */
+async function agentsScenario(harness: Harness): Promise<ScenarioResult> {
+  harness.simulator.configure({ latency: { minMs: 1000, maxMs: 1000 } });
+  const ours = await oursWorker(harness.server, harness.simulator, 'agents');
+  const plain100 = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 100);
+  const plain500 = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 500);
+  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const count = (size: string) => (size === 'warm-up' ? 20 : 500);
+  const plain = (worker: WorkerProcess, slots: number): Contender => ({
+    name: `plain SDK: plainFanOut (Promise.all), ${slots} activity slots`,
+    run: async (size) => {
+      const run = await timedOnWorker(harness, worker, () => withDeadline(runPlainFanOut(harness.plainClient, worker.taskQueue, tasks(count(size))), 120_000, async () => undefined));
+      return { wallMs: run.wallMs, value: run.wallMs / 1000, rssMb: run.rssMb };
+    },
+  });
+  try {
+    return await measure('a', '500 agents of 1 s each, all at once', 'wall / 1 s', false, [
+      {
+        name: 'ours: runParallel (fanOut), worker defaults (500 slots)',
+        run: async (size) => {
+          const run = await timedOnWorker(harness, ours, async () => {
+            const handle = await fanout.startParallel(tasks(count(size)));
+            return withDeadline(handle.result(), 120_000, () => handle.workflow.terminate('benchmark deadline'));
+          });
+          const failed = run.result.results.filter((result) => result.status !== 'ok').length;
+          if (failed > 0) throw new Error(`${failed} agents did not succeed`);
+          return { wallMs: run.wallMs, value: run.wallMs / 1000, rssMb: run.rssMb };
+        },
+      },
+      plain(plain100, 100),
+      plain(plain500, 500),
+      ...asyncioContender(harness, 500, 500, (wallMs) => wallMs / 1000),
+    ]);
+  } finally {
+    await fanout.close();
+    await Promise.all([ours.stop(), plain100.stop(), plain500.stop()]);
+  }
+}
+
+/** Runs a batch through the public API, checks the sink, and returns the summary with the end-to-end wall. */
+async function oursBatch(harness: Harness, fanout: FanoutClient, worker: WorkerProcess, source: string, count: number, concurrency: number, deadlineMs: number) {
+  const sink = newSink();
+  const run = await timedOnWorker(harness, worker, async () => {
+    const handle = await fanout.startBatch({ source, sink, options: { concurrency } });
+    return { batchId: handle.batchId, summary: await withDeadline(handle.result(), deadlineMs, () => handle.workflow.terminate('benchmark deadline')) };
+  });
+  if (run.result.summary.succeeded !== count) throw new Error(`batch: ${run.result.summary.succeeded} of ${count} succeeded`);
+  const stored = sinkCounts(sink);
+  if (stored.lines !== count || stored.ids !== count) throw new Error(`sink holds ${stored.lines} lines / ${stored.ids} ids, expected ${count}`);
+  return { ...run, sink };
+}
+
+/** (b) 1,000 items, 50 at once, 200 ms each: wall over the ideal ceil(N/C) x L = 4.0 s. */
+async function windowScenario(harness: Harness): Promise<ScenarioResult> {
+  harness.simulator.configure({ latency: { minMs: 200, maxMs: 200 } });
+  const ideal = Math.ceil(1000 / 50) * 200;
+  const sources = { 'warm-up': writeTasks('window-warm-up', 100), measured: writeTasks('window', 1000) };
+  const count = (size: 'warm-up' | 'measured') => (size === 'warm-up' ? 100 : 1000);
+  const ours = await oursWorker(harness.server, harness.simulator, 'window');
+  const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 100);
+  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  try {
+    return await measure('b', '1,000-item batch, concurrency 50, 200 ms calls (ideal 4.0 s)', 'wall / ideal', false, [
+      {
+        name: 'ours: startBatch → result(), end to end (inside the workflow in notes)',
+        run: async (size) => {
+          const run = await oursBatch(harness, fanout, ours, sources[size], count(size), 50, 180_000);
+          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x` };
+        },
+      },
+      {
+        name: 'ours: `fanout batch start --watch` CLI process, end to end',
+        run: async (size) => {
+          const sink = newSink();
+          const run = await timedOnWorker(harness, ours, async () => {
+            const child = track(spawn(process.execPath, [CLI, 'batch', 'start', sources[size], '--out', sink, '--concurrency', '50', '--watch', '--json', '--address', harness.server.address, '--task-queue', ours.taskQueue], { stdio: ['ignore', 'pipe', 'pipe'] }));
+            let stdout = '';
+            let stderr = '';
+            child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+            child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+            const code = await withDeadline(new Promise<number | null>((resolve) => child.once('exit', resolve)), 180_000, () => stopChild(child));
+            if (code !== 0) throw new Error(`fanout batch start exited with ${code}: ${stderr || stdout.slice(-500)}`);
+            return JSON.parse(stdout.trim().split('\n').pop() as string) as { succeeded: number; wallMs: number };
+          });
+          if (run.result.succeeded !== count(size)) throw new Error(`CLI batch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          if (sinkCounts(sink).ids !== count(size)) throw new Error('CLI batch: the sink does not hold every id');
+          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.wallMs / ideal).toFixed(2)} x` };
+        },
+      },
+      {
+        name: 'plain SDK: plainBatch (sliding window), 100 activity slots',
+        run: async (size) => {
+          const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 50), 180_000, async () => undefined));
+          if (run.result.succeeded !== count(size)) throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb };
+        },
+      },
+      ...asyncioContender(harness, 1000, 50, (wallMs) => wallMs / ideal),
+    ]);
+  } finally {
+    await fanout.close();
+    await Promise.all([ours.stop(), plain.stop()]);
+  }
+}
+
+/** (c) 5,000 zero-latency calls, 200 at once: calls per second and the worker's peak RSS. */
+async function throughputScenario(harness: Harness): Promise<ScenarioResult> {
+  harness.simulator.configure({ latency: { minMs: 0, maxMs: 0 } });
+  const total = 5000;
+  const sources = { 'warm-up': writeTasks('throughput-warm-up', 200), measured: writeTasks('throughput', total) };
+  const count = (size: 'warm-up' | 'measured') => (size === 'warm-up' ? 200 : total);
+  const ours = await oursWorker(harness.server, harness.simulator, 'throughput');
+  const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 500);
+  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const perSecond = (calls: number, wallMs: number) => (calls * 1000) / wallMs;
+  try {
+    return await measure('c', '5,000 zero-latency calls, concurrency 200', 'calls / s', true, [
+      {
+        name: 'ours: startBatch, every result in the sink (checked)',
+        run: async (size) => {
+          const run = await oursBatch(harness, fanout, ours, sources[size], count(size), 200, 600_000);
+          return { wallMs: run.wallMs, value: perSecond(count(size), run.wallMs), rssMb: run.rssMb };
+        },
+      },
+      {
+        name: 'plain SDK: plainBatch, 500 activity slots, results not stored',
+        run: async (size) => {
+          const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 200), 600_000, async () => undefined));
+          if (run.result.succeeded !== count(size)) throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          return { wallMs: run.wallMs, value: perSecond(count(size), run.wallMs), rssMb: run.rssMb };
+        },
+      },
+      ...asyncioContender(harness, total, 200, (wallMs) => perSecond(total, wallMs)),
+    ]);
+  } finally {
+    await fanout.close();
+    await Promise.all([ours.stop(), plain.stop()]);
+  }
+}
+
+/** (d) The big batch, ours only, one run: worker peak RSS with default settings and the largest history of any run. */
+async function bigScenario(harness: Harness): Promise<ScenarioResult & { largestHistory?: number; runs?: number }> {
+  harness.simulator.configure({ latency: { minMs: 0, maxMs: 0 } });
+  const source = writeTasks('big', BIG_ITEMS);
+  const ours = await oursWorker(harness.server, harness.simulator, 'big');
+  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  let largestHistory: number | undefined;
+  let runs: number | undefined;
+  try {
+    const row: Row = { contender: 'ours: startBatch, worker defaults, concurrency 200', samples: [] };
+    try {
+      const run = await oursBatch(harness, fanout, ours, source, BIG_ITEMS, 200, 3_600_000);
+      largestHistory = 0;
+      runs = 0;
+      for await (const execution of fanout.client.workflow.list({ query: `WorkflowId = "${run.result.batchId}"` })) {
+        runs += 1;
+        largestHistory = Math.max(largestHistory, execution.historyLength);
+      }
+      const sample = { wallMs: run.wallMs, value: (BIG_ITEMS * 1000) / run.wallMs, rssMb: run.rssMb, note: `${runs} runs, largest history ${largestHistory} events` };
+      row.samples.push(sample);
+      console.error(`(d) ${sample.value.toFixed(0)} calls/s, peak RSS ${sample.rssMb.toFixed(0)} MB, ${sample.note}`);
+    } catch (error) {
+      row.error = (error instanceof Error ? error.message : String(error)).split('\n')[0].slice(0, 160);
+      console.error(`(d) failed: ${row.error}`);
+    }
+    return { id: 'd', title: `${BIG_ITEMS.toLocaleString('en-US')}-item batch, zero latency (one run)`, metric: 'calls / s', higherIsBetter: true, rows: [row], largestHistory, runs };
+  } finally {
+    await fanout.close();
+    await ours.stop();
+  }
+}
+
+function verdict(ok: boolean | undefined): string {
+  return ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**';
+}
+
+function goals(results: Map<string, ScenarioResult & { largestHistory?: number }>): string[] {
+  const value = (id: string, prefix: string) => {
+    const row = results.get(id)?.rows.find((candidate) => candidate.contender.startsWith(prefix));
+    return row ? medianSample(row) : undefined;
+  };
+  const lines: string[] = [];
+  const oursB = value('b', 'ours: startBatch');
+  const plainB = value('b', 'plain SDK');
+  lines.push(`- (b) batch ≤ 1.25 × ideal and below the plain SDK's ratio: ours ${oursB?.value.toFixed(2) ?? '–'} ×, plain ${plainB?.value.toFixed(2) ?? '–'} × → ${verdict(oursB && plainB ? oursB.value <= 1.25 && oursB.value < plainB.value : undefined)}`);
+  const oursC = value('c', 'ours');
+  const plainC = value('c', 'plain SDK');
+  lines.push(`- (c) zero-latency throughput ≥ 1.0 × the plain SDK's, results stored: ours ${oursC?.value.toFixed(0) ?? '–'} calls/s, plain ${plainC?.value.toFixed(0) ?? '–'} calls/s (${oursC && plainC ? (oursC.value / plainC.value).toFixed(2) : '–'} ×) → ${verdict(oursC && plainC ? oursC.value >= plainC.value : undefined)}`);
+  const oursA = value('a', 'ours');
+  const plainA = value('a', 'plain SDK: plainFanOut (Promise.all), 500');
+  lines.push(`- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`);
+  const big = results.get('d');
+  const oursD = big ? medianSample(big.rows[0]) : undefined;
+  lines.push(`- (d) ${BIG_ITEMS.toLocaleString('en-US')}-item batch, worker peak RSS ≤ 400 MB, history per run bounded (≤ 10,240 events): ${oursD ? `${oursD.rssMb?.toFixed(0)} MB, largest run ${big?.largestHistory} events` : big ? `failed: ${big.rows[0].error}` : 'not run (add --big)'} → ${verdict(oursD ? (oursD.rssMb ?? Infinity) <= 400 && (big?.largestHistory ?? Infinity) <= 10_240 : undefined)}`);
+  return lines;
+}
+
+function render(results: ScenarioResult[], server: DevServer, python: string | undefined, command: string): string {
+  const pythonVersion = python ? execFileSync(python, ['--version'], { encoding: 'utf8' }).trim() : 'not installed (asyncio skipped)';
+  const tables = results.map((scenario) => {
+    const rows = scenario.rows.map((row) => {
+      const chosen = medianSample(row);
+      if (!chosen) return `| ${row.contender} | failed: ${row.error ?? 'no sample'} | | | | |`;
+      const format = (sample: Sample) => (scenario.higherIsBetter ? sample.value.toFixed(0) : sample.value.toFixed(2));
+      return `| ${row.contender} | ${format(chosen)} | ${row.samples.map(format).join(' ')}${row.error ? ` (then failed: ${row.error})` : ''} | ${chosen.wallMs.toFixed(0)} | ${chosen.rssMb?.toFixed(0) ?? ''} | ${chosen.note ?? ''} |`;
+    });
+    return [`### (${scenario.id}) ${scenario.title}`, '', `| contender | ${scenario.metric} (median) | every round | wall (ms) | peak RSS of the worker / script (MB) | notes |`, '| --- | ---: | --- | ---: | ---: | --- |', ...rows].join('\n');
+  });
+  return [
+    '## Side by side: ours, a plain Temporal project, asyncio',
+    '',
+    `Command: \`${command}\`. Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores (nproc), Node ${process.version}, ${pythonVersion}, ${server.version}, Temporal TS SDK 1.24.0 for both Temporal contenders; ${ROUNDS} round(s) after one small warm-up run each.`,
+    '',
+    'One dev server (`temporal server start-dev`, in memory) and one simulator (in the harness process) for everyone; each worker is its own process',
+    '(ours: `fanout worker` with its defaults; plain: bench/plain/worker.ts with the SDK defaults and the slots shown). Every round runs every contender',
+    'once, in a rotated order. "plain SDK" is bench/plain/: `proxyActivities` + `Promise.all`, and a sliding window of one activity per item with',
+    'continue-as-new when the server suggests it, no heartbeats, results not stored. asyncio is the seed guide\'s semaphore pattern (bench/asyncio/),',
+    'timed from its first call with its client already built; it keeps results in memory only. Ours writes every batch result to its sink, checked',
+    'line by line after each run. Compare within this run only: the machine is shared.',
+    '',
+    ...tables.flatMap((table) => [table, '']),
+    'Goals:',
+    ...goals(new Map(results.map((result) => [result.id, result]))),
+  ].join('\n');
+}
+
+function writeSection(section: string): void {
+  const target = path.join(ROOT, 'docs', 'BENCHMARKS.md');
+  const block = `<!-- compare:start -->\n${section}\n<!-- compare:end -->`;
+  const existing = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
+  const pattern = /<!-- compare:start -->[\s\S]*?<!-- compare:end -->/;
+  writeFileSync(target, pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`);
+}
+
+/** The plain worker runs as compiled JavaScript, like ours (dist/), so neither pays for a TypeScript loader. */
+function buildPlainWorker(): void {
+  mkdirSync(PLAIN_BUILD, { recursive: true });
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  execFileSync(process.execPath, [tsc, '--outDir', PLAIN_BUILD, '--rootDir', path.join(__dirname, 'plain'), '--module', 'commonjs', '--target', 'es2022', '--esModuleInterop', '--skipLibCheck', '--strict', '--types', 'node', path.join(__dirname, 'plain', 'worker.ts')], { stdio: 'inherit' });
+}
+
+function findPython(): string | undefined {
+  try {
+    return execFileSync('bash', [path.join(__dirname, 'asyncio', 'ensure-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  } catch {
+    console.error('note: no Python venv for the asyncio baseline; it is skipped');
+    return undefined;
+  }
+}
+
+async function main(): Promise<void> {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+  buildPlainWorker();
+  const plainBundle = path.join(directory, 'plain-workflow-bundle.js');
+  await bundlePlainWorkflows(plainBundle);
+  const python = findPython();
+  const server = await startServer();
+  const simulator = await startSimulator({ latency: { minMs: 0, maxMs: 0 } });
+  const connection = await Connection.connect({ address: server.address });
+  const harness: Harness = { server, simulator, plainClient: new Client({ connection }), plainBundle, python };
+  const results: ScenarioResult[] = [];
+  try {
+    if (SCENARIOS.has('a')) results.push(await agentsScenario(harness));
+    if (SCENARIOS.has('b')) results.push(await windowScenario(harness));
+    if (SCENARIOS.has('c')) results.push(await throughputScenario(harness));
+    if (SCENARIOS.has('d')) results.push(await bigScenario(harness));
+  } finally {
+    await connection.close();
+    await simulator.close();
+    await server.stop();
+  }
+  const command = `tsx bench/compare.ts ${process.argv.slice(2).join(' ')}`.trim();
+  const section = render(results, server, python, command);
+  writeSection(section);
+  process.stdout.write(`${section}\n`);
+  rmSync(directory, { recursive: true, force: true });
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,61 @@
+/**
+ * The baseline's workflows: what a Temporal engineer writes in an afternoon with the SDK's own idioms, no helper
+ * library. Only `import type` from the activities, as the sandbox wants.
+ */
+import { condition, continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { PlainActivities, PlainTask } from './activities';
+
+const { callModel } = proxyActivities<PlainActivities>({
+  startToCloseTimeout: '60s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
+});
+
+/** Every task at once; results in input order. */
+export async function plainFanOut(tasks: PlainTask[]): Promise<string[]> {
+  return Promise.all(tasks.map((task) => callModel(task)));
+}
+
+export interface PlainBatchInput {
+  count: number;
+  concurrency: number;
+  /** Carried across continue-as-new. */
+  next?: number;
+  succeeded?: number;
+  failed?: number;
+}
+
+export interface PlainBatchResult {
+  succeeded: number;
+  failed: number;
+}
+
+/**
+ * `count` items through a sliding window of `concurrency` activities, one activity per item. Results are not kept:
+ * history grows with every item, so the run continues-as-new when the server suggests it, after draining the window
+ * (continue-as-new cannot carry in-flight activities).
+ */
+export async function plainBatch(input: PlainBatchInput): Promise<PlainBatchResult> {
+  let next = input.next ?? 0;
+  let succeeded = input.succeeded ?? 0;
+  let failed = input.failed ?? 0;
+  let inFlight = 0;
+  while (next < input.count && !workflowInfo().continueAsNewSuggested) {
+    await condition(() => inFlight < input.concurrency);
+    const index = next;
+    next += 1;
+    inFlight += 1;
+    void callModel({ id: `item-${index}`, prompt: `batch item ${index}` }).then(
+      () => {
+        succeeded += 1;
+        inFlight -= 1;
+      },
+      () => {
+        failed += 1;
+        inFlight -= 1;
+      },
+    );
+  }
+  await condition(() => inFlight === 0);
+  if (next < input.count) return continueAsNew<typeof plainBatch>({ ...input, next, succeeded, failed });
+  return { succeeded, failed };
+}
