@@ -1,6 +1,8 @@
+import { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import { createLlmClient, OPENAI_BASE_URL, providerFromEnvironment } from '../activities/llm-client';
 import { FanoutClient } from '../client/fanout-client';
+import { dataConverterFromEnvironment } from '../codec';
 import type { SimulatorConfigInput } from '../sim/config';
 import { startSimulator, type Simulator } from '../sim/simulator';
 import { createFanoutWorker } from '../worker';
@@ -35,7 +37,12 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // No shutdown grace: the server stops with the worker, so no other worker could take the calls over.
     const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm }, shutdownGraceMs: 0 });
     const running = worker.run();
-    const client = await FanoutClient.connect({ client: server.client, taskQueue });
+    // The worker encrypts when FANOUT_ENCRYPTION_KEYS is set; the dev server's own client would then not read results.
+    const dataConverter = dataConverterFromEnvironment();
+    const client = await FanoutClient.connect({
+      client: dataConverter ? new Client({ connection: server.client.connection, namespace: server.namespace, dataConverter }) : server.client,
+      taskQueue,
+    });
     return {
       server,
       simulator,
