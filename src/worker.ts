@@ -3,6 +3,7 @@ import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
+import { explainConnectionFailure } from './config/connection-diagnosis';
 import { dataConverterFromEnvironment } from './codec';
 import {
   integerFromEnvironment,
@@ -94,7 +95,11 @@ function definedOnly<T extends object>(options: T): Partial<T> {
 /** Opens a worker connection from options and environment. */
 export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
   const config = { ...temporalConnectionFromEnvironment(), ...temporal };
-  return NativeConnection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey });
+  return NativeConnection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata }).catch(
+    async (error: unknown) => {
+      throw await explainConnectionFailure(error, config);
+    },
+  );
 }
 
 /**
