@@ -12,6 +12,11 @@ export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, run
   pageSize: z.number().int().min(1).max(1000).optional(),
   /** Results written to the sink per flush. Default 100. */
   flushEvery: z.number().int().min(1).max(1000).optional(),
+  /**
+   * Attempts of each read or write of the source, sink and spool before the batch gives up and ends FAILED with the
+   * storage's error. Default 10 (about a minute and a half of retrying).
+   */
+  storageAttempts: z.number().int().min(1).max(100).optional(),
   /** Continue-as-new after this many pages (otherwise when Temporal suggests it, or the history budget is reached). */
   pagesPerRun: z.number().int().min(1).optional(),
 });
@@ -42,6 +47,7 @@ export type BatchInput = z.infer<typeof batchInputSchema>;
 
 export interface ResolvedBatchOptions {
   concurrency: number;
+  storageAttempts: number;
   pageSize: number;
   flushEvery: number;
   pagesPerRun: number | undefined;
@@ -50,6 +56,7 @@ export interface ResolvedBatchOptions {
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
   return {
     concurrency: options?.concurrency ?? 50,
+    storageAttempts: options?.storageAttempts ?? 10,
     pageSize: options?.pageSize ?? 200,
     flushEvery: options?.flushEvery ?? 100,
     pagesPerRun: options?.pagesPerRun,

@@ -21,9 +21,18 @@ type Environment = Record<string, string | undefined>;
  * files) plus FANOUT_S3_ENDPOINT / FANOUT_S3_FORCE_PATH_STYLE for S3-compatible servers (MinIO, R2, SeaweedFS, GCS).
  */
 export function s3ClientFromEnvironment(environment: Environment = process.env): S3Client {
+  // The SDK warns on every process under Node 20 that *future* releases will need Node 22; the version this package
+  // pins supports Node 20, so a CLI user would only see noise on every command. An explicit setting is respected.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const endpoint = environment.FANOUT_S3_ENDPOINT?.trim() || undefined;
   const pathStyle = environment.FANOUT_S3_FORCE_PATH_STYLE?.trim();
+  const accessKeyId = environment.AWS_ACCESS_KEY_ID?.trim();
+  const secretAccessKey = environment.AWS_SECRET_ACCESS_KEY?.trim();
   return new S3Client({
+    // Keys given in this environment win; otherwise the SDK's own chain (profiles, SSO, instance roles) finds them.
+    ...(accessKeyId && secretAccessKey
+      ? { credentials: { accessKeyId, secretAccessKey, ...(environment.AWS_SESSION_TOKEN ? { sessionToken: environment.AWS_SESSION_TOKEN } : {}) } }
+      : {}),
     region: environment.AWS_REGION?.trim() || environment.AWS_DEFAULT_REGION?.trim() || 'us-east-1',
     ...(endpoint ? { endpoint } : {}),
     // Path-style addressing is what most S3-compatible servers expect; AWS itself wants virtual-hosted style.
@@ -51,6 +60,9 @@ function wrap(uri: string, error: unknown): never {
   const name = (error as Error)?.name ?? 'Error';
   if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchBucket') {
     throw new StorageError('NotFound', uri, name === 'NoSuchBucket' ? 'no such bucket' : 'no such object', { cause: error });
+  }
+  if (name === 'CredentialsProviderError') {
+    throw new StorageError('AccessDenied', uri, 'no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)', { cause: error });
   }
   if (status === 403 || name === 'AccessDenied' || name === 'InvalidAccessKeyId' || name === 'SignatureDoesNotMatch') {
     throw new StorageError('AccessDenied', uri, `access denied (${name})`, { cause: error });

@@ -31,19 +31,21 @@ const FLUSH_BYTES = 512 * 1024;
 
 /**
  * Source and sink I/O heartbeats every second, so a lost worker's page read or flush is retried within seconds. Retries
- * are bounded (about a minute and a half of trying): a store that keeps failing ends the batch FAILED with its error,
- * never a batch that retries forever.
+ * are bounded (`storageAttempts`, by default about a minute and a half of trying): a store that keeps failing ends the
+ * batch FAILED with its error, never a batch that retries forever.
  */
-const io = proxyActivities<Activities>({
-  startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '10 seconds',
-  retry: {
-    initialInterval: '1 second',
-    maximumInterval: '15 seconds',
-    maximumAttempts: 10,
-    nonRetryableErrorTypes: [FailureType.InvalidInput, FailureType.SinkChanged, FailureType.SourceChanged],
-  },
-});
+function storageActivities(attempts: number) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '15 seconds',
+      maximumAttempts: attempts,
+      nonRetryableErrorTypes: [FailureType.InvalidInput, FailureType.SinkChanged, FailureType.SourceChanged],
+    },
+  });
+}
 
 /** Failures of an item that mean the batch itself is broken, not the item: they end the batch. */
 function isFatalItemFailure(error: unknown): boolean {
@@ -64,6 +66,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   const runOptions = resolveRunOptions({ ...parsed.options, maxParallel: undefined });
   const options = resolveBatchOptions(parsed.options);
   const agents = agentActivities(runOptions);
+  const io = storageActivities(options.storageAttempts);
   // Each call still in flight when a run stops starting new ones adds events while it drains.
   const historyBudget = Math.max(2000, HISTORY_CEILING - 8 * options.concurrency - 1000);
   const resume = parsed.resume ?? false;

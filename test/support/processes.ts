@@ -17,10 +17,11 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-export async function spawnWorker(options: { address: string; taskQueue: string; env?: Record<string, string> }): Promise<WorkerProcess> {
+export async function spawnWorker(options: { address: string; taskQueue: string; env?: Record<string, string>; cwd?: string }): Promise<WorkerProcess> {
   let output = '';
   const child = spawn(process.execPath, [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue], {
     env: { ...process.env, ...options.env },
+    ...(options.cwd ? { cwd: options.cwd } : {}),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
