@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 
 /** Resolves once `child` has exited (at once if it already has). */
@@ -38,4 +39,18 @@ export class FatalWaitError extends Error {
     super(cause.message);
     this.name = 'FatalWaitError';
   }
+}
+
+let setprivPath: string | undefined | null = null;
+
+/**
+ * `command args` prefixed, where util-linux's setpriv exists, so the child gets `signal` when this process dies.
+ * A test run killed by its runner (SIGKILL never runs exit handlers) would otherwise leave servers running that hold
+ * ports, CPU and a temporary directory on a shared machine.
+ */
+export function diesWithParent(command: string, args: string[], signal: 'TERM' | 'INT'): [string, string[]] {
+  if (setprivPath === null) {
+    setprivPath = ['/usr/bin/setpriv', '/bin/setpriv'].find((candidate) => existsSync(candidate));
+  }
+  return setprivPath ? [setprivPath, ['--pdeathsig', signal, '--', command, ...args]] : [command, args];
 }

@@ -1,5 +1,5 @@
 import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { Connection, type TLSConfig } from '@temporalio/client';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { generateServerCertificates, type ServerCertificates } from './certificates';
-import { exitOf, FatalWaitError, pollUntil } from './child-processes';
+import { diesWithParent, exitOf, FatalWaitError, pollUntil } from './child-processes';
 import {
   DEFAULT_DATABASE,
   dynamicConfig,
@@ -25,7 +25,10 @@ const run = promisify(execFile);
 export const ENSURE_TEMPORAL_SERVER_SCRIPT = path.resolve(__dirname, '../../scripts/ensure-temporal-server.sh');
 
 export interface TemporalClusterOptions {
-  /** Serve the frontend over TLS with a freshly generated private CA (in `tls` of the result). Default false. */
+  /**
+   * Serve the frontend over TLS with a private CA generated at every start (paths in `tls` of the result; they stay
+   * the same for a kept `dataDir`). Default false.
+   */
   tls?: boolean;
   /**
    * Where PostgreSQL's data, the server config and the logs live. An existing one is reused (same namespace,
@@ -85,7 +88,7 @@ export async function startTemporalCluster(options: TemporalClusterOptions = {})
   const directory = options.dataDir ?? mkdtempSync(path.join(tmpdir(), 'fanout-cluster-'));
   mkdirSync(directory, { recursive: true });
   // PostgreSQL runs as its own account when we are root, and must reach its directory inside this one.
-  execFileSync('chmod', ['0755', directory]);
+  chmodSync(directory, 0o755);
 
   let postgres: PostgresServer | undefined;
   let server: ServerProcess | undefined;
@@ -187,11 +190,12 @@ interface ServerProcess {
 }
 
 function startServerProcess(install: string, directory: string): ServerProcess {
-  const child = spawn(
+  const [command, args] = diesWithParent(
     path.join(install, 'temporal-server'),
     ['--root', directory, '--config', 'config', '--env', 'cluster', '--allow-no-auth', 'start'],
-    { cwd: directory, stdio: ['ignore', 'pipe', 'pipe'] },
+    'TERM',
   );
+  const child = spawn(command, args, { cwd: directory, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(path.join(directory, 'temporal-server.log'), { flags: 'a' });
   let tail = '';
   const record = (chunk: Buffer) => {

@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from './free-port';
-import { exitOf, FatalWaitError, pollUntil } from './child-processes';
+import { diesWithParent, exitOf, FatalWaitError, pollUntil } from './child-processes';
 
 /** A private PostgreSQL server: its own data directory, listening on 127.0.0.1 only. */
 export interface PostgresServer {
@@ -94,12 +94,14 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
   const port = options.port ?? (await freePort());
   // Commits do not wait for their WAL flush: a PostgreSQL crash could lose the last few hundred milliseconds, never
   // corrupt data. This server is for tests and local runs, where that buys a lot of speed on a shared disk.
-  const child = spawn(
+  // SIGINT on our death is PostgreSQL's fast shutdown. setpriv execs postgres, so the child is postgres itself.
+  const [command, args] = diesWithParent(
     path.join(binaries, 'postgres'),
     ['-D', dataDirectory, '-p', String(port), '-k', socketDirectory, '-c', 'listen_addresses=127.0.0.1',
       '-c', 'synchronous_commit=off', '-c', 'max_connections=200'],
-    { ...asServerAccount, stdio: ['ignore', 'pipe', 'pipe'] },
+    'INT',
   );
+  const child = spawn(command, args, { ...asServerAccount, stdio: ['ignore', 'pipe', 'pipe'] });
   const log = createWriteStream(logFile, { flags: 'a' });
   let output = '';
   const record = (chunk: Buffer) => {
@@ -109,6 +111,9 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
   child.stdout?.on('data', record);
   child.stderr?.on('data', record);
   const exited = exitOf(child);
+  // A process.exit() without stop(): shut PostgreSQL down rather than leave it holding its directory.
+  const abandon = () => child.kill('SIGINT');
+  process.once('exit', abandon);
 
   try {
     await pollUntil(`PostgreSQL on port ${port} to accept connections`, () => {
@@ -117,6 +122,7 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
     }, { timeoutMs: 60_000 });
   } catch (error) {
     await stopChild(child, exited);
+    process.removeListener('exit', abandon);
     log.end();
     throw error;
   }
@@ -127,6 +133,7 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
     fresh,
     stop: async () => {
       await stopChild(child, exited);
+      process.removeListener('exit', abandon);
       log.end();
     },
   };
