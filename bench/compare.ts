@@ -42,6 +42,7 @@ for (const [name, value] of [['--rounds', ROUNDS], ['--big-items', BIG_ITEMS]] a
   if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
 }
 
+const loadAtStart = os.loadavg()[0];
 const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-compare-'));
 const children = new Set<ChildProcess>();
 // Children do not die with their parent; whatever is still running when this process exits is killed.
@@ -548,7 +549,7 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
   return [
     '## Side by side: ours, a plain Temporal project, asyncio',
     '',
-    `Command: \`${command}\`. Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores (nproc), Node ${process.version}, ${pythonVersion}, ${server.version}, Temporal TS SDK 1.24.0 for both Temporal contenders; ${ROUNDS} round(s) after one small warm-up run each.`,
+    `Command: \`${command}\`. Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores (nproc), Node ${process.version}, ${pythonVersion}, ${server.version}, Temporal TS SDK 1.24.0 for both Temporal contenders; ${ROUNDS} round(s) after one small warm-up run each; load average ${loadAtStart.toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} at the end (other work on the machine slows every contender).`,
     '',
     'One dev server (`temporal server start-dev`, in memory) and one simulator (in the harness process) for everyone; each worker is its own process',
     '(ours: `fanout worker` with its defaults; plain: bench/plain/worker.ts with the SDK defaults and the slots shown). Every round runs every contender',
