@@ -54,6 +54,40 @@ describe('fanout CLI input errors (nothing is started)', () => {
     expect(stderr).toContain('missing.jsonl: cannot be read (ENOENT)');
   });
 
+  it('refuses non-UTF-8 bytes, naming the line, instead of sending replacement characters to a model', async () => {
+    const tasks = path.join(directory, 'latin1.jsonl');
+    writeFileSync(tasks, Buffer.concat([Buffer.from('{"id":"a","prompt":"fine"}\n{"id":"b","prompt":"caf'), Buffer.from([0xe9]), Buffer.from('"}\n')]));
+    const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
+    expect(code).toBe(2);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr).toContain('latin1.jsonl line 2: is not valid UTF-8');
+  });
+
+  it('accepts a UTF-8 byte-order mark, and refuses deeply nested JSON with a message rather than a stack overflow', async () => {
+    const bom = path.join(directory, 'bom.json');
+    writeFileSync(bom, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('[{"id":"a","prompt":"x","maxTokens":0}]')]));
+    const withBom = await runCli(['run', bom, ...NOWHERE]);
+    // Parsed past the mark: the complaint is about the task's field, not the file's first byte.
+    expect(withBom.code).toBe(2);
+    expect(withBom.stderr).toContain('tasks[0].maxTokens');
+
+    const deep = file('deep.json', `${'['.repeat(200_000)}${']'.repeat(200_000)}`);
+    const nested = await runCli(['run', deep, ...NOWHERE]);
+    expect(nested.code).toBe(2);
+    expect(nested.stderr.trim().split('\n')).toHaveLength(1);
+    expect(nested.stderr).toContain('deep.json: nested deeper than 64 levels');
+  });
+
+  it('refuses an empty or over-long workflow id before starting', async () => {
+    const tasks = file('ids.jsonl', '{"id":"a","prompt":"x"}\n');
+    const empty = await runCli(['run', tasks, '--id', '', ...NOWHERE]);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('the workflow id: must not be empty');
+    const long = await runCli(['run', tasks, '--id', 'x'.repeat(1001), ...NOWHERE]);
+    expect(long.code).toBe(2);
+    expect(long.stderr).toContain('the workflow id: is 1001 characters; the limit is 1000');
+  });
+
   it('prints help for each command', async () => {
     for (const command of ['run', 'worker', 'sim', 'demo']) {
       const { code, stdout } = await runCli([command, '--help']);
@@ -150,6 +184,24 @@ describe('fanout batch', () => {
     const { code, stderr } = await runCli(['batch', 'start', tasks, '--out', path.join(directory, 'never.jsonl'), ...connection()]);
     expect(code).toBe(2);
     expect(stderr).toContain('batch-bad.jsonl line 2: prompt: must not be empty');
+  });
+
+  it('refuses a sink that cannot be written, naming why, and starts nothing', async () => {
+    const tasks = file('batch-ok.jsonl', '{"id":"a","prompt":"x"}\n');
+    const cases: [string, string][] = [
+      [path.join(directory, 'no', 'such', 'dir', 'out.jsonl'), 'does not exist'],
+      [directory, 'is a directory; --out needs a file name'],
+      [tasks, 'is the task file itself'],
+    ];
+    for (const [out, message] of cases) {
+      const { code, stdout, stderr } = await runCli(['batch', 'start', tasks, '--out', out, ...connection()]);
+      expect([code, stdout]).toEqual([2, '']);
+      expect(stderr.trim().split('\n')).toHaveLength(1);
+      expect(stderr).toContain(message);
+    }
+    const empty = await runCli(['batch', 'start', tasks, '--out', path.join(directory, 'x.jsonl'), '--id', '', ...connection()]);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('the batch id: must not be empty');
   });
 
   it('starts, watches, reports, cancels and resumes a batch', async () => {

@@ -10,6 +10,7 @@ import { ExitCode } from '../errors';
 import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
 import { watchRun } from './runs';
+import { checkWorkflowId } from '../../client/workflow-id';
 
 interface RunFlags extends ConnectionFlags {
   parallel?: number;
@@ -62,6 +63,7 @@ export function runCommand(): Command {
     if (runFile.kind === 'dag') validateDagInput({ nodes: runFile.nodes, options });
     else if (runFile.kind === 'fanOutFanIn') validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
     else validateFanOutInput({ tasks: runFile.tasks, options });
+    if (flags.id !== undefined) checkWorkflowId(flags.id);
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
     try {
       const start = { workflowId: flags.id, name: flags.name };
