@@ -1,9 +1,17 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type { APIError } from 'openai';
 import type { AgentCallResult, AgentTask } from '../contract/agent-task';
 import { FailureType } from '../contract/failure-types';
+import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
+import { integerFromEnvironment } from '../config/environment';
+import type { PacedOutcome, Permit } from '../pacing/key-pacer';
+import { defaultPacer, type Pacer } from '../pacing/pacer';
+import { pacerKeyOf } from '../pacing/provider-key';
+import { estimateRequestTokens } from '../pacing/token-estimate';
+import { watchdogFor } from '../watchdog';
 import type { ChatClient } from './llm-client';
-import { toAgentFailure } from './provider-errors';
+import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
 
 export interface AgentCallDependencies {
   /** The OpenAI-compatible client; created once per worker. */
@@ -12,8 +20,18 @@ export interface AgentCallDependencies {
   defaultModel: string;
   /** Monotonic-enough clock for durations, ms. */
   clock: () => number;
-  /** How often to heartbeat while a request is in flight, ms (the SDK throttles what reaches the server). */
+  /**
+   * Heartbeat cadence while a request is in flight, ms, where heartbeats are still sent: when the run set a heartbeat
+   * timeout (then at least 40% of it), or when there is no worker client to watch for cancellation with.
+   */
   heartbeatIntervalMs: number;
+  /** Paces calls at the provider's limits. Default: the process's pacer (FANOUT_PACING=off sends calls unpaced). */
+  pacer?: Pacer;
+  /**
+   * Longest wait for the rate limit within one attempt, ms; at most RATE_LIMIT_WAIT_MS. Env FANOUT_RATE_LIMIT_WAIT_MS;
+   * default RATE_LIMIT_WAIT_MS.
+   */
+  rateLimitWaitMs?: number;
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -26,71 +44,181 @@ function correlationHeaders(task: AgentTask, info: Context['info']): Record<stri
 }
 
 /**
- * One chat completion for a task inside the current activity: heartbeats while in flight, is aborted by the
- * activity's cancellation or its attempt deadline, and maps failures to Temporal failures.
+ * Splits an attempt's start-to-close timeout into the request's deadline and the rate-limit wait budget: workflows
+ * schedule agent calls with agentTimeoutMs + RATE_LIMIT_WAIT_MS. An attempt scheduled with less (by a workflow from
+ * before the budget existed, or a test) gives it all to the request and waits for no rate limit.
+ */
+export function attemptBudget(startToCloseMs: number, workerWaitMs: number): { requestTimeoutMs: number; rateLimitWaitMs: number } {
+  if (startToCloseMs > RATE_LIMIT_WAIT_MS) {
+    return { requestTimeoutMs: startToCloseMs - RATE_LIMIT_WAIT_MS, rateLimitWaitMs: Math.min(workerWaitMs, RATE_LIMIT_WAIT_MS) };
+  }
+  return { requestTimeoutMs: startToCloseMs, rateLimitWaitMs: 0 };
+}
+
+/** Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. */
+function keepInTouch(context: Context, intervalMs: number): () => void {
+  const { info } = context;
+  let client;
+  try {
+    client = context.client;
+  } catch {
+    client = undefined; // a test environment without a worker
+  }
+  const execution = info.workflowExecution;
+  const stops: (() => void)[] = [];
+  if (client && execution) {
+    stops.push(
+      watchdogFor(client).register({
+        workflowId: execution.workflowId,
+        runId: execution.runId,
+        activityId: info.activityId,
+        attempt: info.attempt,
+        poke: () => context.heartbeat(),
+      }),
+    );
+  }
+  // Heartbeats on a timer only where they are the run's choice (a heartbeat timeout), or the only way to hear of cancellation.
+  const heartbeatTimeoutMs = info.heartbeatTimeoutMs ?? 0;
+  if (heartbeatTimeoutMs > 0 || !client) {
+    const every = heartbeatTimeoutMs > 0 ? Math.max(intervalMs, heartbeatTimeoutMs * 0.4) : intervalMs;
+    const timer = setInterval(() => context.heartbeat(), every);
+    stops.push(() => clearInterval(timer));
+  }
+  return () => stops.forEach((stop) => stop());
+}
+
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * One chat completion for a task inside the current activity. Paced at the provider's rate limits (it may wait for
+ * admission); a 429 is waited out and the request sent again within the same attempt, up to the attempt's rate-limit
+ * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
+ * Other failures are mapped to Temporal failures, which decide retries.
  */
 export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies): Promise<AgentCallResult> {
   const context = Context.current();
-  const { attempt } = context.info;
+  const { info } = context;
+  const { attempt } = info;
   const signal = context.cancellationSignal;
-  // Our own deadline at start-to-close, so a hung request is closed and reported as a Timeout by us
-  // rather than however the HTTP stack happens to word it.
-  const timeoutMs = context.info.startToCloseTimeoutMs;
-  const deadline = timeoutMs > 0 ? AbortSignal.timeout(Math.ceil(timeoutMs)) : undefined;
-  const heartbeat = setInterval(() => context.heartbeat(), dependencies.heartbeatIntervalMs);
-  context.heartbeat();
-  const startedAt = dependencies.clock();
+  const failureContext = { taskId: task.id, attempt };
+  const model = task.model ?? dependencies.defaultModel;
+  const pacer = dependencies.pacer ?? defaultPacer();
+  const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
+  const workerWaitMs = dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
+  const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(info.startToCloseTimeoutMs, workerWaitMs);
+  const attemptStartedAt = dependencies.clock();
+  const attemptEndsAt = attemptStartedAt + info.startToCloseTimeoutMs;
+  // Rate-limit waits (admission and 429s) end here.
+  const waitSignal = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, rateLimitWaitMs))]);
+
+  const messages = [
+    ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
+    { role: 'user' as const, content: task.prompt },
+  ];
+  const { promptTokens, reservedTokens } = estimateRequestTokens(messages, task.maxTokens, pacer.options.defaultCompletionTokens);
+  const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs);
+  let rateLimitedResponses = 0;
+  const outOfWaitBudget = (cause: unknown) => rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
   try {
-    const completion = await dependencies.llm.chat.completions.create(
-      {
-        model: task.model ?? dependencies.defaultModel,
-        messages: [
-          ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
-          { role: 'user' as const, content: task.prompt },
-        ],
-        ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
-        ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
-      },
-      {
-        signal: deadline ? AbortSignal.any([signal, deadline]) : signal,
-        headers: correlationHeaders(task, context.info),
-      },
-    );
-    const choice = completion?.choices?.[0];
-    if (!choice || typeof choice.message !== 'object' || choice.message === null) {
-      throw ApplicationFailure.create({
-        type: FailureType.MalformedResponse,
-        message: `agent "${task.id}" attempt ${attempt}: the response has no choices`,
-        details: [{ taskId: task.id, attempt }],
-      });
-    }
-    const usage = completion.usage;
-    return {
-      output: choice.message.content ?? '',
-      finishReason: choice.finish_reason ?? null,
-      model: completion.model ?? task.model ?? dependencies.defaultModel,
-      usage: usage
-        ? {
-            promptTokens: usage.prompt_tokens ?? 0,
-            completionTokens: usage.completion_tokens ?? 0,
-            totalTokens: usage.total_tokens ?? 0,
+    for (;;) {
+      let permit: Permit | undefined;
+      try {
+        // An attempt without a wait budget is not held back (it could not wait), but still teaches the pacer.
+        if (keyPacer) permit = rateLimitWaitMs > 0 ? await keyPacer.acquire(reservedTokens, waitSignal) : keyPacer.admitNow(reservedTokens);
+      } catch (error) {
+        if (signal.aborted) throw signal.reason;
+        throw outOfWaitBudget(error);
+      }
+      const release = (outcome: PacedOutcome) => permit?.release(outcome);
+      // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
+      // stack words it; never past the attempt's own end.
+      const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
+      const deadline = AbortSignal.timeout(Math.ceil(deadlineMs));
+      const startedAt = dependencies.clock();
+      try {
+        const { data: completion, response } = await dependencies.llm.chat.completions
+          .create(
+            {
+              model,
+              messages,
+              ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
+              ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+            },
+            { signal: AbortSignal.any([signal, deadline]), headers: correlationHeaders(task, info) },
+          )
+          .withResponse();
+        const choice = completion?.choices?.[0];
+        if (!choice || typeof choice.message !== 'object' || choice.message === null) {
+          release({ kind: 'failed', headers: response.headers });
+          throw ApplicationFailure.create({
+            type: FailureType.MalformedResponse,
+            message: `agent "${task.id}" attempt ${attempt}: the response has no choices`,
+            details: [failureContext],
+          });
+        }
+        const usage = completion.usage;
+        release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (usage?.completion_tokens ?? 0) });
+        return {
+          output: choice.message.content ?? '',
+          finishReason: choice.finish_reason ?? null,
+          model: completion.model ?? model,
+          usage: usage
+            ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 }
+            : undefined,
+          attempt,
+          durationMs: Math.round(dependencies.clock() - startedAt),
+        };
+      } catch (error) {
+        if (error instanceof ApplicationFailure) throw error;
+        const headers = (error as Partial<APIError>).headers;
+        // Cancellation must surface as the SDK's CancelledFailure, or the attempt is reported failed, not cancelled.
+        if (signal.aborted) {
+          release({ kind: 'abandoned' });
+          throw signal.reason;
+        }
+        if (deadline.aborted) {
+          release({ kind: 'abandoned' });
+          throw ApplicationFailure.create({
+            type: FailureType.Timeout,
+            message: `agent "${task.id}" attempt ${attempt}: no response within ${Math.round(deadlineMs)} ms (agentTimeoutMs)`,
+            details: [failureContext],
+          });
+        }
+        if (!isRateLimit(error)) {
+          release({ kind: 'failed', headers });
+          throw toAgentFailure(error, failureContext);
+        }
+        rateLimitedResponses += 1;
+        const retryAfter = retryAfterMs(error.headers);
+        release({ kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter });
+        // Without a budget (an old schedule), the 429 goes back to Temporal's retry policy as it always did.
+        if (rateLimitWaitMs === 0) throw toAgentFailure(error, failureContext);
+        // Paced, the key is now paused for the Retry-After and the next acquire waits; unpaced, wait here.
+        if (!keyPacer) {
+          const backoff = retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5));
+          try {
+            await abortableDelay(backoff, waitSignal);
+          } catch (waitError) {
+            if (signal.aborted) throw signal.reason;
+            throw outOfWaitBudget(waitError);
           }
-        : undefined,
-      attempt,
-      durationMs: Math.round(dependencies.clock() - startedAt),
-    };
-  } catch (error) {
-    // Cancellation must surface as the SDK's CancelledFailure, or the attempt is reported failed, not cancelled.
-    if (signal.aborted) throw signal.reason;
-    if (deadline?.aborted) {
-      throw ApplicationFailure.create({
-        type: FailureType.Timeout,
-        message: `agent "${task.id}" attempt ${attempt}: no response within ${timeoutMs} ms (agentTimeoutMs)`,
-        details: [{ taskId: task.id, attempt }],
-      });
+        }
+      }
     }
-    throw toAgentFailure(error, { taskId: task.id, attempt });
   } finally {
-    clearInterval(heartbeat);
+    stopWatching();
   }
 }

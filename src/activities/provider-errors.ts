@@ -48,6 +48,37 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
   return first === undefined ? undefined : Math.min(Math.ceil(first), MAX_RETRY_AFTER_MS);
 }
 
+/** The provider's error code from an OpenAI-shaped body (`{"error": {"code": ...}}`), when it sent one. */
+function providerCode(error: APIError): string | undefined {
+  const code = error.code ?? (typeof error.error === 'object' && error.error !== null && 'code' in error.error ? error.error.code : undefined);
+  return typeof code === 'string' ? code : undefined;
+}
+
+/**
+ * A 429 that waiting cures: the provider's rate limit. OpenAI also answers 429 "insufficient_quota" when the account
+ * has no credit left, which no wait fixes.
+ */
+export function isRateLimit(error: unknown): error is APIError {
+  return error instanceof APIError && error.status === 429 && providerCode(error) !== 'insufficient_quota';
+}
+
+/** The failure of a call that was still rate-limited when its attempt's wait budget ran out. Never retried. */
+export function rateLimitWaitExceeded(
+  context: { taskId: string; attempt: number },
+  waitedMs: number,
+  rateLimitedResponses: number,
+  cause: unknown,
+): ApplicationFailure {
+  return failure(
+    FailureType.RateLimitWaitExceeded,
+    `agent "${context.taskId}" attempt ${context.attempt}: still rate-limited after waiting ${Math.round(waitedMs / 1000)} s ` +
+      `(${rateLimitedResponses} responses were 429); lower the load on this provider key or raise its limits`,
+    true,
+    { taskId: context.taskId, attempt: context.attempt, status: 429 },
+    cause instanceof Error ? cause : undefined,
+  );
+}
+
 function failure(
   type: FailureType,
   message: string,
@@ -79,6 +110,10 @@ export function toAgentFailure(error: unknown, context: { taskId: string; attemp
     const status = error.status;
     const withStatus = { ...details, status };
     const providerMessage = error.message;
+    if (status === 429 && !isRateLimit(error)) {
+      const message = `${prefix}: HTTP 429: ${providerMessage}; the account's quota is used up, check its plan and billing`;
+      return failure(FailureType.QuotaExceeded, message, true, withStatus, cause);
+    }
     const retryable = RETRYABLE_STATUS[status] ?? (status >= 500 ? FailureType.ProviderUnavailable : undefined);
     if (retryable !== undefined) {
       const delay = retryAfterMs(error.headers);

@@ -6,8 +6,14 @@
 export const FailureType = {
   /** The input (tasks or options) can never succeed; named field in the message. */
   InvalidInput: 'InvalidInput',
-  /** HTTP 429 from the provider. Retried, honouring Retry-After. */
+  /** HTTP 429 from the provider. Waited out inside the attempt (it uses no attempt), honouring Retry-After. */
   RateLimited: 'RateLimited',
+  /** Still rate-limited after the attempt's whole rate-limit wait budget (see RATE_LIMIT_WAIT_MS). Never retried. */
+  RateLimitWaitExceeded: 'RateLimitWaitExceeded',
+  /** HTTP 429 "insufficient_quota": the account is out of credit; waiting does not help. Never retried. */
+  QuotaExceeded: 'QuotaExceeded',
+  /** The worker running the call stopped polling Temporal; the attempt was failed on its behalf and is retried. */
+  WorkerLost: 'WorkerLost',
   /** HTTP 5xx from the provider. Retried. */
   ProviderUnavailable: 'ProviderUnavailable',
   /** HTTP 408 from the provider. Retried. */
@@ -62,6 +68,8 @@ export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 /** Failure types an agent activity throws that Temporal must never retry. */
 export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.InvalidInput,
+  FailureType.RateLimitWaitExceeded,
+  FailureType.QuotaExceeded,
   FailureType.BadRequest,
   FailureType.Unauthorized,
   FailureType.Forbidden,

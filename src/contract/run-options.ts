@@ -27,9 +27,13 @@ export const runOptionsSchema = z.strictObject({
   errorPolicy: errorPolicySchema.optional(),
   /** Overrides of the default retry policy. */
   retry: retryOptionsSchema.optional(),
-  /** Deadline of one attempt of one agent, ms. Default 120000. */
+  /** Deadline of one attempt's request to the model, ms (waits for the provider's rate limit come on top). Default 120000. */
   agentTimeoutMs: z.number().int().min(100).max(86_400_000).optional(),
-  /** A worker that stops heartbeating for this long is presumed lost and its calls retried, ms. Default 10000. */
+  /**
+   * Opt in to Temporal's own lost-worker detection: calls heartbeat and a worker that stops for this long is presumed
+   * lost, ms. Each heartbeat that reaches the server is a billed action on Temporal Cloud. Default: none; workers
+   * watch for cancellation and lost peers without heartbeats (docs/ARCHITECTURE.md, "Economics").
+   */
   heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
   /** Deadline of the whole run, ms; agents still running then are cancelled. Default: none. */
   runTimeoutMs: z.number().int().min(100).max(30 * 86_400_000).optional(),
@@ -45,10 +49,19 @@ export interface ResolvedRunOptions {
   errorPolicy: ErrorPolicy;
   retry: Required<RetryOptions>;
   agentTimeoutMs: number;
-  heartbeatTimeoutMs: number;
+  heartbeatTimeoutMs: number | undefined;
   runTimeoutMs: number | undefined;
   tokenBudget: number | undefined;
 }
+
+/**
+ * How long one attempt may wait for the provider's rate limit (pacing and 429s) on top of `agentTimeoutMs`, ms. A 429
+ * is waited out inside the attempt, so it uses no attempt; only after this long without getting through does the call
+ * fail, RateLimitWaitExceeded. The workflow adds it to the start-to-close timeout, and the activity takes it off again
+ * to find the request's own deadline, which is why it is one constant rather than a run option (a worker can wait
+ * less: FANOUT_RATE_LIMIT_WAIT_MS).
+ */
+export const RATE_LIMIT_WAIT_MS = 10 * 60_000;
 
 export const DEFAULT_RETRY: Required<RetryOptions> = {
   maximumAttempts: 5,
@@ -68,7 +81,7 @@ export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunO
       maximumIntervalMs: options?.retry?.maximumIntervalMs ?? DEFAULT_RETRY.maximumIntervalMs,
     },
     agentTimeoutMs: options?.agentTimeoutMs ?? 120_000,
-    heartbeatTimeoutMs: options?.heartbeatTimeoutMs ?? 10_000,
+    heartbeatTimeoutMs: options?.heartbeatTimeoutMs,
     runTimeoutMs: options?.runTimeoutMs,
     tokenBudget: options?.tokenBudget,
   };

@@ -1,15 +1,19 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { ResolvedRunOptions } from '../contract/run-options';
+import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-options';
 
 /**
  * The agent activity with a run's options applied. Cancellation waits for the activity to stop (the SDK's
  * default says so too, but it is set here on purpose: a cancelled run must leave nothing running).
+ *
+ * An attempt may run for its request's deadline plus the rate-limit wait budget: 429s are waited out inside the
+ * attempt and use no attempt. No heartbeat timeout unless the run asks for one: workers learn of cancellation and of
+ * lost peers without billed heartbeats (src/watchdog/).
  */
 export function agentActivities(options: ResolvedRunOptions) {
   return proxyActivities<Activities>({
-    startToCloseTimeout: options.agentTimeoutMs,
-    heartbeatTimeout: options.heartbeatTimeoutMs,
+    startToCloseTimeout: options.agentTimeoutMs + RATE_LIMIT_WAIT_MS,
+    ...(options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeout: options.heartbeatTimeoutMs }),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry: {
       maximumAttempts: options.retry.maximumAttempts,

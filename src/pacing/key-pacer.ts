@@ -1,0 +1,353 @@
+import { AimdLimit, type LimitChange } from './aimd';
+import { readRateLimitHeaders, type LimitReading, type RateLimitReading } from './rate-limit-headers';
+
+/**
+ * Admission control for one provider + model + API key, in one worker process.
+ *
+ * Two things gate a request:
+ * - a mirror of the provider's request and token buckets, rebuilt from the `x-ratelimit-*` headers of every response.
+ *   Between responses it refills at the provider's rate less what other clients of the same key were seen to use,
+ *   and each admission takes its cost out. A request waits until the mirror holds its cost plus some headroom.
+ *   Its token cost is reserved as prompt + max tokens; the provider's next headers give back what the answer did not
+ *   use (or the pacer does, when the response carried none).
+ * - an AIMD concurrency limit: halved by a 429, grown back slowly. It is what paces a provider that sends no headers,
+ *   and the second line of defence when several processes misjudge a shared limit at once.
+ * A 429 also pauses the key for its Retry-After.
+ */
+export interface KeyPacerOptions {
+  /** Requests in flight before any response has been seen. */
+  probeConcurrency: number;
+  /** Highest concurrency limit. */
+  maxConcurrency: number;
+  /** Share of each provider bucket left unused as a margin for the other processes' unseen requests, 0 to 0.5. */
+  headroom: number;
+  /** Clock, ms. */
+  now: () => number;
+}
+
+export interface PacerKey {
+  /** The provider's base URL. */
+  provider: string;
+  model: string;
+  /** A short, non-reversible id of the API key. */
+  keyId: string;
+}
+
+export interface BucketSnapshot {
+  /** The provider's per-minute limit. */
+  limitPerMinute: number;
+  /** What the pacer estimates is left now. */
+  remaining: number;
+  /** How much the provider's bucket holds (the per-minute limit, or less when enforced over a shorter window). */
+  capacity: number;
+  /** Estimated use by other clients of the same key (other workers), per minute. */
+  othersPerMinute: number;
+}
+
+export interface PacerSnapshot extends PacerKey {
+  /** Requests this process lets run at once for the key now. */
+  concurrencyLimit: number;
+  inFlight: number;
+  /** Calls waiting for admission. */
+  queued: number;
+  requests?: BucketSnapshot;
+  tokens?: BucketSnapshot;
+  /** Milliseconds left of a 429's Retry-After pause. */
+  pausedForMs: number;
+  admitted: number;
+  /** 429s answered to this process for the key. */
+  rateLimited: number;
+  /** Total time calls spent waiting for admission, ms. */
+  waitedMs: number;
+  /** The last moves of the concurrency limit, newest last. */
+  changes: LimitChange[];
+}
+
+/** How a paced request ended, with the response headers when there was a response. */
+export type PacedOutcome =
+  | { kind: 'answered'; headers?: Headers; usedTokens?: number }
+  | { kind: 'rate-limited'; headers?: Headers; retryAfterMs?: number }
+  | { kind: 'failed'; headers?: Headers }
+  | { kind: 'abandoned' };
+
+export interface Permit {
+  /** Milliseconds the call waited for admission. */
+  readonly waitedMs: number;
+  /** Reports how the request ended and frees its place. Call exactly once. */
+  release(outcome: PacedOutcome): void;
+}
+
+const MAX_CHANGES = 20;
+/** When the estimate says "wait", look again at least this often (responses may correct the estimate sooner). */
+const MAX_RECHECK_MS = 500;
+
+/** A provider bucket as the pacer believes it is. */
+class BucketMirror {
+  private base: number;
+  private baseAt: number;
+  private debits = 0;
+  private othersPerMs = 0;
+  capacity: number;
+  limitPerMinute: number;
+
+  constructor(reading: LimitReading, now: number) {
+    this.limitPerMinute = reading.limit;
+    this.capacity = BucketMirror.capacityOf(reading);
+    this.base = reading.remaining;
+    this.baseAt = now;
+  }
+
+  private static capacityOf(reading: LimitReading): number {
+    const refilled = reading.resetMs === undefined ? reading.limit : reading.remaining + (reading.resetMs * reading.limit) / 60_000;
+    return Math.max(1, Math.min(reading.limit, Math.max(reading.remaining, refilled)));
+  }
+
+  private get refillPerMs(): number {
+    return this.limitPerMinute / 60_000;
+  }
+
+  /** Refill net of other clients, never quite zero so a wrong estimate cannot stall the key for good. */
+  private get netRefillPerMs(): number {
+    return Math.max(this.refillPerMs * 0.05, this.refillPerMs - this.othersPerMs);
+  }
+
+  level(now: number): number {
+    return Math.min(this.capacity, this.base + (now - this.baseAt) * this.netRefillPerMs) - this.debits;
+  }
+
+  take(amount: number): void {
+    this.debits += amount;
+  }
+
+  give(amount: number): void {
+    this.debits -= amount;
+  }
+
+  /**
+   * A response's reading replaces the estimate. The gap between what this process alone would have left and what the
+   * provider says is left is other clients' use, averaged into the refill estimate.
+   */
+  observe(reading: LimitReading, now: number): void {
+    const elapsed = now - this.baseAt;
+    if (elapsed >= 50) {
+      const alone = Math.min(this.capacity, this.base + elapsed * this.refillPerMs) - this.debits;
+      const sample = Math.max(0, alone - reading.remaining) / elapsed;
+      this.othersPerMs = 0.7 * this.othersPerMs + 0.3 * Math.min(sample, this.refillPerMs);
+    }
+    this.limitPerMinute = reading.limit;
+    this.capacity = BucketMirror.capacityOf(reading);
+    this.base = reading.remaining;
+    this.baseAt = now;
+    this.debits = 0;
+  }
+
+  /** What must stay in the bucket after admitting `cost`. */
+  private reserve(cost: number, headroom: number): number {
+    return Math.max(0, Math.min(headroom * this.capacity, this.capacity - cost));
+  }
+
+  /** Milliseconds until `cost` can be admitted (0: now). A cost bigger than the bucket waits for a full bucket. */
+  msUntil(cost: number, headroom: number, now: number): number {
+    const needed = Math.min(cost, this.capacity) + this.reserve(cost, headroom);
+    const deficit = needed - this.level(now);
+    return deficit <= 0 ? 0 : deficit / this.netRefillPerMs;
+  }
+
+  snapshot(now: number): BucketSnapshot {
+    return {
+      limitPerMinute: this.limitPerMinute,
+      remaining: Math.max(0, Math.floor(this.level(now))),
+      capacity: Math.round(this.capacity),
+      othersPerMinute: Math.round(this.othersPerMs * 60_000),
+    };
+  }
+}
+
+interface Waiter {
+  tokens: number;
+  enqueuedAt: number;
+  resolve: (permit: Permit) => void;
+  reject: (reason: unknown) => void;
+  signal: AbortSignal;
+  onAbort: () => void;
+}
+
+export class KeyPacer {
+  private readonly concurrency: AimdLimit;
+  private readonly queue: Waiter[] = [];
+  private requests: BucketMirror | undefined;
+  private tokens: BucketMirror | undefined;
+  private answeredOnce = false;
+  private inFlight = 0;
+  private seq = 0;
+  private pausedUntil = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private admitted = 0;
+  private rateLimited = 0;
+  private waitedMs = 0;
+  private readonly changes: LimitChange[] = [];
+
+  constructor(
+    readonly key: PacerKey,
+    private readonly options: KeyPacerOptions,
+    private readonly onChange: (key: PacerKey, change: LimitChange) => void = () => undefined,
+  ) {
+    this.concurrency = new AimdLimit({ initial: options.maxConcurrency, maximum: options.maxConcurrency });
+  }
+
+  /**
+   * Waits until a request reserving `tokens` may go, then returns its permit. Rejects with the signal's reason when
+   * the signal aborts first (cancellation, or the caller's own wait budget).
+   */
+  acquire(tokens: number, signal: AbortSignal): Promise<Permit> {
+    if (signal.aborted) return Promise.reject(signal.reason);
+    return new Promise<Permit>((resolve, reject) => {
+      const waiter: Waiter = {
+        tokens,
+        enqueuedAt: this.options.now(),
+        resolve,
+        reject,
+        signal,
+        onAbort: () => {
+          const index = this.queue.indexOf(waiter);
+          if (index >= 0) this.queue.splice(index, 1);
+          reject(signal.reason);
+          this.pump();
+        },
+      };
+      signal.addEventListener('abort', waiter.onAbort, { once: true });
+      this.queue.push(waiter);
+      this.pump();
+    });
+  }
+
+  /**
+   * A permit at once, whatever the limits say: for a call that has no time to wait (an attempt scheduled without a
+   * rate-limit wait budget). Its outcome still teaches the pacer.
+   */
+  admitNow(tokens: number): Permit {
+    return this.admit({ tokens, enqueuedAt: this.options.now() }, this.options.now());
+  }
+
+  private get limit(): number {
+    return this.answeredOnce ? this.concurrency.limit : Math.min(this.concurrency.limit, this.options.probeConcurrency);
+  }
+
+  /** Milliseconds until the head of the queue may go; Infinity when it waits for a request to finish. */
+  private waitFor(waiter: Waiter, now: number): number {
+    if (this.inFlight >= this.limit) return Number.POSITIVE_INFINITY;
+    const { headroom } = this.options;
+    return Math.max(
+      this.pausedUntil - now,
+      this.requests?.msUntil(1, headroom, now) ?? 0,
+      this.tokens?.msUntil(waiter.tokens, headroom, now) ?? 0,
+      0,
+    );
+  }
+
+  private pump(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const now = this.options.now();
+    while (this.queue.length > 0) {
+      const head = this.queue[0];
+      const wait = this.waitFor(head, now);
+      if (wait === Number.POSITIVE_INFINITY) return;
+      if (wait > 0) {
+        this.timer = setTimeout(() => this.pump(), Math.min(Math.ceil(wait), MAX_RECHECK_MS));
+        this.timer.unref();
+        return;
+      }
+      this.queue.shift();
+      head.signal.removeEventListener('abort', head.onAbort);
+      head.resolve(this.admit(head, now));
+    }
+  }
+
+  private admit(waiter: Pick<Waiter, 'tokens' | 'enqueuedAt'>, now: number): Permit {
+    const seq = ++this.seq;
+    // Growing is earned only by requests that had to fill the limit (TCP's "cwnd-limited" rule).
+    const limitBound = this.inFlight + 1 >= this.limit;
+    this.inFlight += 1;
+    this.admitted += 1;
+    this.requests?.take(1);
+    this.tokens?.take(waiter.tokens);
+    const waitedMs = now - waiter.enqueuedAt;
+    this.waitedMs += waitedMs;
+    let released = false;
+    return {
+      waitedMs,
+      release: (outcome) => {
+        if (released) return;
+        released = true;
+        this.inFlight -= 1;
+        this.finish(outcome, waiter.tokens, seq, limitBound);
+        this.pump();
+      },
+    };
+  }
+
+  private observe(reading: RateLimitReading, now: number): void {
+    if (reading.requests) {
+      if (this.requests) this.requests.observe(reading.requests, now);
+      else this.requests = new BucketMirror(reading.requests, now);
+    }
+    if (reading.tokens) {
+      if (this.tokens) this.tokens.observe(reading.tokens, now);
+      else this.tokens = new BucketMirror(reading.tokens, now);
+    }
+  }
+
+  private record(change: LimitChange | undefined): void {
+    if (!change) return;
+    this.changes.push(change);
+    if (this.changes.length > MAX_CHANGES) this.changes.shift();
+    this.onChange(this.key, change);
+  }
+
+  private finish(outcome: PacedOutcome, reservedTokens: number, seq: number, limitBound: boolean): void {
+    const now = this.options.now();
+    const reading = outcome.kind === 'abandoned' ? {} : readRateLimitHeaders(outcome.headers);
+    const fresh = reading.requests !== undefined || reading.tokens !== undefined;
+    if (fresh) this.observe(reading, now);
+    if (outcome.kind !== 'abandoned') this.answeredOnce = true;
+    switch (outcome.kind) {
+      case 'answered':
+        // Without headers, give back what the answer did not use; with them, the provider already has.
+        if (!fresh && outcome.usedTokens !== undefined) this.tokens?.give(Math.max(0, reservedTokens - outcome.usedTokens));
+        if (limitBound) this.record(this.concurrency.grow(now));
+        break;
+      case 'rate-limited': {
+        this.rateLimited += 1;
+        if (!fresh) {
+          this.requests?.give(1);
+          this.tokens?.give(reservedTokens);
+        }
+        this.pausedUntil = Math.max(this.pausedUntil, now + (outcome.retryAfterMs ?? 1000));
+        this.record(this.concurrency.shrink(now, seq, this.seq, `429 from the provider${outcome.retryAfterMs === undefined ? '' : `, retry after ${outcome.retryAfterMs} ms`}`));
+        break;
+      }
+      case 'failed':
+      case 'abandoned':
+        if (!fresh) this.tokens?.give(reservedTokens);
+        break;
+    }
+  }
+
+  snapshot(): PacerSnapshot {
+    const now = this.options.now();
+    return {
+      ...this.key,
+      concurrencyLimit: this.limit,
+      inFlight: this.inFlight,
+      queued: this.queue.length,
+      ...(this.requests ? { requests: this.requests.snapshot(now) } : {}),
+      ...(this.tokens ? { tokens: this.tokens.snapshot(now) } : {}),
+      pausedForMs: Math.max(0, Math.round(this.pausedUntil - now)),
+      admitted: this.admitted,
+      rateLimited: this.rateLimited,
+      waitedMs: Math.round(this.waitedMs),
+      changes: [...this.changes],
+    };
+  }
+}
