@@ -1,8 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
+import { superviseWorker } from './watchdog';
 import { explainConnectionFailure } from './config/connection-diagnosis';
 import { dataConverterFromEnvironment } from './codec';
 import {
@@ -119,7 +122,8 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const connection = options.connection ?? (await connectWorker(options.temporal));
   const namespace = options.temporal?.namespace ?? temporalConnectionFromEnvironment().namespace;
   const bundlePath = findWorkflowBundle(options.workflowBundlePath);
-  const identity = options.identity ?? (process.env.FANOUT_WORKER_IDENTITY || undefined);
+  // Unique per worker, even for a restarted container that gets the same pid and host: peers judge lost workers by it.
+  const identity = options.identity ?? (process.env.FANOUT_WORKER_IDENTITY || `${process.pid}@${hostname()}/${randomUUID().slice(0, 8)}`);
   const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
   const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
@@ -128,7 +132,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const extra = definedOnly(options.workerOptions ?? {});
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
   // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
-  return Worker.create({
+  const worker = await Worker.create({
     connection,
     namespace,
     taskQueue: options.taskQueue ?? taskQueueFromEnvironment(),
@@ -147,4 +151,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     shutdownGraceTime: shutdownGraceMs,
     ...extra,
   });
+  // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
+  superviseWorker(worker, worker.options.taskQueue);
+  return worker;
 }
