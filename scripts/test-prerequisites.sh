@@ -2,6 +2,7 @@
 # Installs what the test suite needs beyond npm packages, once per machine:
 #   - the Temporal CLI (its dev server is the real server the tests run against), cached per user;
 #   - temporal-server and temporal-sql-tool with their schema (the PostgreSQL cluster tests), cached per user;
+#   - SeaweedFS's weed (the real S3-compatible server the payload-store tests run against), cached per user;
 #   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine;
 #   - Debian's chromium, which the Temporal UI test drives through playwright-core;
 #   - Debian's postgresql, the database of that cluster (run from a private data directory, not the system service).
@@ -10,6 +11,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 bash "$here/ensure-temporal.sh" >/dev/null
 bash "$here/ensure-temporal-server.sh" >/dev/null
+bash "$here/ensure-seaweedfs.sh" >/dev/null
 
 missing=()
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
