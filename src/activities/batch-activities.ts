@@ -8,6 +8,8 @@ import { InvalidInputError } from '../contract/validation';
 import { assembleSink, carryOkLines, keptSegment, okIds, writeItemLine, writeSegment, type FlushItem } from '../batch/result-sink';
 import { readEntries, readTaskAt, scanTaskSource, SourceChanged } from '../batch/task-source';
 import { StorageError, type ObjectStorage } from '../store';
+import type { PricingDependencies } from '../pricing';
+import { withCost } from '../pricing/price-of';
 import { completeTask, type AgentCallDependencies } from './agent-call';
 
 function invalid(error: InvalidInputError): ApplicationFailure {
@@ -72,6 +74,9 @@ export interface BatchItemResult {
   attempts: number;
   durationMs: number;
   usage?: TokenUsage;
+  /** US dollars of the call; absent when `unpriced` (see AgentCallResult). */
+  costUsd?: number;
+  unpriced?: boolean;
   /** The result line, when small enough to travel inline. */
   line?: BatchResultLine;
   /** Where the result line is stored, when it is large. */
@@ -81,7 +86,7 @@ export interface BatchItemResult {
 }
 
 /** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
-export function createBatchActivities(dependencies: AgentCallDependencies & { storage: ObjectStorage }) {
+export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
   const { storage } = dependencies;
   return {
     /** Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. */
@@ -111,7 +116,8 @@ export function createBatchActivities(dependencies: AgentCallDependencies & { st
     async runBatchItem(input: { source: string; spool: string; entry: BatchEntry; inlineLineBytes: number }): Promise<BatchItemResult> {
       const task = await mapped(() => readTaskAt(storage, input.source, input.entry));
       const startedAt = dependencies.clock();
-      const call = await completeTask(task, dependencies);
+      const call = withCost(await completeTask(task, dependencies), dependencies.prices);
+      const cost = call.unpriced ? { unpriced: true } : { costUsd: call.costUsd };
       const line: BatchResultLine = {
         id: task.id,
         status: 'ok',
@@ -119,11 +125,12 @@ export function createBatchActivities(dependencies: AgentCallDependencies & { st
         attempts: call.attempt,
         durationMs: Math.round(dependencies.clock() - startedAt),
         usage: call.usage,
+        ...cost,
         model: call.model,
       };
       const text = JSON.stringify(line);
       const bytes = Buffer.byteLength(text, 'utf8') + 1;
-      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, bytes };
+      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes };
       if (bytes <= input.inlineLineBytes) return { ...summary, line };
       const lineRef = await mapped(() => writeItemLine(storage, input.spool, segmentName(task.id), text));
       return { ...summary, lineRef };

@@ -1,3 +1,4 @@
+import { pricesFromEnvironment, type PriceTable } from '../pricing';
 import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
 import { createAgentCall } from './call-agent';
 import { createBatchActivities } from './batch-activities';
@@ -16,6 +17,8 @@ export interface ActivityDependencies {
   storage?: ObjectStorage;
   /** The claim-check store for large payloads. Default: FANOUT_STORE (see README), else a per-user directory. */
   store?: PayloadStore;
+  /** Prices by model for each call's cost. Default: the built-in table with FANOUT_PRICES_FILE and FANOUT_PRICES applied. */
+  prices?: PriceTable;
 }
 
 /**
@@ -32,6 +35,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,
     storage: dependencies.storage ?? dependencies.store?.storage ?? storeFromEnvironment().storage,
     store: dependencies.store ?? storeFromEnvironment().store,
+    prices: dependencies.prices ?? pricesFromEnvironment(),
   };
   return { callAgent: createAgentCall(resolved), ...createBatchActivities(resolved) };
 }

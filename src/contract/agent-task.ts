@@ -51,6 +51,10 @@ export interface AgentCallResult {
   attempt: number;
   /** Duration of the successful HTTP call, in ms. */
   durationMs: number;
+  /** What the call cost in US dollars, from the worker's price table (src/pricing). Absent when `unpriced`. */
+  costUsd?: number;
+  /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
+  unpriced?: boolean;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';
@@ -70,6 +74,10 @@ export interface AgentResult {
   /** Time from the task's start to its outcome as the workflow saw it, retries included, in ms. */
   durationMs: number;
   usage?: TokenUsage;
+  /** US dollars, for an answered call of a priced model (see AgentCallResult). */
+  costUsd?: number;
+  /** Answered, but its cost is unknown (see AgentCallResult). */
+  unpriced?: boolean;
   model?: string;
   finishReason?: string | null;
 }

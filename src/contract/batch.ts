@@ -1,11 +1,15 @@
 import { z } from 'zod';
 import type { AgentResult } from './agent-task';
+import type { RunCost } from './metrics';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
 
-/** Options of a batch: the run options (less `maxParallel`, `runTimeoutMs` and `tokenBudget`) and the paging knobs. */
-export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true, tokenBudget: true }).extend({
+/**
+ * Options of a batch: the run options (less `maxParallel` and `runTimeoutMs`) and the paging knobs. `tokenBudget` and
+ * `costBudgetUsd` count the whole batch across its runs (continue-as-new) but not what a resumed batch spent before.
+ */
+export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true }).extend({
   /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
   concurrency: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
   /** Items read per page of the task file. Default 200. */
@@ -87,6 +91,8 @@ export interface BatchState {
   succeeded: number;
   failed: number;
   tokens: { prompt: number; completion: number; total: number };
+  /** Spend of the items answered so far (absent in state carried by a run from before costs were tracked). */
+  cost?: RunCost;
   /** The spool this chain of runs writes its segments to (see batch/result-sink.ts). */
   spool: string;
   /** Number of the next segment to write; segments 0..segments-1 are written. */
@@ -98,8 +104,11 @@ export interface BatchState {
   startedAtMs: number;
   runs: number;
   largestRunHistory: number;
-  stoppedBy?: 'fail-fast';
+  stoppedBy?: BatchStopReason;
 }
+
+/** Why a batch stopped before running every item: a failure under fail-fast, or its token or cost budget reached. */
+export type BatchStopReason = 'fail-fast' | 'budget';
 
 /** Answer of the batch's `progress` query, on whichever run is current. */
 export interface BatchProgress {
@@ -115,6 +124,8 @@ export interface BatchProgress {
   callsPerSecond: number;
   etaSeconds: number | null;
   tokens: { prompt: number; completion: number; total: number };
+  /** Spend of the items answered so far (absent from a batch whose workflow code predates costs). */
+  cost?: RunCost;
   runs: number;
   historyLength: number;
   elapsedMs: number;
@@ -128,13 +139,15 @@ export interface BatchSummary {
   succeeded: number;
   failed: number;
   alreadyOk: number;
-  /** Items never run because the batch stopped early (fail-fast). */
+  /** Items never run because the batch stopped early (fail-fast, budget). */
   notRun: number;
   tokens: { prompt: number; completion: number; total: number };
+  /** Spend of the items this batch (or this resume) answered (absent from a batch whose workflow code predates costs). */
+  cost?: RunCost;
   wallMs: number;
   runs: number;
   largestRunHistory: number;
   /** Size of the sink when the batch ended, bytes. */
   sinkBytes?: number;
-  stoppedBy?: 'fail-fast';
+  stoppedBy?: BatchStopReason;
 }

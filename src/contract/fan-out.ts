@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { agentTaskSchema, type AgentResult } from './agent-task';
 import { MAX_TASKS_PER_FAN_OUT } from './limits';
-import type { RunMetrics } from './metrics';
+import type { RunCost, RunMetrics } from './metrics';
 import { runOptionsSchema } from './run-options';
 
 /** Options of a fan-out: the shared run options. */
@@ -21,8 +21,8 @@ export const fanOutInputSchema = z.strictObject({
 });
 export type FanOutInput = z.infer<typeof fanOutInputSchema>;
 
-/** Why a run stopped before every task had its own outcome. */
-export type StopReason = 'fail-fast' | 'run-timeout';
+/** Why a run stopped before every task had its own outcome ('budget': its tokenBudget or costBudgetUsd was reached). */
+export type StopReason = 'fail-fast' | 'run-timeout' | 'budget';
 
 /** What `fanOut` returns: one result per task, in input order. */
 export interface FanOutResult {
@@ -43,5 +43,7 @@ export interface RunProgress {
   skipped: number;
   running: number;
   pending: number;
+  /** Spend of the calls answered so far. */
+  cost: RunCost;
   tasks: { id: string; name: string; state: TaskState; attempts: number }[];
 }

@@ -20,6 +20,36 @@ export interface RunMetrics {
   /** sumTaskMs / wallMs: how many agents' worth of work ran at once, on average (1 = sequential). */
   parallelismEfficiency: number;
   tokens: { prompt: number; completion: number; total: number };
+  /**
+   * US dollars of the answered calls whose model has a price, and how many answered calls have none (their cost is
+   * unknown, not $0). Calls cancelled mid-flight report nothing, though a provider may bill what they generated.
+   */
+  cost: RunCost;
+}
+
+/** A run's spend: see RunMetrics.cost. */
+export interface RunCost {
+  usd: number;
+  unpricedCalls: number;
+}
+
+/**
+ * Rounds to a ten-billionth of a dollar, so sums of many small costs print cleanly and do not depend on the order they
+ * were added in (floating point makes 0.1 + 0.2 differ from 0.3).
+ */
+export function roundUsd(usd: number): number {
+  return Math.round(usd * 1e10) / 1e10;
+}
+
+/** Sums the cost of results (or of batch items). */
+export function sumCost(results: Iterable<{ costUsd?: number; unpriced?: boolean }>): RunCost {
+  let usd = 0;
+  let unpricedCalls = 0;
+  for (const result of results) {
+    usd += result.costUsd ?? 0;
+    if (result.unpriced) unpricedCalls += 1;
+  }
+  return { usd: roundUsd(usd), unpricedCalls };
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -59,5 +89,6 @@ export function computeMetrics(results: readonly AgentResult[], wallMs: number):
     p95TaskMs: percentile(durations, 0.95),
     parallelismEfficiency: wallMs > 0 ? sumTaskMs / wallMs : 0,
     tokens,
+    cost: sumCost(results),
   };
 }

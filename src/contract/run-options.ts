@@ -37,8 +37,16 @@ export const runOptionsSchema = z.strictObject({
   heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
   /** Deadline of the whole run, ms; agents still running then are cancelled. Default: none. */
   runTimeoutMs: z.number().int().min(100).max(30 * 86_400_000).optional(),
-  /** Once the run's agents have used this many tokens, no new agent starts; the rest are reported skipped. Default: none. */
+  /**
+   * Once the run's answered calls have used this many tokens, no new agent starts and the ones in flight are cancelled:
+   * those are reported cancelled and the rest skipped, both BudgetExhausted. Default: none.
+   */
   tokenBudget: z.number().int().min(1).optional(),
+  /**
+   * The same in US dollars, priced by the worker's table (README, "Costs"). Calls are priced when they answer, so the
+   * run can end a few in-flight answers over. Calls of unpriced models do not count toward it. Default: none.
+   */
+  costBudgetUsd: z.number().positive().max(1_000_000_000).optional(),
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;
@@ -52,6 +60,7 @@ export interface ResolvedRunOptions {
   heartbeatTimeoutMs: number | undefined;
   runTimeoutMs: number | undefined;
   tokenBudget: number | undefined;
+  costBudgetUsd: number | undefined;
 }
 
 /**
@@ -84,5 +93,6 @@ export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunO
     heartbeatTimeoutMs: options?.heartbeatTimeoutMs,
     runTimeoutMs: options?.runTimeoutMs,
     tokenBudget: options?.tokenBudget,
+    costBudgetUsd: options?.costBudgetUsd,
   };
 }

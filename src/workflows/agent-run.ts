@@ -1,10 +1,11 @@
-import { CancellationScope, sleep } from '@temporalio/workflow';
+import { CancellationScope, setCurrentDetails, sleep } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
 import { FailureType } from '../contract/failure-types';
+import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
@@ -12,12 +13,13 @@ import { failed, notStarted, skipped, succeeded } from './task-outcome';
 const STOP_MESSAGES: Record<StopReason, string> = {
   'fail-fast': 'another agent failed and the run fails fast',
   'run-timeout': 'the run reached its runTimeoutMs',
+  budget: "the run's budget was reached",
 };
 
 /**
  * The agents of one workflow run: starts each as an activity inside one cancellation scope, tracks every
- * task's state for the progress query, and stops the lot on fail-fast or the run timeout. Shared by the
- * run shapes (fan-out, DAG), which decide only the order tasks start in.
+ * task's state for the progress query, and stops the lot on fail-fast, the run timeout or a spent budget. Shared by
+ * the run shapes (fan-out, DAG), which decide only the order tasks start in.
  */
 export class AgentRun {
   readonly scope = new CancellationScope();
@@ -25,6 +27,11 @@ export class AgentRun {
   readonly results: (AgentResult | undefined)[];
   stoppedBy: StopReason | undefined;
   tokensUsed = 0;
+  /** US dollars of the answered calls whose model has a price, and how many answered calls had none. */
+  costUsd = 0;
+  unpricedCalls = 0;
+  /** What the Temporal UI shows for the run (its "current details"), before the spend so far. */
+  private summary = '';
   private readonly events: RunEvent[] = [];
   private eventSeq = 0;
   private readonly activities;
@@ -73,18 +80,39 @@ export class AgentRun {
     return { events, nextCursor: events.length > 0 ? events[events.length - 1].seq : Math.max(cursor, 0), dropped: this.eventSeq - this.events.length };
   }
 
+  /** Sets the run's summary in the Temporal UI; the spend so far is shown under it as calls answer. */
+  describe(summary: string): void {
+    this.summary = summary;
+    this.showDetails();
+  }
+
+  private showDetails(): void {
+    const answered = this.costUsd > 0 || this.unpricedCalls > 0;
+    const cost = `cost so far: $${this.costUsd}${this.unpricedCalls > 0 ? ` (+ ${this.unpricedCalls} unpriced calls)` : ''}, ${this.tokensUsed} tokens`;
+    setCurrentDetails(answered ? `${this.summary}\n\n${cost}` : this.summary);
+  }
+
+  /** Which budget is spent, in words, or undefined while neither is. */
+  private budgetReached(): string | undefined {
+    const { tokenBudget, costBudgetUsd } = this.options;
+    if (tokenBudget !== undefined && this.tokensUsed >= tokenBudget) return `the run's token budget (${tokenBudget}) is spent: ${this.tokensUsed} tokens used`;
+    if (costBudgetUsd !== undefined && this.costUsd >= costBudgetUsd) return `the run's cost budget ($${costBudgetUsd}) is spent: $${this.costUsd} used`;
+    return undefined;
+  }
+
   get budgetSpent(): boolean {
-    return this.options.tokenBudget !== undefined && this.tokensUsed >= this.options.tokenBudget;
+    return this.budgetReached() !== undefined;
   }
 
   /**
    * Runs task `index` (with its dependencies' outputs or a synthesis's inputs, by reference) and records its result.
-   * Never throws. Once the token budget is spent the task is not started but reported skipped.
+   * Never throws. Once a budget is spent the task is not started but reported skipped.
    */
   async runTask(index: number, context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {}): Promise<AgentResult> {
     const task = this.tasks[index];
-    if (this.budgetSpent) {
-      const result = skipped(task, FailureType.BudgetExhausted, `skipped: the run's token budget (${this.options.tokenBudget}) is spent`);
+    const spent = this.budgetReached();
+    if (spent !== undefined) {
+      const result = skipped(task, FailureType.BudgetExhausted, `skipped: ${spent}`);
       this.record(index, result);
       return result;
     }
@@ -102,26 +130,40 @@ export class AgentRun {
     } catch (error) {
       result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
       if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
+      if (result.status === 'cancelled' && this.stoppedBy === 'budget') {
+        result = { ...result, error: { type: FailureType.BudgetExhausted, message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}` } };
+      }
     }
     this.record(index, result);
     return result;
   }
 
-  /** Records a task's outcome (run, skipped or not started) and logs it. */
+  /**
+   * Records a task's outcome (run, skipped or not started), logs it, and adds its spend: once a budget is reached no
+   * new agent starts and the ones in flight are cancelled.
+   */
   record(index: number, result: AgentResult): void {
     this.results[index] = result;
     this.states[index] = result.status;
     this.tokensUsed += result.usage?.totalTokens ?? 0;
+    this.costUsd = roundUsd(this.costUsd + (result.costUsd ?? 0));
+    if (result.unpriced) this.unpricedCalls += 1;
     if (result.attempts > 1) this.emit('agent-retried', result.id, `${result.attempts} attempts`);
     const type = result.status === 'ok' ? 'agent-finished' : result.status === 'failed' ? 'agent-failed' : result.status === 'cancelled' ? 'agent-cancelled' : 'agent-skipped';
-    this.emit(type, result.id, result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms`);
+    const spend = result.costUsd === undefined ? '' : `, $${result.costUsd}`;
+    this.emit(type, result.id, result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms${spend}`);
+    if (result.usage !== undefined || result.costUsd !== undefined || result.unpriced) this.showDetails();
+    if (this.budgetSpent) this.stop('budget');
   }
 
   /** Every task's result in input order; tasks that never started are reported so. Ends the timer. */
   finish(): AgentResult[] {
     this.timerScope.cancel();
     const why = this.stoppedBy === undefined ? 'the run was cancelled' : STOP_MESSAGES[this.stoppedBy];
-    const results = this.tasks.map((task, index) => this.results[index] ?? notStarted(task, why));
+    const spent = this.stoppedBy === 'budget' ? `skipped: ${this.budgetReached() ?? why}` : undefined;
+    const results = this.tasks.map(
+      (task, index) => this.results[index] ?? (spent === undefined ? notStarted(task, why) : skipped(task, FailureType.BudgetExhausted, spent)),
+    );
     this.emit('run-finished', undefined, this.stoppedBy ? `stopped by ${this.stoppedBy}` : undefined);
     return results;
   }
@@ -139,6 +181,7 @@ export class AgentRun {
       skipped: count('skipped'),
       running,
       pending,
+      cost: { usd: this.costUsd, unpricedCalls: this.unpricedCalls },
       tasks: this.tasks.map((task, index) => ({
         id: task.id,
         name: task.name ?? task.id,

@@ -1,4 +1,4 @@
-import { CancellationScope, CancelledFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { CancellationScope, CancelledFailure, condition, setHandler } from '@temporalio/workflow';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { DagInput, DagResult } from '../contract/dag';
 import { FailureType } from '../contract/failure-types';
@@ -24,7 +24,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
   const run = new AgentRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
-  setCurrentDetails(`DAG of ${nodes.length} agents`);
+  run.describe(`DAG of ${nodes.length} agents`);
 
   const dependants = new Map<string, number[]>();
   nodes.forEach((node, index) => (node.dependsOn ?? []).forEach((id) => dependants.set(id, [...(dependants.get(id) ?? []), index])));

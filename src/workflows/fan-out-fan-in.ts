@@ -1,4 +1,4 @@
-import { CancellationScope, CancelledFailure, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { CancellationScope, CancelledFailure, setHandler } from '@temporalio/workflow';
 import type { SynthesisSection } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { FanOutFanInInput, FanOutFanInResult } from '../contract/dag';
@@ -36,7 +36,7 @@ export async function fanOutFanIn(input: FanOutFanInInput): Promise<FanOutFanInR
   const run = new AgentRun([...tasks, synthesisTask], resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
-  setCurrentDetails(`fan-out of ${tasks.length} agents, then a synthesis`);
+  run.describe(`fan-out of ${tasks.length} agents, then a synthesis`);
 
   // Stored, so the synthesis reads them by reference from the store rather than through history.
   await runInLanes(run, tasks.length, resolved.maxParallel, { storeOutput: true });

@@ -1,4 +1,4 @@
-import { CancellationScope, CancelledFailure, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { CancellationScope, CancelledFailure, setHandler } from '@temporalio/workflow';
 import type { FanOutInput, FanOutResult } from '../contract/fan-out';
 import { computeMetrics } from '../contract/metrics';
 import { resolveRunOptions } from '../contract/run-options';
@@ -30,7 +30,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const run = new AgentRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
-  setCurrentDetails(`fan-out of ${tasks.length} agents`);
+  run.describe(`fan-out of ${tasks.length} agents`);
 
   await runInLanes(run, tasks.length, resolved.maxParallel);
 

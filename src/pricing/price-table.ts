@@ -1,0 +1,44 @@
+import { z } from 'zod';
+
+/** What one model costs, US dollars per million tokens. */
+export const modelPriceSchema = z.strictObject({
+  /** Prompt (input) tokens, $ per million. */
+  inputPerMillion: z.number().min(0).max(1_000_000),
+  /** Completion (output) tokens, $ per million; reasoning tokens are billed as output and counted in them. */
+  outputPerMillion: z.number().min(0).max(1_000_000),
+});
+export type ModelPrice = z.infer<typeof modelPriceSchema>;
+
+/** Prices by model name, as FANOUT_PRICES and FANOUT_PRICES_FILE hold them: `{ "gpt-4o": { "inputPerMillion": 2.5, ... } }`. */
+export const priceTableSchema = z.record(z.string().min(1, 'a model name must not be empty'), modelPriceSchema);
+export type PriceTable = Readonly<Record<string, ModelPrice>>;
+
+/**
+ * OpenAI's standard-tier list prices for text tokens, $ per million, as openai.com/api/pricing listed them in 2025 and
+ * early 2026. Prices change and discounts do not show here (cached input, the Batch API, flex and priority tiers,
+ * negotiated rates): these are a starting point, and FANOUT_PRICES_FILE / FANOUT_PRICES override any entry. A model
+ * missing from the table is reported unpriced, never as free.
+ */
+export const BUILT_IN_PRICES: PriceTable = {
+  'gpt-4o': { inputPerMillion: 2.5, outputPerMillion: 10 },
+  'gpt-4o-mini': { inputPerMillion: 0.15, outputPerMillion: 0.6 },
+  'gpt-4.1': { inputPerMillion: 2, outputPerMillion: 8 },
+  'gpt-4.1-mini': { inputPerMillion: 0.4, outputPerMillion: 1.6 },
+  'gpt-4.1-nano': { inputPerMillion: 0.1, outputPerMillion: 0.4 },
+  'gpt-5': { inputPerMillion: 1.25, outputPerMillion: 10 },
+  'gpt-5-mini': { inputPerMillion: 0.25, outputPerMillion: 2 },
+  'gpt-5-nano': { inputPerMillion: 0.05, outputPerMillion: 0.4 },
+  o1: { inputPerMillion: 15, outputPerMillion: 60 },
+  'o1-mini': { inputPerMillion: 1.1, outputPerMillion: 4.4 },
+  o3: { inputPerMillion: 2, outputPerMillion: 8 },
+  'o3-mini': { inputPerMillion: 1.1, outputPerMillion: 4.4 },
+  'o4-mini': { inputPerMillion: 1.1, outputPerMillion: 4.4 },
+  'gpt-4-turbo': { inputPerMillion: 10, outputPerMillion: 30 },
+  'gpt-3.5-turbo': { inputPerMillion: 0.5, outputPerMillion: 1.5 },
+};
+
+/** What the agent activities need to price their calls. */
+export interface PricingDependencies {
+  /** Prices by model. Default: pricesFromEnvironment(). */
+  prices: PriceTable;
+}
