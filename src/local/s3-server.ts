@@ -192,7 +192,7 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
   }
 }
 
-/** SIGTERM lets weed close its volumes and remove its gRPC unix sockets from /tmp; SIGKILL if it hangs. */
+/** SIGTERM lets weed flush and close its volumes and stores; SIGKILL if it has not gone within STOP_GRACE_MS. */
 async function stopGroup(child: ChildProcess): Promise<void> {
   if (child.pid === undefined || exited(child)) return;
   const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
