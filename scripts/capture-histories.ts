@@ -1,0 +1,240 @@
+/**
+ * Captures one history per scenario of every workflow type into test/fixtures/histories/, for test/replay.test.ts.
+ *
+ *   npm run fixtures:capture                         # every scenario; refuses to overwrite an existing fixture
+ *   npm run fixtures:capture -- --only batch-small   # some scenarios (comma-separated names)
+ *   npm run fixtures:capture -- --label scan-v2      # writes <name>.scan-v2.json beside the old shape
+ *   npm run fixtures:capture -- --force              # replaces existing fixtures of the same names
+ *
+ * It starts its own dev server, simulator and worker (workflows bundled from src/, not dist/, so the fixtures are of
+ * the code in the tree). Each scenario runs under the workflow id that is its name: the replay test passes the file
+ * name up to its first dot back as the workflow id. Fixtures of a shape that in-flight runs may still have are kept
+ * (CONTRIBUTING.md, "Changing workflow code"): capture the new shape under a label instead of overwriting.
+ */
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { WorkflowHandle } from '@temporalio/client';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import type { AgentTask } from '../src/contract/agent-task';
+import { writeTasks } from '../test/support/batch-files';
+import { historyToJson } from '../test/support/history-json';
+import { startTestServers, startTestWorker, type TestWorker } from '../test/support/test-stack';
+import { waitFor } from '../test/support/wait-for';
+
+const FIXTURES = path.resolve(__dirname, '..', 'test', 'fixtures', 'histories');
+
+/** A scenario starts its workflow under `id`, drives it to a close and checks it ended the way its name says. */
+interface Scenario {
+  name: string;
+  run(stack: TestWorker, id: string, directory: string): Promise<WorkflowHandle>;
+}
+
+/** A mistake in how the script was run, or a scenario that ended otherwise than planned: its message says it all. */
+class CaptureError extends Error {}
+
+const task = (id: string, sim: string): AgentTask => ({ id, prompt: `${id} [sim ${sim}]` });
+
+function expectThat(condition: boolean, scenario: string, what: string): void {
+  if (!condition) throw new CaptureError(`scenario ${scenario} did not ${what}; its fixture would not show what its name says`);
+}
+
+async function outcomeOf(promise: Promise<unknown>): Promise<{ value?: unknown; error?: unknown }> {
+  return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+}
+
+const isCancelled = (error: unknown): boolean => /cancel/i.test(String((error as { cause?: unknown })?.cause ?? error));
+
+const scenarios: Scenario[] = [
+  {
+    name: 'fanout-ok',
+    async run(stack, workflowId) {
+      const handle = await stack.client.startParallel([task('a', 'latency=30'), task('b', 'latency=10'), task('c', 'latency=20')], undefined, { workflowId });
+      const { results } = await handle.result();
+      expectThat(results.every((result) => result.status === 'ok'), this.name, 'succeed');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'fanout-fail-fast',
+    async run(stack, workflowId) {
+      const tasks = [task('denied', 'fault=403 latency=200'), task('long', 'latency=60000'), task('queued', 'latency=10')];
+      const handle = await stack.client.startParallel(tasks, { errorPolicy: 'fail-fast', maxParallel: 2 }, { workflowId });
+      const result = await handle.result();
+      expectThat(result.stoppedBy === 'fail-fast', this.name, 'stop by fail-fast');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'fanout-cancelled',
+    async run(stack, workflowId) {
+      const handle = await stack.client.startParallel([task('quick', 'latency=20'), task('long-1', 'latency=60000'), task('long-2', 'latency=60000')], undefined, {
+        workflowId,
+      });
+      await waitFor('the quick task to finish and two to be in flight', async () => {
+        const progress = await handle.progress();
+        return progress.done === 1 && progress.running === 2;
+      });
+      await handle.cancel();
+      const { error } = await outcomeOf(handle.result());
+      expectThat(isCancelled(error), this.name, 'end cancelled');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'dag-continue',
+    async run(stack, workflowId) {
+      const handle = await stack.client.startDag(
+        [
+          { ...task('bad', 'fault=401'), dependsOn: [] },
+          { ...task('child', 'latency=10'), dependsOn: ['bad'] },
+          { ...task('root', 'latency=20'), dependsOn: [] },
+          { id: 'follow', prompt: 'Use: {{deps.root}} [sim latency=10]', dependsOn: ['root'] },
+        ],
+        { errorPolicy: 'continue' },
+        { workflowId },
+      );
+      const { results } = await handle.result();
+      expectThat(results.map((result) => result.status).join() === 'failed,skipped,ok,ok', this.name, 'fail one node and skip only its child');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'fanout-fan-in',
+    async run(stack, workflowId) {
+      const handle = await stack.client.startFanOutFanIn([task('left', 'latency=20'), task('right', 'latency=10')], { prompt: 'Combine.' }, undefined, {
+        workflowId,
+      });
+      const result = await handle.result();
+      expectThat(result.synthesis.status === 'ok', this.name, 'synthesise');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'batch-small',
+    async run(stack, batchId, directory) {
+      const source = writeTasks(directory, 5, (index) => `item ${index} [sim latency=20]`, 'small');
+      const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'small.out.jsonl'), batchId, options: { concurrency: 2, flushEvery: 2 } });
+      const summary = await handle.result();
+      expectThat(summary.succeeded === 5 && summary.runs === 1, this.name, 'run 5 items in one run');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'batch-continue-as-new',
+    async run(stack, batchId, directory) {
+      const source = writeTasks(directory, 6, (index) => `item ${index} [sim latency=20]`, 'chain');
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'chain.out.jsonl'),
+        batchId,
+        options: { concurrency: 2, pageSize: 2, pagesPerRun: 1, flushEvery: 1 },
+      });
+      const summary = await handle.result();
+      expectThat(summary.succeeded === 6 && summary.runs === 3, this.name, 'continue-as-new into 3 runs');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'batch-cancelled',
+    async run(stack, batchId, directory) {
+      const source = writeTasks(directory, 5, (index) => `item ${index} [sim latency=${index < 2 ? 20 : 60000}]`, 'cancel');
+      const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'cancel.out.jsonl'), batchId, options: { concurrency: 3, flushEvery: 1 } });
+      await waitFor('two items done and one in flight', async () => {
+        const progress = await handle.progress();
+        return progress.done === 2 && progress.inFlight >= 1;
+      });
+      await handle.cancel();
+      const { error } = await outcomeOf(handle.result());
+      expectThat(isCancelled(error), this.name, 'end cancelled');
+      return handle.workflow;
+    },
+  },
+  {
+    name: 'batch-fail-fast',
+    async run(stack, batchId, directory) {
+      const sims = ['latency=20', 'fault=403 latency=200', 'latency=60000', 'latency=10', 'latency=10'];
+      const source = writeTasks(directory, sims.length, (index) => `item ${index} [sim ${sims[index]}]`, 'failfast');
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'failfast.out.jsonl'),
+        batchId,
+        options: { concurrency: 3, flushEvery: 1, errorPolicy: 'fail-fast' },
+      });
+      const summary = await handle.result();
+      expectThat(summary.stoppedBy === 'fail-fast' && summary.failed === 1 && summary.notRun > 0, this.name, 'stop by fail-fast with items not run');
+      return handle.workflow;
+    },
+  },
+];
+
+/** Every run of the workflow's chain, first to last: from the latest run back along each run's continued-from id. */
+async function chainOf(handle: WorkflowHandle): Promise<string[]> {
+  const histories: string[] = [];
+  let runId: string | undefined;
+  do {
+    const history = await handle.client.getHandle(handle.workflowId, runId).fetchHistory();
+    histories.unshift(historyToJson(history));
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  } while (runId);
+  return histories;
+}
+
+function fixtureNames(name: string, label: string | undefined, runs: number): string[] {
+  const base = label === undefined ? name : `${name}.${label}`;
+  return runs === 1 ? [`${base}.json`] : Array.from({ length: runs }, (_, index) => `${base}.run-${index + 1}.json`);
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: { only: { type: 'string' }, label: { type: 'string' }, force: { type: 'boolean', default: false } },
+  });
+  if (values.label !== undefined && !/^[a-z0-9-]+$/.test(values.label)) throw new CaptureError(`--label ${values.label}: use lowercase letters, digits and dashes`);
+  const wanted = values.only?.split(',').map((name) => name.trim());
+  const unknown = wanted?.filter((name) => !scenarios.some((scenario) => scenario.name === name)) ?? [];
+  if (unknown.length > 0) throw new CaptureError(`unknown scenario ${unknown.join(', ')}; known: ${scenarios.map((scenario) => scenario.name).join(', ')}`);
+  const selected = scenarios.filter((scenario) => wanted === undefined || wanted.includes(scenario.name));
+  // A chain's run count is known only after it ran, so an existing fixture is detected by its name's prefix too.
+  if (!values.force) {
+    const existing = selected.flatMap((scenario) =>
+      [1, 2].flatMap((runs) => fixtureNames(scenario.name, values.label, runs)).filter((file) => existsSync(path.join(FIXTURES, file))),
+    );
+    if (existing.length > 0) {
+      throw new CaptureError(
+        `${existing.join(', ')} exist already. Runs of that shape may still be in flight: keep them and capture the new ` +
+          'shape with --label <name>, or pass --force to replace them.',
+      );
+    }
+  }
+
+  // Plain payloads only: an encrypted fixture could not be replayed without the key.
+  for (const variable of ['FANOUT_ENCRYPTION_KEYS', 'FANOUT_ENCRYPTION_KEY', 'FANOUT_STORE']) delete process.env[variable];
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  const directory = mkdtempSync(path.join(tmpdir(), 'fanout-fixtures-'));
+  const servers = await startTestServers({ simulator: { latency: { minMs: 5, maxMs: 20 } } });
+  let stack: TestWorker | undefined;
+  try {
+    stack = await startTestWorker(servers, {
+      heartbeatThrottleMs: 300,
+      workerOptions: { workflowsPath: require.resolve('../src/workflows') },
+    });
+    mkdirSync(FIXTURES, { recursive: true });
+    for (const scenario of selected) {
+      const handle = await scenario.run(stack, scenario.name, directory);
+      const histories = await chainOf(handle);
+      const files = fixtureNames(scenario.name, values.label, histories.length);
+      files.forEach((file, index) => writeFileSync(path.join(FIXTURES, file), histories[index]));
+      console.log(`${scenario.name}: ${files.join(', ')}`);
+    }
+  } finally {
+    await stack?.stop();
+    await servers.stop();
+    rmSync(directory, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof CaptureError ? error.message : error);
+  process.exit(1);
+});

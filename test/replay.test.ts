@@ -1,0 +1,64 @@
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { Worker, type ReplayResult } from '@temporalio/worker';
+import * as workflows from '../src/workflows';
+import { readHistory } from './support/history-json';
+
+/**
+ * Every saved history (test/fixtures/histories, `npm run fixtures:capture`) is replayed against the workflow bundle this
+ * build produced. A change to workflow code that would break a run in flight (a command added, removed or reordered
+ * without a `patched()` gate) fails here, naming the fixture. See CONTRIBUTING.md, "Changing workflow code".
+ */
+const FIXTURES = path.join(__dirname, 'fixtures', 'histories');
+const fixtures = readdirSync(FIXTURES)
+  .filter((file) => file.endsWith('.json'))
+  .sort()
+  .map((file) => ({ name: file.slice(0, -'.json'.length), history: readHistory(path.join(FIXTURES, file)) }));
+
+/** The capture script runs each scenario under the workflow id that is its file name up to the first dot. */
+const workflowIdOf = (name: string): string => name.split('.')[0];
+
+const workflowTypeOf = (fixture: (typeof fixtures)[number]): string =>
+  fixture.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name ?? '(no start event)';
+
+/** Replays every fixture on one replay worker; histories are replayed one at a time, in the order given. */
+async function replayAll(): Promise<Map<string, ReplayResult>> {
+  const codePath = process.env.FANOUT_WORKFLOW_BUNDLE;
+  if (!codePath) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
+  const results = new Map<string, ReplayResult>();
+  const replays = Worker.runReplayHistories(
+    { workflowBundle: { codePath } },
+    fixtures.map((fixture) => ({ workflowId: workflowIdOf(fixture.name), history: fixture.history })),
+  );
+  let index = 0;
+  for await (const result of replays) {
+    results.set(fixtures[index].name, result);
+    index += 1;
+  }
+  return results;
+}
+
+let replayed: Map<string, ReplayResult>;
+
+beforeAll(async () => {
+  replayed = await replayAll();
+});
+
+describe('saved histories replay on the current workflow code', () => {
+  it('has a fixture of every workflow the worker registers, including a continued-as-new chain', () => {
+    const registered = Object.entries(workflows)
+      .filter(([, value]) => typeof value === 'function')
+      .map(([name]) => name)
+      .sort();
+    const covered = new Set(fixtures.map(workflowTypeOf));
+    expect(registered.filter((name) => !covered.has(name))).toEqual([]);
+    expect(fixtures.filter((fixture) => fixture.history.events?.some((event) => event.workflowExecutionContinuedAsNewEventAttributes)).length).toBeGreaterThan(0);
+  });
+
+  it.each(fixtures.map((fixture) => fixture.name))('%s replays without nondeterminism', (name) => {
+    const result = replayed.get(name);
+    expect(result).toBeDefined();
+    const error = result?.error;
+    if (error) throw new Error(`${name}.json does not replay: ${error.name}: ${error.message}`);
+  });
+});
