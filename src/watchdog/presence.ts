@@ -63,16 +63,18 @@ export class Presence {
             connection.withDeadline(startedAt + POLL_MS, () =>
               this.client.workflowService.pollWorkflowTaskQueue({
                 namespace: this.namespace,
-                taskQueue: { name: PRESENCE_QUEUE, kind: TaskQueueKind.TASK_QUEUE_KIND_STICKY, normalName: PRESENCE_QUEUE },
+                // A sticky queue named like its normal queue is served as the normal one (partitioned): keep them apart.
+                taskQueue: { name: PRESENCE_QUEUE, kind: TaskQueueKind.TASK_QUEUE_KIND_STICKY, normalName: `${PRESENCE_QUEUE}-normal` },
                 identity: this.identity,
               }),
             ),
           );
         } catch (error) {
           if (signal.aborted) return;
-          // An expired deadline is the normal end of an empty poll; anything else is worth a line and a pause.
+          // An expired deadline is the normal end of an empty poll (DEADLINE_EXCEEDED, or CANCELLED from the worker's
+          // native connection); anything else is worth a line and a pause.
           const code = (error as { code?: unknown }).code;
-          if (code !== 4) {
+          if (code !== 4 && code !== 1) {
             this.onError(error);
             await new Promise((resolve) => setTimeout(resolve, 1000).unref());
           }

@@ -1,0 +1,135 @@
+import { WorkflowFailedError } from '@temporalio/client';
+import { CancelledFailure } from '@temporalio/common';
+import type { Worker } from '@temporalio/worker';
+import { createLlmClient } from '../src/activities/llm-client';
+import { FanoutClient } from '../src/client/fanout-client';
+import type { AgentTask } from '../src/contract/agent-task';
+import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { createFanoutWorker } from '../src/worker';
+import { pendingActivities } from './support/history';
+import { difference, startMeteredServer, total, type MeteredServer } from './support/metered-server';
+import { spawnWorker, type WorkerProcess } from './support/processes';
+import { uniqueName } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let server: MeteredServer;
+let simulator: Simulator;
+let worker: Worker;
+let running: Promise<void>;
+let client: FanoutClient;
+const processes: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  server = await startMeteredServer();
+  simulator = await startSimulator({ latency: { minMs: 20, maxMs: 20 } });
+  const taskQueue = uniqueName('economics');
+  worker = await createFanoutWorker({
+    connection: server.nativeConnection,
+    taskQueue,
+    activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'economics' }) },
+  });
+  running = worker.run();
+  client = await FanoutClient.connect({ client: server.client, taskQueue });
+});
+
+afterAll(async () => {
+  for (const process of processes) await process.stop();
+  if (worker?.getState() === 'RUNNING') worker.shutdown();
+  await running;
+  await simulator?.close();
+  await server?.stop();
+});
+
+function task(id: string, marker: string): AgentTask {
+  return { id, prompt: `economics ${id} [sim ${marker}]` };
+}
+
+function requestsOf(workflowId: string) {
+  return simulator.log().filter((request) => request.workflowId === workflowId);
+}
+
+/** The action counter once it has stopped moving (the server counts a moment after it answers). */
+async function settledActions(): Promise<Record<string, number>> {
+  let previous = await server.actions();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const current = await server.actions();
+    if (total(current, previous) === 0) return current;
+    previous = current;
+  }
+}
+
+describe('billable Temporal actions per agent call', () => {
+  it('costs at most 1.5 actions per agent call and sends no heartbeat, for calls of 8 s', async () => {
+    const before = await settledActions();
+    const tasks = Array.from({ length: 10 }, (_, index) => task(`eight-${index}`, 'latency=8000'));
+    const { results } = await client.runParallel(tasks);
+    expect(results.every((result) => result.status === 'ok')).toBe(true);
+
+    const spent = difference(await settledActions(), before);
+    // Before: a heartbeat every 2 s reached the server, about 5 per call. Now: the workflow start and one start per call.
+    expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
+    expect(total(spent)).toBeLessThanOrEqual(1.5 * tasks.length);
+  });
+
+  it('aborts every in-flight request of a cancelled run within 3 s, for one heartbeat per call', async () => {
+    const tasks = Array.from({ length: 5 }, (_, index) => task(`cancel-${index}`, 'latency=60000'));
+    const handle = await client.startParallel(tasks);
+    await waitFor('five requests at the simulator', () => requestsOf(handle.workflowId).length === 5);
+    const before = await settledActions();
+
+    const cancelledAt = Date.now();
+    await handle.cancel();
+    const closedAt = await waitFor('every request to be closed', () => {
+      const requests = requestsOf(handle.workflowId);
+      return requests.every((request) => request.clientClosedAt !== undefined) && Math.max(...requests.map((request) => request.clientClosedAt ?? 0));
+    });
+    const error = await handle.result().catch((caught: unknown) => caught);
+
+    expect(closedAt - cancelledAt).toBeLessThanOrEqual(3000);
+    expect((error as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    expect(await pendingActivities(handle.workflow)).toBe(0);
+    const spent = difference(await settledActions(), before);
+    expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBeLessThanOrEqual(tasks.length);
+  });
+
+  it('fails fast: a non-retryable failure closes the siblings\' requests within 3 s', async () => {
+    const tasks = [task('fails', 'fault=401 latency=500'), ...Array.from({ length: 3 }, (_, index) => task(`sibling-${index}`, 'latency=60000'))];
+    const handle = await client.startParallel(tasks, { errorPolicy: 'fail-fast' });
+    const { results } = await handle.result();
+
+    expect(results.map((result) => result.status)).toEqual(['failed', 'cancelled', 'cancelled', 'cancelled']);
+    const requests = requestsOf(handle.workflowId);
+    const failedAt = requests.find((request) => request.taskId === 'fails')?.respondedAt ?? Number.NaN;
+    const siblings = requests.filter((request) => request.taskId.startsWith('sibling-'));
+    expect(siblings).toHaveLength(3);
+    for (const sibling of siblings) expect((sibling.clientClosedAt ?? Number.POSITIVE_INFINITY) - failedAt).toBeLessThanOrEqual(3000);
+    expect(await pendingActivities(handle.workflow)).toBe(0);
+  });
+
+  it('retries the call of a SIGKILLed worker on another worker well before agentTimeoutMs, without heartbeats', async () => {
+    const taskQueue = uniqueName('lost');
+    const env = { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'economics' };
+    const doomed = await spawnWorker({ address: server.address, taskQueue, env });
+    processes.push(doomed);
+    const lostClient = await FanoutClient.connect({ client: server.client, taskQueue });
+    // The first request hangs (as on a worker that dies mid-call); the retry answers at once.
+    const handle = await lostClient.startParallel([task('orphan', 'fault=hang times=1')]);
+    await waitFor('the request to arrive', () => requestsOf(handle.workflowId).length === 1);
+    // The survivor has no call in this workflow: only its sweep of the task queue can find the orphan.
+    processes.push(await spawnWorker({ address: server.address, taskQueue, env }));
+    const before = await settledActions();
+
+    await doomed.kill();
+    const killedAt = Date.now();
+    const { results } = await handle.result();
+
+    expect(results[0]).toMatchObject({ status: 'ok', attempts: 2 });
+    const retry = requestsOf(handle.workflowId).find((request) => request.attempt === 2);
+    const agentTimeoutMs = 120_000;
+    // Lost after 15 s without presence polls, found by a sweep every 10 s, retried after 1 s: about 30 s at worst.
+    expect((retry?.arrivedAt ?? Number.POSITIVE_INFINITY) - killedAt).toBeLessThan(agentTimeoutMs / 3);
+    const spent = difference(await settledActions(), before);
+    expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
+  });
+});
