@@ -6,6 +6,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
 import { superviseWorker } from './watchdog';
+import { agentMetricsInterceptor } from './metrics';
 import { explainConnectionFailure } from './config/connection-diagnosis';
 import { dataConverterFromEnvironment } from './codec';
 import {
@@ -67,6 +68,7 @@ export interface FanoutWorkerOptions {
    * passed through as they are. Merged last: a field here wins over what the options above and the environment give
    * (`shutdownGraceTime` over `shutdownGraceMs`, `activities` replaces the agent activities). A `tuner` replaces
    * `maxConcurrentActivities`, and `workflowBundle`/`workflowsPath` replace the prebuilt bundle, as the SDK allows only one.
+   * `interceptors.activity` are added to the agent-call metrics interceptor rather than replacing it.
    */
   workerOptions?: Partial<WorkerOptions>;
   /**
@@ -150,6 +152,11 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
     shutdownGraceTime: shutdownGraceMs,
     ...extra,
+    // Merged, not replaced: the agent-call metrics (src/metrics/) wrap whatever activity interceptors the caller adds.
+    interceptors: {
+      ...extra.interceptors,
+      activity: [agentMetricsInterceptor({ defaultModel: options.activities?.defaultModel }), ...(extra.interceptors?.activity ?? [])],
+    },
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
   superviseWorker(worker, worker.options.taskQueue);

@@ -1,14 +1,25 @@
 #!/usr/bin/env node
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { CommanderError } from 'commander';
+import { CommanderError, type Command } from 'commander';
+import { prometheusRuntimeOptions } from '../metrics';
 import { ExitCode, reportError } from './errors';
 import { buildProgram } from './program';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
 const level = (process.env.FANOUT_LOG_LEVEL ?? 'WARN').toUpperCase() as 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-Runtime.install({ logger: new DefaultLogger(level) });
+
+/** A command with `--metrics-port` (the worker) serves Prometheus metrics through the runtime: its exporter is part of it. */
+function metricsOptions(command: Command) {
+  const port: unknown = command.getOptionValue('metricsPort');
+  const host: unknown = command.getOptionValue('metricsHost');
+  return typeof port === 'number' ? prometheusRuntimeOptions({ port, host: typeof host === 'string' ? host : '0.0.0.0' }) : {};
+}
 
 buildProgram()
+  // Installed once, after parsing and before any command connects: the first connection fixes the process's runtime.
+  .hook('preAction', (_program, command) => {
+    Runtime.install({ logger: new DefaultLogger(level), ...metricsOptions(command) });
+  })
   .parseAsync(process.argv)
   .catch((error: unknown) => {
     if (error instanceof CommanderError) {

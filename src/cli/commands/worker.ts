@@ -13,6 +13,8 @@ interface WorkerFlags extends ConnectionFlags {
   shutdownGrace?: number;
   healthPort?: number;
   healthHost: string;
+  metricsPort?: number;
+  metricsHost: string;
 }
 
 export function workerCommand(): Command {
@@ -28,12 +30,20 @@ export function workerCommand(): Command {
         .argParser(wholeNumber(0)),
     )
     .addOption(new Option('--health-port <port>', 'serve GET /healthz (200 while polling) on this port').env('FANOUT_HEALTH_PORT').argParser(wholeNumber(0, 65535)))
-    .addOption(new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'));
+    .addOption(new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'))
+    .addOption(
+      new Option('--metrics-port <port>', 'serve Prometheus metrics (the SDK\'s and fanout_*) at /metrics on this port')
+        .env('FANOUT_METRICS_PORT')
+        .argParser(wholeNumber(1, 65535)),
+    )
+    .addOption(new Option('--metrics-host <host>', 'address of the metrics endpoint').env('FANOUT_METRICS_HOST').default('0.0.0.0'));
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
     const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    // src/cli/main.ts installs the runtime with the metrics endpoint before this runs (it must precede any connection).
+    const metrics = flags.metricsPort === undefined ? undefined : { port: flags.metricsPort, host: flags.metricsHost };
     const worker = await createFanoutWorker({
       temporal,
       taskQueue,
@@ -54,7 +64,8 @@ export function workerCommand(): Command {
     log(
       `worker polling task queue "${taskQueue}" on ${temporal.address} (namespace ${temporal.namespace}); ` +
         `agents call ${provider.baseURL ?? OPENAI_BASE_URL}${provider.simulated ? ' (the simulator: no OPENAI_API_KEY or OPENAI_BASE_URL set)' : ''}` +
-        (health ? `; health on http://${flags.healthHost}:${health.port}/healthz` : ''),
+        (health ? `; health on http://${flags.healthHost}:${health.port}/healthz` : '') +
+        (metrics ? `; metrics on http://${metrics.host}:${metrics.port}/metrics` : ''),
     );
     try {
       await worker.run();
