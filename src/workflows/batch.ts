@@ -14,6 +14,7 @@ import type { Activities } from '../activities';
 import type { FlushItem } from '../batch/result-sink';
 import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgress, type BatchState, type BatchSummary } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
+import { roundUsd } from '../contract/metrics';
 import { childOf } from '../contract/location';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../contract/payload-ref';
 import { resolveRunOptions } from '../contract/run-options';
@@ -80,6 +81,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     succeeded: 0,
     failed: 0,
     tokens: { prompt: 0, completion: 0, total: 0 },
+    cost: { usd: 0, unpricedCalls: 0 },
     // The first run id of this chain names the spool, so a resume never mixes its segments with an older run's.
     spool: childOf(`${sink}.parts`, workflowInfo().firstExecutionRunId),
     segments: resume ? 1 : 0,
@@ -90,6 +92,11 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     largestRunHistory: 0,
   };
   const { spool } = state;
+  state.cost ??= { usd: 0, unpricedCalls: 0 };
+  const cost = state.cost;
+  const budgetReached = (): boolean =>
+    (runOptions.tokenBudget !== undefined && state.tokens.total >= runOptions.tokenBudget) ||
+    (runOptions.costBudgetUsd !== undefined && cost.usd >= runOptions.costBudgetUsd);
 
   setHandler(batchProgressQuery, (): BatchProgress => {
     const done = state.succeeded + state.failed;
@@ -109,6 +116,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       callsPerSecond,
       etaSeconds: callsPerSecond > 0 ? remaining / callsPerSecond : null,
       tokens: state.tokens,
+      cost,
       runs: state.runs,
       historyLength: workflowInfo().historyLength,
       elapsedMs,
@@ -224,6 +232,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
         state.tokens.prompt += done.usage?.promptTokens ?? 0;
         state.tokens.completion += done.usage?.completionTokens ?? 0;
         state.tokens.total += done.usage?.totalTokens ?? 0;
+        cost.usd = roundUsd(cost.usd + (done.costUsd ?? 0));
+        if (done.unpriced) cost.unpricedCalls += 1;
         pending.push(done.line ? { line: done.line } : { lineRef: done.lineRef as string });
         pendingBytes += done.bytes;
       } catch (error) {
@@ -244,6 +254,12 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
         }
       } finally {
         inFlight -= 1;
+      }
+      // A spent budget starts nothing more and cancels what is in flight; those items are not written, so a resume
+      // (with a larger budget) runs them.
+      if (state.stoppedBy === undefined && budgetReached()) {
+        state.stoppedBy = 'budget';
+        scope.cancel();
       }
       if (pending.length >= options.flushEvery || pendingBytes >= FLUSH_BYTES) flush();
     }
@@ -283,6 +299,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     alreadyOk: state.alreadyOk,
     notRun: state.total - state.succeeded - state.failed,
     tokens: state.tokens,
+    cost,
     wallMs: Date.now() - state.startedAtMs,
     runs: state.runs,
     largestRunHistory: state.largestRunHistory,
