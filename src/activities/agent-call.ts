@@ -208,7 +208,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
         if (rateLimitWaitMs === 0) throw toAgentFailure(error, failureContext);
         // Paced, the key is now paused for the Retry-After and the next acquire waits; unpaced, wait here.
         if (!keyPacer) {
-          const backoff = retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5));
+          const backoff = Math.max(100, retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5)));
           try {
             await abortableDelay(backoff, waitSignal);
           } catch (waitError) {

@@ -78,14 +78,23 @@ export interface Permit {
 }
 
 const MAX_CHANGES = 20;
+/** Shortest pause after a 429, ms: a Retry-After of 0 must not turn into a tight loop of refused requests. */
+const MIN_PAUSE_MS = 100;
 /** When the estimate says "wait", look again at least this often (responses may correct the estimate sooner). */
 const MAX_RECHECK_MS = 500;
+
+/**
+ * A request admitted less than this long ago may not have reached the provider when it wrote the headers we read
+ * next, so its cost is kept against the new reading. Counting one twice for a moment only makes the pacer careful.
+ */
+const TRANSIT_MS = 100;
 
 /** A provider bucket as the pacer believes it is. */
 class BucketMirror {
   private base: number;
   private baseAt: number;
   private debits = 0;
+  private recent: { at: number; amount: number }[] = [];
   private othersPerMs = 0;
   capacity: number;
   limitPerMinute: number;
@@ -115,8 +124,9 @@ class BucketMirror {
     return Math.min(this.capacity, this.base + (now - this.baseAt) * this.netRefillPerMs) - this.debits;
   }
 
-  take(amount: number): void {
+  take(amount: number, now: number): void {
     this.debits += amount;
+    this.recent.push({ at: now, amount });
   }
 
   give(amount: number): void {
@@ -138,7 +148,8 @@ class BucketMirror {
     this.capacity = BucketMirror.capacityOf(reading);
     this.base = reading.remaining;
     this.baseAt = now;
-    this.debits = 0;
+    this.recent = this.recent.filter((debit) => now - debit.at < TRANSIT_MS);
+    this.debits = this.recent.reduce((sum, debit) => sum + debit.amount, 0);
   }
 
   /** What must stay in the bucket after admitting `cost`. */
@@ -270,8 +281,8 @@ export class KeyPacer {
     const limitBound = this.inFlight + 1 >= this.limit;
     this.inFlight += 1;
     this.admitted += 1;
-    this.requests?.take(1);
-    this.tokens?.take(waiter.tokens);
+    this.requests?.take(1, now);
+    this.tokens?.take(waiter.tokens, now);
     const waitedMs = now - waiter.enqueuedAt;
     this.waitedMs += waitedMs;
     let released = false;
@@ -323,7 +334,7 @@ export class KeyPacer {
           this.requests?.give(1);
           this.tokens?.give(reservedTokens);
         }
-        this.pausedUntil = Math.max(this.pausedUntil, now + (outcome.retryAfterMs ?? 1000));
+        this.pausedUntil = Math.max(this.pausedUntil, now + Math.max(MIN_PAUSE_MS, outcome.retryAfterMs ?? 1000));
         this.record(this.concurrency.shrink(now, seq, this.seq, `429 from the provider${outcome.retryAfterMs === undefined ? '' : `, retry after ${outcome.retryAfterMs} ms`}`));
         break;
       }
