@@ -5,7 +5,8 @@
 #   - SeaweedFS's weed (the real S3-compatible server the payload-store tests run against), cached per user;
 #   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine;
 #   - Debian's chromium, which the Temporal UI test drives through playwright-core;
-#   - Debian's postgresql, the database of that cluster (run from a private data directory, not the system service).
+#   - Debian's postgresql, the database of that cluster (run from a private data directory, not the system service);
+#   - Debian's prometheus, which scrapes a worker and answers the Grafana dashboard's queries (test/metrics.test.ts).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
@@ -22,6 +23,7 @@ missing=()
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
 [ -n "${POSTGRES_BIN_DIR:-}" ] || compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=(postgresql)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing ${missing[*]} (Debian packages) for the test suite ..." >&2
