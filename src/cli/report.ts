@@ -1,7 +1,29 @@
+import type { AgentResult } from '../contract/agent-task';
 import type { FanOutResult } from '../contract/fan-out';
+import type { RunCost } from '../contract/metrics';
 
 function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(2)}s`;
+}
+
+/** Dollars to the cent from $1, else to the millionth (single calls of small models cost fractions of a cent). */
+export function formatUsd(usd: number): string {
+  if (usd >= 1) return `$${usd.toFixed(2)}`;
+  if (usd > 0 && usd < 0.000001) return '<$0.000001';
+  return `$${usd.toFixed(6)}`;
+}
+
+/** A run's spend in words; unpriced calls are named as such, never counted as $0. Absent from runs before costs. */
+export function formatCost(cost: RunCost | undefined): string {
+  if (cost === undefined) return 'not recorded';
+  if (cost.unpricedCalls === 0) return formatUsd(cost.usd);
+  const unpriced = `${cost.unpricedCalls} unpriced call${cost.unpricedCalls === 1 ? '' : 's'}`;
+  return cost.usd > 0 ? `${formatUsd(cost.usd)} + ${unpriced} (cost unknown)` : `unknown (${unpriced})`;
+}
+
+function agentCost(agent: AgentResult): string {
+  if (agent.costUsd !== undefined) return formatUsd(agent.costUsd);
+  return agent.unpriced ? 'unpriced' : '';
 }
 
 function truncate(text: string, width: number): string {
@@ -17,10 +39,10 @@ function table(rows: string[][]): string {
 /** The human report of a finished run: one row per agent in input order, then the metrics. */
 export function formatRunReport(result: FanOutResult, options: { outputWidth?: number } = {}): string {
   const width = options.outputWidth ?? 60;
-  const rows = [['#', 'agent', 'status', 'tries', 'time', 'output / error']];
+  const rows = [['#', 'agent', 'status', 'tries', 'time', 'cost', 'output / error']];
   result.results.forEach((agent, index) => {
     const detail = agent.status === 'ok' ? (agent.output ?? '') : `${agent.error?.type ?? ''}: ${agent.error?.message ?? ''}`;
-    rows.push([String(index + 1), agent.name, agent.status, String(agent.attempts), seconds(agent.durationMs), truncate(detail, width)]);
+    rows.push([String(index + 1), agent.name, agent.status, String(agent.attempts), seconds(agent.durationMs), agentCost(agent), truncate(detail, width)]);
   });
   const m = result.metrics;
   const lines = [
@@ -29,6 +51,7 @@ export function formatRunReport(result: FanOutResult, options: { outputWidth?: n
     `agents: ${m.total}  ok: ${m.succeeded}  failed: ${m.failed}  cancelled: ${m.cancelled}${m.skipped ? `  skipped: ${m.skipped}` : ''}  success rate: ${(m.successRate * 100).toFixed(1)}%`,
     `wall: ${seconds(m.wallMs)}  slowest agent: ${seconds(m.slowestTaskMs)}  sum of agents: ${seconds(m.sumTaskMs)}  parallelism efficiency: ${m.parallelismEfficiency.toFixed(2)}x`,
     `task time: mean ${seconds(m.meanTaskMs)}  p50 ${seconds(m.p50TaskMs)}  p95 ${seconds(m.p95TaskMs)}  tokens: ${m.tokens.total} (prompt ${m.tokens.prompt}, completion ${m.tokens.completion})`,
+    `cost: ${formatCost(m.cost)}`,
   ];
   if (result.stoppedBy) lines.push(`stopped early: ${result.stoppedBy}`);
   return lines.join('\n');

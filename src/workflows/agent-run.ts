@@ -1,4 +1,4 @@
-import { CancellationScope, setCurrentDetails, sleep } from '@temporalio/workflow';
+import { CancellationScope, patched, setCurrentDetails, sleep } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
@@ -153,7 +153,8 @@ export class AgentRun {
     const spend = result.costUsd === undefined ? '' : `, $${result.costUsd}`;
     this.emit(type, result.id, result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms${spend}`);
     if (result.usage !== undefined || result.costUsd !== undefined || result.unpriced) this.showDetails();
-    if (this.budgetSpent) this.stop('budget');
+    // Runs started before budgets cancelled calls in flight only stopped starting new ones; they replay that way.
+    if (this.budgetSpent && !this.stopped && patched('budget-stops-run')) this.stop('budget');
   }
 
   /** Every task's result in input order; tasks that never started are reported so. Ends the timer. */

@@ -21,6 +21,8 @@ export function succeeded(task: AgentTask, call: AgentCallResult, durationMs: nu
     attempts: call.attempt,
     durationMs,
     usage: call.usage,
+    ...(call.costUsd === undefined ? {} : { costUsd: call.costUsd }),
+    ...(call.unpriced ? { unpriced: true } : {}),
     model: call.model,
     finishReason: call.finishReason,
   };

@@ -4,7 +4,8 @@ import type { BatchHandle } from '../../client/batch-client';
 import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { describeError, ExitCode } from '../errors';
-import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
+import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
+import { formatCost } from '../report';
 
 interface BatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -18,6 +19,7 @@ interface StartFlags extends BatchFlags {
   failFast?: boolean;
   attempts?: number;
   agentTimeout?: number;
+  budgetUsd?: number;
 }
 
 function formatProgress(progress: BatchProgress): string {
@@ -26,7 +28,7 @@ function formatProgress(progress: BatchProgress): string {
     `batch ${progress.batchId}: ${progress.state}`,
     `  done ${progress.done}/${progress.total} (ok ${progress.succeeded}, failed ${progress.failed}), in flight ${progress.inFlight}, pending ${progress.pending}` +
       (progress.alreadyOk > 0 ? `, already ok before this resume ${progress.alreadyOk}` : ''),
-    `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, run ${progress.runs} (history ${progress.historyLength} events)`,
+    `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, cost ${formatCost(progress.cost)}, run ${progress.runs} (history ${progress.historyLength} events)`,
   ].join('\n');
 }
 
@@ -34,7 +36,7 @@ function formatSummary(summary: BatchSummary): string {
   return [
     `batch ${summary.batchId} finished${summary.stoppedBy ? ` (stopped early: ${summary.stoppedBy})` : ''}`,
     `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
-    `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
+    `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
     `  results: ${summary.sink}`,
   ].join('\n');
 }
@@ -119,6 +121,7 @@ export function batchCommand(): Command {
         .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
         .option('--attempts <n>', 'attempts per item (default 5)', wholeNumber(1, 100))
         .option('--agent-timeout <ms>', 'deadline of one attempt', wholeNumber(100))
+        .option('--budget-usd <dollars>', 'once the answered items cost this much, cancel the calls in flight and run no more (costBudgetUsd)', positiveNumber)
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
     ).action(async (source: string, flags: StartFlags) => {
@@ -127,6 +130,7 @@ export function batchCommand(): Command {
         ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
         ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
         ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
+        ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
       };
       await withClient(flags, async (fanout) => {
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });

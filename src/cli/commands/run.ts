@@ -7,7 +7,7 @@ import type { FanOutOptions, FanOutResult } from '../../contract/fan-out';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from '../../contract/validation';
 import { ExitCode } from '../errors';
-import { connectionOptions, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
 import { watchRun } from './runs';
 import { checkWorkflowId } from '../../client/workflow-id';
@@ -22,6 +22,7 @@ interface RunFlags extends ConnectionFlags {
   agentTimeout?: number;
   timeout?: number;
   attempts?: number;
+  budgetUsd?: number;
 }
 
 /** File options, overridden by flags. */
@@ -33,6 +34,7 @@ function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): Fan
     ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
     ...(flags.timeout === undefined ? {} : { runTimeoutMs: flags.timeout }),
     ...(flags.attempts === undefined ? {} : { retry: { ...fromFile?.retry, maximumAttempts: flags.attempts } }),
+    ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
   };
 }
 
@@ -50,6 +52,7 @@ export function runCommand(): Command {
     .option('--attempts <n>', 'attempts per agent, the first included (default 5)', wholeNumber(1, 100))
     .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
     .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
+    .option('--budget-usd <dollars>', 'once the answered calls cost this much, cancel the calls in flight and skip the rest (costBudgetUsd)', positiveNumber)
     .option('--id <workflow-id>', 'workflow id of the run (default fanout-<random>)')
     .option('--name <name>', 'a name to find the run by (fanout list --name; search attribute FanoutName)')
     .option('--watch', 'show a progress bar and live events while it runs')

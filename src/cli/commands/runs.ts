@@ -7,7 +7,7 @@ import { startLocalStack } from '../../local/local-stack';
 import { eventsQuery, progressQuery } from '../../workflows/messages';
 import { CliError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
-import { formatRunReport } from '../report';
+import { formatCost, formatRunReport } from '../report';
 import { resolveRunResult } from '../../client/payloads';
 import { storeFromEnvironment } from '../../store';
 
@@ -24,6 +24,7 @@ function formatProgress(progress: RunProgress): string {
   const states = progress.tasks.map((task) => `  ${task.state.padEnd(9)} ${task.name}${task.attempts > 1 ? ` (${task.attempts} attempts)` : ''}`);
   return [
     `${progress.done}/${progress.total} done: ok ${progress.succeeded}, failed ${progress.failed}, cancelled ${progress.cancelled}, skipped ${progress.skipped}; running ${progress.running}, pending ${progress.pending}`,
+    `cost so far: ${formatCost(progress.cost)}`,
     ...states,
   ].join('\n');
 }
