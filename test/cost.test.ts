@@ -2,8 +2,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { AgentResult } from '../src/contract/agent-task';
+import type { BatchSummary } from '../src/contract/batch';
 import { BUILT_IN_PRICES, priceFor, priceOf, pricesFromEnvironment } from '../src/pricing';
 import { progressQuery } from '../src/workflows/messages';
+import { readSink } from './support/batch-files';
 import { runCli } from './support/processes';
 import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
 
@@ -172,5 +174,29 @@ describe('costs of a run', () => {
     expect(results.stdout).toMatch(/^cost: \$0\.\d{6}$/m);
     const bad = await runCli(['run', tasks, '--budget-usd', '0', ...connection]);
     expect(bad.code).toBe(2);
+  });
+
+  it('stops a batch at --budget-usd: the items in flight are cancelled and nothing more starts', async () => {
+    const source = path.join(directory, 'batch.jsonl');
+    const prompts = ['x [sim latency=1500]', 'x [sim latency=60000]', 'x [sim latency=60000]', 'x', 'x', 'x'];
+    writeFileSync(source, prompts.map((prompt, index) => JSON.stringify({ id: `item-${index}`, prompt })).join('\n'));
+    const sink = path.join(directory, 'batch-results.jsonl');
+    const batchId = uniqueName('batch-budget');
+    const connection = ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+    const started = await runCli(['batch', 'start', source, '--out', sink, '--id', batchId, '--concurrency', '3', '--budget-usd', '0.001', '--watch', '--json', ...connection]);
+    expect(started.code).toBe(1);
+    const summary = JSON.parse(started.stdout.trim().split('\n').pop() ?? '') as BatchSummary;
+    expect(summary).toMatchObject({ stoppedBy: 'budget', succeeded: 1, failed: 0, notRun: 5 });
+    const lines = readSink(sink);
+    expect(lines.map((line) => line.id)).toEqual(['item-0']);
+    expect(lines[0].costUsd).toBe(expectedCost(lines[0] as AgentResult));
+    expect(summary.cost).toEqual({ usd: lines[0].costUsd, unpricedCalls: 0 });
+    const requests = requestsOf(batchId);
+    expect([...requests.keys()].sort()).toEqual(['item-0', 'item-1', 'item-2']);
+    expect(requests.get('item-1')?.clientClosedAt).toBeDefined();
+    expect(requests.get('item-2')?.clientClosedAt).toBeDefined();
+    const status = await runCli(['batch', 'status', batchId, ...connection]);
+    expect(status.stdout).toContain('(stopped early: budget)');
+    expect(status.stdout).toMatch(/cost \$0\.\d{6},/);
   });
 });
