@@ -14,6 +14,8 @@ export type { CodecServer, CodecServerOptions, EncryptionKey } from './codec';
 export type { FanoutWorkerOptions } from './worker';
 export { startHealthServer } from './worker-health';
 export type { HealthServer, HealthServerOptions } from './worker-health';
+export { agentMetricsInterceptor, AgentMetricName, installPrometheusRuntime, metricsEndpointFromEnvironment, prometheusRuntimeOptions } from './metrics';
+export type { AgentMetricsOptions, MetricsEndpoint } from './metrics';
 export { createActivities } from './activities';
 export type { Activities, ActivityDependencies } from './activities';
 export { createLlmClient, providerFromEnvironment } from './activities/llm-client';

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { CommanderError, type Command } from 'commander';
-import { prometheusRuntimeOptions } from '../metrics';
+import { installPrometheusRuntime } from '../metrics';
 import { ExitCode, reportError } from './errors';
 import { buildProgram } from './program';
 
@@ -9,17 +9,17 @@ import { buildProgram } from './program';
 const level = (process.env.FANOUT_LOG_LEVEL ?? 'WARN').toUpperCase() as 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 
 /** A command with `--metrics-port` (the worker) serves Prometheus metrics through the runtime: its exporter is part of it. */
-function metricsOptions(command: Command) {
+function installRuntime(command: Command): void {
+  const logger = new DefaultLogger(level);
   const port: unknown = command.getOptionValue('metricsPort');
   const host: unknown = command.getOptionValue('metricsHost');
-  return typeof port === 'number' ? prometheusRuntimeOptions({ port, host: typeof host === 'string' ? host : '0.0.0.0' }) : {};
+  if (typeof port === 'number') installPrometheusRuntime({ port, host: typeof host === 'string' ? host : '0.0.0.0' }, { logger });
+  else Runtime.install({ logger });
 }
 
 buildProgram()
   // Installed once, after parsing and before any command connects: the first connection fixes the process's runtime.
-  .hook('preAction', (_program, command) => {
-    Runtime.install({ logger: new DefaultLogger(level), ...metricsOptions(command) });
-  })
+  .hook('preAction', (_program, command) => installRuntime(command))
   .parseAsync(process.argv)
   .catch((error: unknown) => {
     if (error instanceof CommanderError) {

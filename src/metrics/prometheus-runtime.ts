@@ -1,3 +1,4 @@
+import { IllegalStateError } from '@temporalio/common';
 import { Runtime, type RuntimeOptions } from '@temporalio/worker';
 import { AGENT_CALL_DURATION_BUCKETS, AgentMetricName } from './agent-metrics';
 
@@ -50,21 +51,21 @@ export function prometheusRuntimeOptions(endpoint: MetricsEndpoint): RuntimeOpti
 
 /**
  * Installs the process's Temporal runtime with the Prometheus endpoint. Call it once, before anything in the process
- * connects to Temporal (a `NativeConnection`, a worker, a `Client` on a native connection): the first connection
- * creates the default runtime, without metrics, and a runtime cannot be installed twice.
+ * connects to Temporal (a `NativeConnection`, a worker): the first connection creates the default runtime, without
+ * metrics, and a runtime cannot be installed twice. `options` are the runtime's other settings (a logger ...).
  *
  * @example
  * installPrometheusRuntime({ port: 9464, host: '0.0.0.0' });
  * const worker = await createFanoutWorker();
  */
-export function installPrometheusRuntime(endpoint: MetricsEndpoint): Runtime {
+export function installPrometheusRuntime(endpoint: MetricsEndpoint, options: Omit<RuntimeOptions, 'telemetryOptions'> = {}): Runtime {
   try {
-    return Runtime.install(prometheusRuntimeOptions(endpoint));
+    return Runtime.install({ ...options, ...prometheusRuntimeOptions(endpoint) });
   } catch (error) {
-    throw new Error(
-      `cannot serve metrics on ${endpoint.host}:${endpoint.port}: the Temporal runtime was already created (install it before the first connection) ` +
-        `or the address is taken: ${error instanceof Error ? error.message : String(error)}`,
-      { cause: error },
-    );
+    if (error instanceof IllegalStateError) {
+      throw new Error(`cannot serve metrics: the Temporal runtime already exists; install it once, before the first connection (${error.message})`, { cause: error });
+    }
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot serve metrics on ${endpoint.host}:${endpoint.port} (FANOUT_METRICS_PORT / FANOUT_METRICS_HOST): ${reason}`, { cause: error });
   }
 }
