@@ -144,6 +144,24 @@ describe('batch', () => {
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
   });
 
+  it('stops at its token budget: nothing more starts, the calls in flight are cancelled, and a resume runs the rest', async () => {
+    const source = writeTasks(directory, 40, (index) => `budget words here [sim latency=${300 + (index % 4) * 700}]`, 'budget');
+    const sink = path.join(directory, 'budget.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 4, tokenBudget: 60 } });
+    const summary = await handle.result();
+    expect(summary.stoppedBy).toBe('budget');
+    expect(summary.tokens.total).toBeGreaterThanOrEqual(60);
+    expect(summary.notRun).toBeGreaterThan(20);
+    expect(sinkCounts(sink)).toEqual({ lines: summary.succeeded, ids: summary.succeeded, ok: summary.succeeded });
+    // The calls that were running when the budget was reached were aborted, not left to finish.
+    const closed = requestsOf(handle.batchId).filter((request) => request.clientClosedAt !== undefined);
+    expect(closed.length).toBeGreaterThan(0);
+
+    const resumed = await (await stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000 })).result();
+    expect(resumed.stoppedBy).toBeUndefined();
+    expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
+  });
+
   it('refuses a malformed task file before starting, naming the line', async () => {
     const bad = path.join(directory, 'bad.jsonl');
     require('node:fs').writeFileSync(bad, '{"id":"a","prompt":"x"}\n{"id":"b"}\n{"id":"a","prompt":"y"}\nnot json\n');
