@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
+import { QueryGate } from '../../client/query-gate';
 import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { describeError, ExitCode } from '../errors';
@@ -55,19 +56,23 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   );
   let finished: Awaited<typeof outcome> | undefined;
   void outcome.then((value) => (finished = value));
+  // Each progress query is a billed action on Temporal Cloud: query when a free describe shows the batch moved, every 5 s at most.
+  const gate = new QueryGate(handle.workflow, { minIntervalMs: 5000 });
   while (finished === undefined) {
     try {
-      const progress = await handle.progress();
-      const payload = { ok: progress.succeeded, failed: progress.failed, inFlight: progress.inFlight, rate: progress.callsPerSecond.toFixed(1), etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s` };
-      // The total is known once the first run has scanned the file; until then there is no bar to fill.
-      if (bar && !started && progress.state !== 'scanning') {
-        bar.start(progress.total, progress.done, payload);
-        started = true;
-      } else if (bar && started) {
-        bar.setTotal(progress.total);
-        bar.update(progress.done, payload);
+      if (await gate.due()) {
+        const progress = await handle.progress();
+        const payload = { ok: progress.succeeded, failed: progress.failed, inFlight: progress.inFlight, rate: progress.callsPerSecond.toFixed(1), etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s` };
+        // The total is known once the first run has scanned the file; until then there is no bar to fill.
+        if (bar && !started && progress.state !== 'scanning') {
+          bar.start(progress.total, progress.done, payload);
+          started = true;
+        } else if (bar && started) {
+          bar.setTotal(progress.total);
+          bar.update(progress.done, payload);
+        }
+        if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
       }
-      if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
     } catch {
       // between runs (continue-as-new) a query can miss; the next one answers
     }

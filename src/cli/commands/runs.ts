@@ -9,6 +9,7 @@ import { CliError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatCost, formatRunReport } from '../report';
 import { resolveRunResult } from '../../client/payloads';
+import { QueryGate } from '../../client/query-gate';
 import { storeFromEnvironment } from '../../store';
 
 const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'];
@@ -69,15 +70,19 @@ export async function watchRun(workflow: WorkflowHandle, flags: Flags): Promise<
       started = false;
     }
   };
+  // Queries are billed actions on Temporal Cloud; a free describe says whether the run moved since the last ones.
+  const gate = new QueryGate(workflow, { minIntervalMs: 2000 });
   while (!closed) {
     try {
-      await printEvents();
-      const progress = await workflow.query(progressQuery);
-      const payload = { ok: progress.succeeded, failed: progress.failed, running: progress.running };
-      if (bar && !started) {
-        bar.start(progress.total, progress.done, payload);
-        started = true;
-      } else bar?.update(progress.done, payload);
+      if (await gate.due()) {
+        await printEvents();
+        const progress = await workflow.query(progressQuery);
+        const payload = { ok: progress.succeeded, failed: progress.failed, running: progress.running };
+        if (bar && !started) {
+          bar.start(progress.total, progress.done, payload);
+          started = true;
+        } else bar?.update(progress.done, payload);
+      }
     } catch {
       // a query can miss while a workflow task is being retried; the next one answers
     }

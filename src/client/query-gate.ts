@@ -1,0 +1,35 @@
+import type { WorkflowHandle } from '@temporalio/client';
+
+/**
+ * Keeps a watcher from paying for queries that cannot tell it anything new. Temporal Cloud bills every query as an
+ * action; DescribeWorkflowExecution is free, and its history length (with the run id, which changes on
+ * continue-as-new) moves whenever anything happened in the run. So a watcher describes often and queries only when
+ * the run moved, and then at most once per `minIntervalMs`.
+ *
+ * @example
+ * const gate = new QueryGate(workflow, { minIntervalMs: 2000 });
+ * while (running) {
+ *   if (await gate.due()) render(await workflow.query(progressQuery));
+ *   await sleep(500);
+ * }
+ */
+export class QueryGate {
+  private seen: string | undefined;
+  private lastQueryAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly workflow: WorkflowHandle,
+    private readonly options: { minIntervalMs: number },
+  ) {}
+
+  /** True when the run moved since the last query that was let through and the interval has passed. */
+  async due(now: number = Date.now()): Promise<boolean> {
+    if (now - this.lastQueryAt < this.options.minIntervalMs) return false;
+    const description = await this.workflow.describe();
+    const mark = `${description.runId}:${description.historyLength}`;
+    if (mark === this.seen) return false;
+    this.seen = mark;
+    this.lastQueryAt = now;
+    return true;
+  }
+}
