@@ -161,7 +161,7 @@ async function spawnWorker(label: string, command: string[], env: NodeJS.Process
 
 function oursWorker(server: DevServer, simulator: Simulator, name: string): Promise<WorkerProcess> {
   const taskQueue = `ours-${name}-${Date.now()}`;
-  return spawnWorker(`ours-${name}`, [CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /worker polling/);
+  return spawnWorker(`ours-${name}`, [CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}) }, /worker polling/);
 }
 
 function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
