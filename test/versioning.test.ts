@@ -1,0 +1,130 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { temporal } from '@temporalio/proto';
+import { createLlmClient } from '../src/activities/llm-client';
+import { FanoutClient } from '../src/client/fanout-client';
+import { createFanoutWorker } from '../src/worker';
+import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
+import { decodePayload } from './support/history';
+import { ROOT } from './support/paths';
+import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+/**
+ * A deploy while a batch is in flight: the batch starts on the workflow code from before the `batch-progress-memo` patch,
+ * its worker stops half-way, and a worker with the current code replays the run's history and finishes it.
+ * CONTRIBUTING.md, "Changing workflow code".
+ */
+/** The last commit of src/workflows/batch.ts before the patch; delete this test when the patch is deprecated. */
+const BEFORE_PATCH = 'b6324a738a872a903c38afaa75e3a120a7f38ff7';
+const PATCH_ID = 'batch-progress-memo';
+const EventType = temporal.api.enums.v1.EventType;
+
+let servers: TestServers;
+let scratch: string;
+let oldBundle: string;
+
+/** The workflow bundle of src/ as it was at `commit`, built from a `git archive` of it beside this checkout's node_modules. */
+async function bundleAt(commit: string): Promise<string> {
+  const archive = path.join(scratch, 'src.tar');
+  try {
+    execFileSync('git', ['-C', ROOT, 'archive', '--output', archive, commit, 'src'], { stdio: 'pipe' });
+  } catch (error) {
+    throw new Error(
+      `the workflow code from before the patch (commit ${commit}) is not in this clone; fetch the full history ` +
+        `(git fetch --unshallow; fetch-depth: 0 in CI): ${String((error as { stderr?: Buffer }).stderr ?? error)}`,
+    );
+  }
+  execFileSync('tar', ['-xf', archive, '-C', scratch]);
+  symlinkSync(path.join(ROOT, 'node_modules'), path.join(scratch, 'node_modules'));
+  const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error };
+  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(scratch, 'src', 'workflows', 'index.ts'), logger: quiet });
+  const file = path.join(scratch, 'workflow-bundle.old.js');
+  writeFileSync(file, code);
+  return file;
+}
+
+/** The id of the patch a marker event records (the SDK's `core_patch` marker), if it is one. */
+function patchIdOf(event: temporal.api.history.v1.IHistoryEvent): string | undefined {
+  const attributes = event.markerRecordedEventAttributes;
+  if (attributes?.markerName !== 'core_patch') return undefined;
+  return (decodePayload(attributes.details?.['patch-data']?.payloads?.[0]) as { id?: string } | undefined)?.id;
+}
+
+/** A worker in this process on `taskQueue` running the workflow bundle at `bundle`. */
+async function startWorker(taskQueue: string, bundle: string, identity: string): Promise<{ stop(): Promise<void> }> {
+  const worker = await createFanoutWorker({
+    connection: servers.server.nativeConnection,
+    taskQueue,
+    identity,
+    workflowBundlePath: bundle,
+    heartbeatThrottleMs: 300,
+    shutdownGraceMs: 5_000,
+    activities: { llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: 'test-key' }) },
+  });
+  const running = worker.run();
+  return {
+    stop: async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running;
+    },
+  };
+}
+
+beforeAll(async () => {
+  scratch = mkdtempSync(path.join(tmpdir(), 'fanout-versioning-'));
+  [servers, oldBundle] = await Promise.all([startTestServers({ simulator: { latency: { minMs: 200, maxMs: 300 } } }), bundleAt(BEFORE_PATCH)]);
+});
+
+afterAll(async () => {
+  await servers?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+describe('deploying a patched batch workflow while a batch runs', () => {
+  it('finishes a batch started on the old code on a worker with the new code, every id once in the sink', async () => {
+    const newBundle = process.env.FANOUT_WORKFLOW_BUNDLE;
+    if (!newBundle) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
+    const taskQueue = uniqueName('tq');
+    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+    const directory = batchDirectory();
+    const source = writeTasks(directory, 40, (index) => `item ${index}`, 'deploy');
+    const sink = path.join(directory, 'deploy.out.jsonl');
+
+    const oldWorker = await startWorker(taskQueue, oldBundle, 'old-code');
+    let newWorker: { stop(): Promise<void> } | undefined;
+    try {
+      const handle = await client.startBatch({ source, sink, options: { concurrency: 4, pageSize: 10, flushEvery: 4 } });
+      await waitFor('the old worker to finish about a third of the batch', async () => (await handle.progress()).done >= 12);
+      await oldWorker.stop();
+      // No worker answers queries now: the simulator says how far the old worker got.
+      const answered = () => servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
+      expect(answered().length).toBeGreaterThanOrEqual(12);
+      expect(answered().length).toBeLessThan(40);
+      // The old code does not know the patch: nothing of it in the run so far.
+      expect((await handle.workflow.describe()).memo?.progress).toBeUndefined();
+
+      newWorker = await startWorker(taskQueue, newBundle, 'new-code');
+      const summary = await handle.result();
+
+      expect(summary).toMatchObject({ total: 40, succeeded: 40, failed: 0, notRun: 0, runs: 1 });
+      expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
+      const events = (await handle.workflow.fetchHistory()).events ?? [];
+      // One run, worked on by both workers, and no workflow task of it failed (a nondeterminism error fails one).
+      const workers = new Set(events.map((event) => event.workflowTaskStartedEventAttributes?.identity).filter(Boolean));
+      expect([...workers].sort()).toEqual(['new-code', 'old-code']);
+      expect(events.filter((event) => event.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)).toEqual([]);
+      // The new worker took the patched branch once the run went live on it: a marker, then progress in the memo.
+      const marker = events.findIndex((event) => patchIdOf(event) === PATCH_ID);
+      expect(marker).toBeGreaterThan(events.findIndex((event) => event.workflowTaskStartedEventAttributes?.identity === 'new-code'));
+      expect((await handle.workflow.describe()).memo?.progress).toEqual({ total: 40, done: 40, failed: 0, runs: 1 });
+    } finally {
+      await oldWorker.stop();
+      await newWorker?.stop();
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+});
