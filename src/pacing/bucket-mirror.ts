@@ -16,6 +16,12 @@ export interface BucketSnapshot {
  * next, so its cost is kept against the new reading. Counting one twice for a moment only makes the pacer careful.
  */
 const TRANSIT_MS = 100;
+/**
+ * Half-life of the estimate of other clients' use while no reading confirms it, ms. A wrong estimate cannot hold a key
+ * back for long: it fades unless new readings renew it.
+ */
+const OTHERS_HALF_LIFE_MS = 5000;
+const OTHERS_DECAY_PER_MS = Math.LN2 / OTHERS_HALF_LIFE_MS;
 
 /**
  * A provider's request or token bucket as one process believes it is: the last reading of the provider's headers, refilled
@@ -46,18 +52,30 @@ export class BucketMirror {
     return this.limitPerMinute / 60_000;
   }
 
-  /** Refill net of other clients, never quite zero so a wrong estimate cannot stall the key for good. */
-  private get netRefillPerMs(): number {
-    return Math.max(this.refillPerMs * 0.05, this.refillPerMs - this.othersPerMs);
+  /** Other clients' use now: the estimate at the last reading, fading since. */
+  private othersAt(now: number): number {
+    return this.othersPerMs * Math.exp(-OTHERS_DECAY_PER_MS * Math.max(0, now - this.baseAt));
   }
 
   level(now: number): number {
-    return Math.min(this.capacity, this.base + (now - this.baseAt) * this.netRefillPerMs) - this.debits;
+    const elapsed = Math.max(0, now - this.baseAt);
+    // Refill since the reading, less the (fading) use of others: the integral of refill - others * e^(-kt).
+    const othersUsed = (this.othersPerMs * (1 - Math.exp(-OTHERS_DECAY_PER_MS * elapsed))) / OTHERS_DECAY_PER_MS;
+    return Math.min(this.capacity, this.base + elapsed * this.refillPerMs - othersUsed) - this.debits;
   }
 
-  take(amount: number, now: number): void {
+  /** Takes an admitted request's cost out. Returns a handle to tell the mirror when the request was answered. */
+  take(amount: number, now: number): object {
+    const debit = { at: now, amount };
     this.debits += amount;
-    this.recent.push({ at: now, amount });
+    this.recent.push(debit);
+    return debit;
+  }
+
+  /** The request of `debit` was answered: the provider had counted it by then, so readings from now on include it. */
+  arrived(debit: object): void {
+    const index = this.recent.indexOf(debit as { at: number; amount: number });
+    if (index >= 0) this.recent.splice(index, 1);
   }
 
   give(amount: number): void {
@@ -72,8 +90,9 @@ export class BucketMirror {
     const elapsed = now - this.baseAt;
     if (elapsed >= 50) {
       const alone = Math.min(this.capacity, this.base + elapsed * this.refillPerMs) - this.debits;
-      const sample = Math.max(0, alone - reading.remaining) / elapsed;
-      this.othersPerMs = 0.7 * this.othersPerMs + 0.3 * Math.min(sample, this.refillPerMs);
+      // Headers count whole units: what is left may be up to one more than they say (which matters in a small bucket).
+      const sample = Math.max(0, alone - reading.remaining - 1) / elapsed;
+      this.othersPerMs = 0.7 * this.othersAt(now) + 0.3 * Math.min(sample, this.refillPerMs);
     }
     this.limitPerMinute = reading.limit;
     this.capacity = BucketMirror.capacityOf(reading);
@@ -92,7 +111,8 @@ export class BucketMirror {
   msUntil(cost: number, headroom: number, now: number): number {
     const needed = Math.min(cost, this.capacity) + this.reserve(cost, headroom);
     const deficit = needed - this.level(now);
-    return deficit <= 0 ? 0 : deficit / this.netRefillPerMs;
+    // At today's net refill: an upper bound, as others' estimated use fades (callers look again soon anyway).
+    return deficit <= 0 ? 0 : deficit / Math.max(this.refillPerMs * 0.05, this.refillPerMs - this.othersAt(now));
   }
 
   snapshot(now: number): BucketSnapshot {
@@ -100,7 +120,7 @@ export class BucketMirror {
       limitPerMinute: this.limitPerMinute,
       remaining: Math.max(0, Math.floor(this.level(now))),
       capacity: Math.round(this.capacity),
-      othersPerMinute: Math.round(this.othersPerMs * 60_000),
+      othersPerMinute: Math.round(this.othersAt(now) * 60_000),
     };
   }
 }

@@ -74,6 +74,11 @@ const MAX_CHANGES = 20;
 const MIN_PAUSE_MS = 100;
 /** When the estimate says "wait", look again at least this often (responses may correct the estimate sooner). */
 const MAX_RECHECK_MS = 500;
+/**
+ * With nothing in flight, no response can correct the estimate: after this long without one, a call goes anyway, to
+ * read the provider's headers afresh (at worst it gets a 429 and its Retry-After).
+ */
+const STALE_MS = 2000;
 
 interface Waiter {
   tokens: number;
@@ -93,6 +98,7 @@ export class KeyPacer {
   private inFlight = 0;
   private seq = 0;
   private pausedUntil = 0;
+  private lastEventAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private admitted = 0;
   private rateLimited = 0;
@@ -149,12 +155,10 @@ export class KeyPacer {
   private waitFor(waiter: Waiter, now: number): number {
     if (this.inFlight >= this.limit) return Number.POSITIVE_INFINITY;
     const { headroom } = this.options;
-    return Math.max(
-      this.pausedUntil - now,
-      this.requests?.msUntil(1, headroom, now) ?? 0,
-      this.tokens?.msUntil(waiter.tokens, headroom, now) ?? 0,
-      0,
-    );
+    const paused = this.pausedUntil - now;
+    const mirrored = Math.max(this.requests?.msUntil(1, headroom, now) ?? 0, this.tokens?.msUntil(waiter.tokens, headroom, now) ?? 0);
+    const stale = this.inFlight === 0 ? Math.max(0, this.lastEventAt + STALE_MS - now) : Number.POSITIVE_INFINITY;
+    return Math.max(paused, Math.min(mirrored, stale), 0);
   }
 
   private pump(): void {
@@ -178,12 +182,12 @@ export class KeyPacer {
 
   private admit(waiter: Pick<Waiter, 'tokens' | 'enqueuedAt'>, now: number): Permit {
     const seq = ++this.seq;
+    this.lastEventAt = now;
     // Growing is earned only by requests that had to fill the limit (TCP's "cwnd-limited" rule).
     const limitBound = this.inFlight + 1 >= this.limit;
     this.inFlight += 1;
     this.admitted += 1;
-    this.requests?.take(1, now);
-    this.tokens?.take(waiter.tokens, now);
+    const debits = [this.requests?.take(1, now), this.tokens?.take(waiter.tokens, now)];
     const waitedMs = now - waiter.enqueuedAt;
     this.waitedMs += waitedMs;
     let released = false;
@@ -193,6 +197,10 @@ export class KeyPacer {
         if (released) return;
         released = true;
         this.inFlight -= 1;
+        if (outcome.kind !== 'abandoned') {
+          if (debits[0]) this.requests?.arrived(debits[0]);
+          if (debits[1]) this.tokens?.arrived(debits[1]);
+        }
         this.finish(outcome, waiter.tokens, seq, limitBound);
         this.pump();
       },
@@ -219,6 +227,7 @@ export class KeyPacer {
 
   private finish(outcome: PacedOutcome, reservedTokens: number, seq: number, limitBound: boolean): void {
     const now = this.options.now();
+    this.lastEventAt = now;
     const reading = outcome.kind === 'abandoned' ? {} : readRateLimitHeaders(outcome.headers);
     const fresh = reading.requests !== undefined || reading.tokens !== undefined;
     if (fresh) this.observe(reading, now);
