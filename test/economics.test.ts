@@ -8,7 +8,7 @@ import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { createFanoutWorker } from '../src/worker';
 import { pendingActivities } from './support/history';
 import { difference, startMeteredServer, total, type MeteredServer } from './support/metered-server';
-import { spawnWorker, type WorkerProcess } from './support/processes';
+import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -105,6 +105,19 @@ describe('billable Temporal actions per agent call', () => {
     expect(siblings).toHaveLength(3);
     for (const sibling of siblings) expect((sibling.clientClosedAt ?? Number.POSITIVE_INFINITY) - failedAt).toBeLessThanOrEqual(3000);
     expect(await pendingActivities(handle.workflow)).toBe(0);
+  });
+
+  it('lets `fanout watch` query a run only when it moved, not twice a second', async () => {
+    const handle = await client.startParallel(Array.from({ length: 5 }, (_, index) => task(`watched-${index}`, 'latency=8000')));
+    const before = await settledActions();
+    const watched = await runCli(['watch', handle.workflowId, '--address', server.address, '--json']);
+    expect(watched.code).toBe(0);
+    expect(watched.stdout).toContain('run-finished');
+
+    const spent = difference(await settledActions(), before);
+    // Two queries (events, progress) each time the history moved, at most every 2 s, and one for the last events:
+    // an 8 s run moves at its start and as its calls finish. Twice a second would be 32 or more.
+    expect(spent.grpc_QueryWorkflow ?? 0).toBeLessThanOrEqual(12);
   });
 
   it('retries the call of a SIGKILLed worker on another worker well before agentTimeoutMs, without heartbeats', async () => {
