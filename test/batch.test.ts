@@ -1,3 +1,5 @@
+import { existsSync, renameSync } from 'node:fs';
+import { describeError } from '../src/cli/errors';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
@@ -160,6 +162,40 @@ describe('batch', () => {
     const resumed = await (await stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000 })).result();
     expect(resumed.stoppedBy).toBeUndefined();
     expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
+  });
+
+  it('fails with SourceChanged, keeping what it finished, when the task file is rewritten under it', async () => {
+    const source = writeTasks(directory, 60, () => 'x [sim latency=300]', 'changing');
+    const sink = path.join(directory, 'changing.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2, flushEvery: 2 } });
+    await waitFor('a few results', async () => (await handle.progress()).done >= 4, { timeoutMs: 30_000 });
+    // Same offsets, other ids: an item reading its line now finds a task the page never named.
+    writeTasks(directory, 60, () => 'x [sim latency=300]', 'changinG');
+    renameSync(path.join(directory, 'changinG-60.jsonl'), source);
+    const failure = await handle.result().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(describeError(failure)).toContain('changed while the batch ran');
+    // What finished before is in the sink, and the spool is gone.
+    expect(sinkCounts(sink).ok).toBeGreaterThanOrEqual(4);
+    expect(existsSync(`${sink}.parts`)).toBe(false);
+  });
+
+  it('recovers the flushed results of a terminated batch into its sink when its status is asked', async () => {
+    const source = writeTasks(directory, 80, () => 'x [sim latency=250]', 'terminated');
+    const sink = path.join(directory, 'terminated.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 4, flushEvery: 4 } });
+    await waitFor('a few flushes', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
+    await handle.workflow.terminate('operator stopped it');
+    expect(existsSync(sink)).toBe(false);
+    const recovered = await stack.client.recoverStoppedBatch(handle.batchId);
+    expect(recovered?.sink).toBe(sink);
+    const counts = sinkCounts(sink);
+    expect(counts.ok).toBeGreaterThanOrEqual(8);
+    expect(counts.ids).toBe(counts.lines);
+    expect(existsSync(`${sink}.parts`)).toBe(false);
+    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    expect(resumed.alreadyOk).toBe(counts.ok);
+    expect(sinkCounts(sink)).toEqual({ lines: 80, ids: 80, ok: 80 });
   });
 
   it('refuses a malformed task file before starting, naming the line', async () => {
