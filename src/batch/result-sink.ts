@@ -71,6 +71,8 @@ export async function assembleSink(storage: ObjectStorage, sink: string, spool: 
   if (present.length === 0 && count > 0 && (await storage.size(sink)) !== undefined) return (await storage.size(sink)) ?? 0;
   const bytes = await storage.writeStream(sink, segmentsIn(storage, spool, count));
   await storage.removeTree(spool);
+  // The `<sink>.parts` directory goes too once no other run's spool is in it (S3 prefixes vanish by themselves).
+  if ((await storage.list(spoolRoot(sink))).length === 0) await storage.removeTree(spoolRoot(sink));
   return bytes;
 }
 
