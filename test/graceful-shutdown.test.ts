@@ -126,7 +126,7 @@ it('cancels calls still running when the grace period ends, and another worker r
     // The first attempt was aborted when the grace ran out, before its 3 s were up; the retry came after the exit.
     expect(first.clientClosedAt).toBeDefined();
     expect(first.respondedAt).toBeUndefined();
-    expect(exitedAt).toBeLessThan(first.arrivedAt + CALL_MS);
+    expect(first.clientClosedAt as number).toBeLessThan(first.arrivedAt + CALL_MS);
     expect(second.attempt).toBe(2);
     expect(second.arrivedAt).toBeGreaterThan(exitedAt);
     expect(more).toEqual([]);
