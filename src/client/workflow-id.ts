@@ -7,7 +7,6 @@ export const MAX_WORKFLOW_ID_LENGTH = 1000;
 export function checkWorkflowId(id: string, what = 'the workflow id'): string {
   if (id.trim() === '') throw new InvalidInputError([{ path: what, message: 'must not be empty' }]);
   if (id.length > MAX_WORKFLOW_ID_LENGTH) throw new InvalidInputError([{ path: what, message: `is ${id.length} characters; the limit is ${MAX_WORKFLOW_ID_LENGTH}` }]);
-  // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f]/.test(id)) throw new InvalidInputError([{ path: what, message: 'must not contain control characters' }]);
   return id;
 }
