@@ -68,7 +68,11 @@ async function* segmentsIn(storage: ObjectStorage, spool: string, count: number)
  */
 export async function assembleSink(storage: ObjectStorage, sink: string, spool: string, count: number): Promise<number> {
   const present = (await storage.list(spool)).filter(isSegment);
-  if (present.length === 0 && count > 0 && (await storage.size(sink)) !== undefined) return (await storage.size(sink)) ?? 0;
+  if (present.length === 0 && count > 0) {
+    // The spool is gone: a repeated finish after an earlier one assembled the sink and removed it.
+    const assembled = await storage.size(sink);
+    if (assembled !== undefined) return assembled;
+  }
   const bytes = await storage.writeStream(sink, segmentsIn(storage, spool, count));
   await storage.removeTree(spool);
   // The `<sink>.parts` directory goes too once no other run's spool is in it (S3 prefixes vanish by themselves).
