@@ -319,8 +319,8 @@ per call for 10 s calls (5.9 of them heartbeats), 7.8 for a batch with \`--watch
 ${actions || '(not run: BENCH_ECONOMICS_PARTS)'}
 
 Reading it: a fan-out costs one action to start plus one per call, whatever the calls' length. A batch adds its scan, page
-reads, flushes and finishing activities (each of those still sends one heartbeat as it starts); over 2,000 items that is
-1.04 per call (below). \`fanout watch\` costs a few queries a run instead of two every half second, a cancelled call one
+reads, flushes and finishing activities, and a memo update per flush (none of them heartbeats unless it runs over 3 s);
+over 2,000 items that is about 1.04 per call (below). \`fanout watch\` costs a few queries a run instead of two every half second, a cancelled call one
 heartbeat, and a lost worker's call the one retry it needs.
 
 ### Pacing at the provider's limit

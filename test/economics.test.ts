@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import type { Worker } from '@temporalio/worker';
@@ -70,6 +73,20 @@ describe('billable Temporal actions per agent call', () => {
     // Before: a heartbeat every 2 s reached the server, about 5 per call. Now: the workflow start and one start per call.
     expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
     expect(total(spent)).toBeLessThanOrEqual(1.5 * tasks.length);
+  });
+
+  it('costs at most 1.5 actions per item for a batch of 20, its page reads and flushes included, with no heartbeat', async () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'economics-batch-'));
+    const source = path.join(directory, 'tasks.jsonl');
+    writeFileSync(source, `${Array.from({ length: 20 }, (_, index) => JSON.stringify(task(`item-${index}`, 'latency=200'))).join('\n')}\n`);
+    const before = await settledActions();
+    const handle = await client.startBatch({ source, sink: path.join(directory, 'out.jsonl'), options: { concurrency: 20 } });
+    expect(await handle.result()).toMatchObject({ succeeded: 20, failed: 0 });
+
+    const spent = difference(await settledActions(), before);
+    // The workflow start, 20 item calls, and the scan, a page read, a flush and the finish: no heartbeat from any of them.
+    expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
+    expect(total(spent)).toBeLessThanOrEqual(1.5 * 20);
   });
 
   it('aborts every in-flight request of a cancelled run within 3 s, for one heartbeat per call', async () => {

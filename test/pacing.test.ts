@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import OpenAI from 'openai';
@@ -10,6 +13,8 @@ import { Pacer, resolvePacerOptions } from '../src/pacing/pacer';
 import { parseResetDuration, readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import type { SimulatorConfigInput } from '../src/sim/config';
+import { eventsQuery } from '../src/workflows/messages';
+import { runCli } from './support/processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 
 function headers(values: Record<string, string | number>): Headers {
@@ -32,6 +37,8 @@ async function settled(promise: Promise<unknown>): Promise<boolean> {
 }
 
 const never = new AbortController().signal;
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 describe('reading the provider\'s rate-limit headers', () => {
   it('reads OpenAI\'s durations: 6m0s, 20ms, 1.5s, 1h2m3.5s, and bare seconds', () => {
@@ -213,6 +220,39 @@ describe('rate limits and attempts in a fan-out on a real dev server', () => {
     const tasks = Array.from({ length: 10 }, (_, index) => ({ id: `limited-${index}`, prompt: `limited ${index}` }));
     const { results } = await stack.client.runParallel(tasks, { retry: { maximumAttempts: 1 } });
     expect(results.map((result) => [result.status, result.attempts])).toEqual(tasks.map(() => ['ok', 1]));
+  });
+
+  it('shows the pacing in the run\'s progress and events: the limit, the provider\'s limits, and a 429\'s move', async () => {
+    const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `paced-${index}`, prompt: `paced ${index}${index === 0 ? ' [sim fault=429 times=1 retry-after=0]' : ''}` }));
+    const handle = await stack.client.startParallel(tasks);
+    await handle.result();
+    const progress = await handle.progress();
+    expect(progress.pacing?.keys).toHaveLength(1);
+    const [key] = progress.pacing?.keys ?? [];
+    expect(key).toMatchObject({ model: 'gpt-4o-mini', worker: stack.worker.options.identity, requests: { limitPerMinute: 120 } });
+    expect(key.rateLimited).toBeGreaterThanOrEqual(1);
+    expect(progress.pacing?.moves).toEqual(expect.arrayContaining([expect.objectContaining({ reason: expect.stringContaining('429'), to: expect.any(Number) })]));
+    const move = progress.pacing?.moves.find((candidate) => candidate.reason.includes('429'));
+    expect(move && move.to < move.from).toBe(true);
+    const page = await handle.workflow.query(eventsQuery, 0);
+    expect(page.events.filter((event) => event.type === 'pacing').map((event) => event.detail)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^gpt-4o-mini concurrency limit \d+ → \d+ \(429 from the provider/)]),
+    );
+  });
+
+  it('shows the pacing in `batch status`: the limit per worker and model, the provider\'s limits, its moves', async () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'pacing-batch-'));
+    const source = path.join(directory, 'tasks.jsonl');
+    const lines = Array.from({ length: 8 }, (_, index) => JSON.stringify({ id: `b${index}`, prompt: `batch ${index}${index === 2 ? ' [sim fault=429 times=1 retry-after=0]' : ''}` }));
+    writeFileSync(source, `${lines.join('\n')}\n`);
+    const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'out.jsonl'), options: { concurrency: 4 } });
+    await handle.result();
+    const cli = await runCli(['batch', 'status', handle.batchId, '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+    expect(cli.stderr).toBe('');
+    expect(cli.stdout).toMatch(new RegExp(`pacing:\\n +gpt-4o-mini on ${escape(String(stack.worker.options.identity))}: concurrency limit \\d+ \\(in flight \\d+, queued \\d+\\), requests 120/min \\(about \\d+ left now\\), 429s [1-9]`));
+    expect(cli.stdout).toMatch(/gpt-4o-mini concurrency limit \d+ → \d+ \(429 from the provider/);
+    const json = JSON.parse((await runCli(['batch', 'status', handle.batchId, '--json', '--address', servers.server.address, '--task-queue', stack.taskQueue])).stdout);
+    expect(json.pacing.keys[0]).toMatchObject({ model: 'gpt-4o-mini', requests: { limitPerMinute: 120 } });
   });
 
   it('still stops a real failure at maximumAttempts', async () => {

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { APIError } from 'openai';
@@ -8,6 +9,7 @@ import { integerFromEnvironment } from '../config/environment';
 import type { PacedOutcome, Permit } from '../pacing/key-pacer';
 import { defaultPacer, type Pacer } from '../pacing/pacer';
 import { pacerKeyOf } from '../pacing/provider-key';
+import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
 import { watchdogFor } from '../watchdog';
 import type { ChatClient } from './llm-client';
@@ -56,6 +58,15 @@ export function attemptBudget(startToCloseMs: number, workerWaitMs: number): { r
 }
 
 /** Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. */
+/** The worker's identity (what `batch status` names a pacer by). */
+function workerIdentity(context: Context): string {
+  try {
+    return context.client.options.identity ?? `${process.pid}@${hostname()}`;
+  } catch {
+    return `${process.pid}@${hostname()}`; // a test environment without a worker
+  }
+}
+
 function keepInTouch(context: Context, intervalMs: number): () => void {
   const { info } = context;
   let client;
@@ -171,6 +182,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
         }
         const usage = completion.usage;
         release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (usage?.completion_tokens ?? 0) });
+        const pacing = keyPacer && info.workflowExecution ? pacingReport(info.workflowExecution.workflowId, workerIdentity(context), keyPacer) : undefined;
         return {
           output: choice.message.content ?? '',
           finishReason: choice.finish_reason ?? null,
@@ -180,6 +192,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
             : undefined,
           attempt,
           durationMs: Math.round(dependencies.clock() - startedAt),
+          ...(pacing ? { pacing } : {}),
         };
       } catch (error) {
         if (error instanceof ApplicationFailure) throw error;

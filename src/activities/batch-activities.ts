@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
+import type { PacingReport } from '../contract/pacing';
 import { FailureType } from '../contract/failure-types';
 import { segmentName } from '../contract/location';
 import { InvalidInputError } from '../contract/validation';
@@ -17,19 +18,21 @@ function invalid(error: InvalidInputError): ApplicationFailure {
 }
 
 /**
- * Heartbeats every second while `work` runs, so a worker that dies mid-way is noticed within the activity's
- * short heartbeat timeout instead of its start-to-close timeout.
+ * Heartbeats every 3 s while `work` runs, so a worker that dies mid-way is noticed within the activity's short heartbeat
+ * timeout (10 s) instead of its start-to-close timeout. The first heartbeat waits those 3 s too: the heartbeat timeout
+ * already runs from the start, and most page reads and flushes end sooner, so they cost no heartbeat (a billed action).
  */
 async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
   const context = Context.current();
-  context.heartbeat();
-  const timer = setInterval(() => context.heartbeat(), 1000);
+  const timer = setInterval(() => context.heartbeat(), STORAGE_HEARTBEAT_MS);
   try {
     return await work();
   } finally {
     clearInterval(timer);
   }
 }
+
+const STORAGE_HEARTBEAT_MS = 3000;
 
 /** Maps what batch I/O throws to failures with stable types: bad input and changed files are never retried. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {
@@ -83,6 +86,8 @@ export interface BatchItemResult {
   lineRef?: string;
   /** Bytes of the line in the sink. */
   bytes: number;
+  /** The worker's pacing, when it moved or was last reported over 5 s ago (see AgentCallResult). */
+  pacing?: PacingReport;
 }
 
 /** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
@@ -130,7 +135,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       };
       const text = JSON.stringify(line);
       const bytes = Buffer.byteLength(text, 'utf8') + 1;
-      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes };
+      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes, ...(call.pacing ? { pacing: call.pacing } : {}) };
       if (bytes <= input.inlineLineBytes) return { ...summary, line };
       const lineRef = await mapped(() => writeItemLine(storage, input.spool, segmentName(task.id), text));
       return { ...summary, lineRef };

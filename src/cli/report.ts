@@ -1,3 +1,4 @@
+import { describeMove, type PacingStatus } from '../contract/pacing';
 import type { AgentResult } from '../contract/agent-task';
 import type { FanOutResult } from '../contract/fan-out';
 import type { RunCost } from '../contract/metrics';
@@ -55,4 +56,22 @@ export function formatRunReport(result: FanOutResult, options: { outputWidth?: n
   ];
   if (result.stoppedBy) lines.push(`stopped early: ${result.stoppedBy}`);
   return lines.join('\n');
+}
+
+/** A workflow's pacing in lines: each worker's limit per model, then its last moves (empty when nothing was paced). */
+export function formatPacing(pacing: PacingStatus | undefined, indent = ''): string[] {
+  if (!pacing || pacing.keys.length === 0) return [];
+  const left = (bucket: { limitPerMinute: number; remaining: number } | undefined, what: string) =>
+    bucket ? `, ${what} ${bucket.limitPerMinute}/min (about ${bucket.remaining} left now)` : '';
+  const lines = [`${indent}pacing:`];
+  for (const key of pacing.keys) {
+    lines.push(
+      `${indent}  ${key.model} on ${key.worker}: concurrency limit ${key.concurrencyLimit} (in flight ${key.inFlight}, queued ${key.queued})` +
+        `${left(key.requests, 'requests')}${left(key.tokens, 'tokens')}, 429s ${key.rateLimited}`,
+    );
+  }
+  for (const move of pacing.moves.slice(-5)) {
+    lines.push(`${indent}  ${new Date(move.at).toISOString().slice(11, 19)} ${describeMove(move)}`);
+  }
+  return lines;
 }

@@ -1,3 +1,4 @@
+import type { PacingReport } from './pacing';
 import { z } from 'zod';
 import { MAX_TASK_ID_LENGTH } from './limits';
 import { payloadRefSchema, type PayloadRef } from './payload-ref';
@@ -55,6 +56,8 @@ export interface AgentCallResult {
   costUsd?: number;
   /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
   unpriced?: boolean;
+  /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */
+  pacing?: PacingReport;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';

@@ -1,3 +1,4 @@
+import type { PacingStatus } from './pacing';
 import { z } from 'zod';
 import type { AgentResult } from './agent-task';
 import type { RunCost } from './metrics';
@@ -105,6 +106,8 @@ export interface BatchState {
   runs: number;
   largestRunHistory: number;
   stoppedBy?: BatchStopReason;
+  /** The workers' pacing as the items' results reported it (carried, so a status after a continue-as-new still shows it). */
+  pacing?: PacingStatus;
 }
 
 /** Why a batch stopped before running every item: a failure under fail-fast, or its token or cost budget reached. */
@@ -129,6 +132,8 @@ export interface BatchProgress {
   runs: number;
   historyLength: number;
   elapsedMs: number;
+  /** The workers' pacing of the batch's calls: each worker's concurrency limit per model, and its last moves. */
+  pacing?: PacingStatus;
 }
 
 /** What `batch` returns. Results are in the sink, not here. */
@@ -150,4 +155,6 @@ export interface BatchSummary {
   /** Size of the sink when the batch ended, bytes. */
   sinkBytes?: number;
   stoppedBy?: BatchStopReason;
+  /** The workers' pacing of the batch's calls when it ended (see BatchProgress). */
+  pacing?: PacingStatus;
 }

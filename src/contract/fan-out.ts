@@ -1,3 +1,4 @@
+import type { PacingStatus } from './pacing';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentResult } from './agent-task';
 import { MAX_TASKS_PER_FAN_OUT } from './limits';
@@ -45,5 +46,7 @@ export interface RunProgress {
   pending: number;
   /** Spend of the calls answered so far. */
   cost: RunCost;
+  /** The workers' pacing of the run's calls: each worker's concurrency limit per model, and its last moves. */
+  pacing?: PacingStatus;
   tasks: { id: string; name: string; state: TaskState; attempts: number }[];
 }

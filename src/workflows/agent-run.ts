@@ -5,6 +5,7 @@ import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
 import { FailureType } from '../contract/failure-types';
+import { describeMove, recordPacing, type PacingStatus } from '../contract/pacing';
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
@@ -30,6 +31,8 @@ export class AgentRun {
   /** US dollars of the answered calls whose model has a price, and how many answered calls had none. */
   costUsd = 0;
   unpricedCalls = 0;
+  /** The workers' pacing of this run's calls, as their results reported it. */
+  readonly pacing: PacingStatus = { keys: [], moves: [] };
   /** What the Temporal UI shows for the run (its "current details"), before the spend so far. */
   private summary = '';
   private readonly events: RunEvent[] = [];
@@ -127,6 +130,7 @@ export class AgentRun {
         ]),
       );
       result = succeeded(task, call, Date.now() - startedAt);
+      if (call.pacing) for (const move of recordPacing(this.pacing, call.pacing)) this.emit('pacing', task.id, describeMove(move));
     } catch (error) {
       result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
       if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
@@ -183,6 +187,7 @@ export class AgentRun {
       running,
       pending,
       cost: { usd: this.costUsd, unpricedCalls: this.unpricedCalls },
+      ...(this.pacing.keys.length > 0 ? { pacing: this.pacing } : {}),
       tasks: this.tasks.map((task, index) => ({
         id: task.id,
         name: task.name ?? task.id,

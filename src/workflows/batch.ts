@@ -18,6 +18,7 @@ import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgre
 import { FailureType } from '../contract/failure-types';
 import { roundUsd } from '../contract/metrics';
 import { childOf } from '../contract/location';
+import { recordPacing } from '../contract/pacing';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../contract/payload-ref';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateBatchInput } from '../contract/validation';
@@ -33,7 +34,7 @@ const HISTORY_CEILING = 10_240;
 const FLUSH_BYTES = 512 * 1024;
 
 /**
- * Source and sink I/O heartbeats every second, so a lost worker's page read or flush is retried within seconds. Retries
+ * Source and sink I/O heartbeats every 3 s once it has run that long, so a lost worker's page read or flush is retried within seconds. Retries
  * are bounded (`storageAttempts`, by default about a minute and a half of trying): a store that keeps failing ends the
  * batch FAILED with its error, never a batch that retries forever.
  */
@@ -122,6 +123,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       runs: state.runs,
       historyLength: workflowInfo().historyLength,
       elapsedMs,
+      ...(state.pacing ? { pacing: state.pacing } : {}),
     };
   });
 
@@ -246,6 +248,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
         state.tokens.total += done.usage?.totalTokens ?? 0;
         cost.usd = roundUsd(cost.usd + (done.costUsd ?? 0));
         if (done.unpriced) cost.unpricedCalls += 1;
+        if (done.pacing) recordPacing((state.pacing ??= { keys: [], moves: [] }), done.pacing);
         pending.push(done.line ? { line: done.line } : { lineRef: done.lineRef as string });
         pendingBytes += done.bytes;
       } catch (error) {
@@ -317,5 +320,6 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     largestRunHistory: state.largestRunHistory,
     sinkBytes,
     stoppedBy: state.stoppedBy,
+    ...(state.pacing ? { pacing: state.pacing } : {}),
   };
 }

@@ -6,7 +6,7 @@ import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/b
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { describeError, ExitCode } from '../errors';
 import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
-import { formatCost } from '../report';
+import { formatCost, formatPacing } from '../report';
 
 interface BatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -30,6 +30,7 @@ function formatProgress(progress: BatchProgress): string {
     `  done ${progress.done}/${progress.total} (ok ${progress.succeeded}, failed ${progress.failed}), in flight ${progress.inFlight}, pending ${progress.pending}` +
       (progress.alreadyOk > 0 ? `, already ok before this resume ${progress.alreadyOk}` : ''),
     `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, cost ${formatCost(progress.cost)}, run ${progress.runs} (history ${progress.historyLength} events)`,
+    ...formatPacing(progress.pacing, '  '),
   ].join('\n');
 }
 
@@ -39,6 +40,7 @@ function formatSummary(summary: BatchSummary): string {
     `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
     `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
     `  results: ${summary.sink}`,
+    ...formatPacing(summary.pacing, '  '),
   ].join('\n');
 }
 

@@ -7,7 +7,7 @@ import { startLocalStack } from '../../local/local-stack';
 import { eventsQuery, progressQuery } from '../../workflows/messages';
 import { CliError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
-import { formatCost, formatRunReport } from '../report';
+import { formatCost, formatPacing, formatRunReport } from '../report';
 import { resolveRunResult } from '../../client/payloads';
 import { QueryGate } from '../../client/query-gate';
 import { storeFromEnvironment } from '../../store';
@@ -26,6 +26,7 @@ function formatProgress(progress: RunProgress): string {
   return [
     `${progress.done}/${progress.total} done: ok ${progress.succeeded}, failed ${progress.failed}, cancelled ${progress.cancelled}, skipped ${progress.skipped}; running ${progress.running}, pending ${progress.pending}`,
     `cost so far: ${formatCost(progress.cost)}`,
+    ...formatPacing(progress.pacing),
     ...states,
   ].join('\n');
 }
