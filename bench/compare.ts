@@ -5,6 +5,7 @@
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
  *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d] [--quick] [--big] [--big-items N]
+ *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
  * round (clear_refs), with VmRSS sampled as a fallback. Ours runs through the public API and the built CLI only
@@ -94,6 +95,7 @@ async function stopChild(child: ChildProcess): Promise<void> {
 interface DevServer {
   address: string;
   version: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -123,7 +125,7 @@ async function startServer(): Promise<DevServer> {
       await connection.close();
     }
   });
-  return { address, version, stop: () => stopChild(child) };
+  return { address, version, pid: child.pid as number, stop: () => stopChild(child) };
 }
 
 /** A worker in its own process, its stderr in a log file. */
@@ -161,7 +163,8 @@ async function spawnWorker(label: string, command: string[], env: NodeJS.Process
 
 function oursWorker(server: DevServer, simulator: Simulator, name: string): Promise<WorkerProcess> {
   const taskQueue = `ours-${name}-${Date.now()}`;
-  return spawnWorker(`ours-${name}`, [CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}) }, /worker polling/);
+  const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return spawnWorker(`ours-${name}`, [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}) }, /worker polling/);
 }
 
 function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
@@ -264,16 +267,31 @@ function medianSample(row: Row): Sample | undefined {
 }
 
 /** A warm-up run of every contender, then `ROUNDS` rounds, each contender once per round, the order rotated each round. */
+/** The dev server's process, for its CPU time per run (printed, not tabled). */
+let serverPid: number | undefined;
+
+/** User + system CPU seconds of a process so far, from /proc (clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
 async function measure(id: string, title: string, metric: string, higherIsBetter: boolean, contenders: Contender[]): Promise<ScenarioResult> {
   const rows: Row[] = contenders.map((contender) => ({ contender: contender.name, samples: [] }));
   const attempt = async (index: number, size: 'warm-up' | 'measured') => {
     const row = rows[index];
     if (row.error !== undefined) return;
     try {
+      const serverCpuBefore = serverPid === undefined ? 0 : cpuSeconds(serverPid);
       const sample = await contenders[index].run(size);
       if (size === 'measured') {
         row.samples.push(sample);
-        console.error(`(${id}) ${row.contender}: ${metric} ${sample.value.toFixed(3)}, wall ${sample.wallMs.toFixed(0)} ms${sample.rssMb === undefined ? '' : `, peak RSS ${sample.rssMb.toFixed(0)} MB`}${sample.note ? `, ${sample.note}` : ''}`);
+        const serverCpu = serverPid === undefined ? '' : `, dev server CPU ${(cpuSeconds(serverPid) - serverCpuBefore).toFixed(1)} s`;
+        console.error(`(${id}) ${row.contender}: ${metric} ${sample.value.toFixed(3)}, wall ${sample.wallMs.toFixed(0)} ms${sample.rssMb === undefined ? '' : `, peak RSS ${sample.rssMb.toFixed(0)} MB`}${serverCpu}${sample.note ? `, ${sample.note}` : ''}`);
       }
     } catch (error) {
       row.error = (error instanceof Error ? error.message : String(error)).split('\n')[0].slice(0, 160);
@@ -595,6 +613,7 @@ async function main(): Promise<void> {
   await bundlePlainWorkflows(plainBundle);
   const python = findPython();
   const server = await startServer();
+  serverPid = server.pid;
   const simulator = await startSimulator({ latency: { minMs: 0, maxMs: 0 } });
   const connection = await Connection.connect({ address: server.address });
   const harness: Harness = { server, simulator, plainClient: new Client({ connection }), plainBundle, python };

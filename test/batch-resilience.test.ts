@@ -43,7 +43,9 @@ describe('a batch on worker processes', () => {
     const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
     const sink = path.join(directory, 'kill.jsonl');
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
-    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
+    // An activity per item: then a lost worker costs no more than the calls it had in flight (chunks of short calls are
+    // run again whole; test/batch-chunks.test.ts bounds that).
+    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000, itemsPerActivity: 1 } });
 
     await waitFor('half the batch', async () => (await handle.progress()).done >= 200, { timeoutMs: 60_000 });
     // In flight as the batch sees it: started and not yet reported back. A call the simulator already answered but whose
@@ -67,7 +69,8 @@ describe('a batch on worker processes', () => {
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
     const source = writeTasks(directory, 120, () => 'x [sim latency=20]', 'rate');
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
-    const handle = await client.startBatch({ source, sink: path.join(directory, 'rate.jsonl'), options: { concurrency: 50 } });
+    // The server's limit counts activities: an activity per item makes it a limit on calls.
+    const handle = await client.startBatch({ source, sink: path.join(directory, 'rate.jsonl'), options: { concurrency: 50, itemsPerActivity: 1 } });
     await handle.result();
 
     const arrivals = servers.simulator.log().filter((request) => request.workflowId === handle.batchId).map((request) => request.arrivedAt).sort((a, b) => a - b);

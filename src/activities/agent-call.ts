@@ -57,7 +57,6 @@ export function attemptBudget(startToCloseMs: number, workerWaitMs: number): { r
   return { requestTimeoutMs: startToCloseMs, rateLimitWaitMs: 0 };
 }
 
-/** Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. */
 /** The worker's identity (what `batch status` names a pacer by). */
 function workerIdentity(context: Context): string {
   try {
@@ -67,6 +66,7 @@ function workerIdentity(context: Context): string {
   }
 }
 
+/** Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. */
 function keepInTouch(context: Context, intervalMs: number): () => void {
   const { info } = context;
   let client;

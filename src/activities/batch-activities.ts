@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
 import type { PacingReport } from '../contract/pacing';
-import { FailureType } from '../contract/failure-types';
+import { FailureType, NON_RETRYABLE_FAILURE_TYPES } from '../contract/failure-types';
 import { segmentName } from '../contract/location';
 import { InvalidInputError } from '../contract/validation';
 import { assembleSink, carryOkLines, keptSegment, okIds, writeItemLine, writeSegment, type FlushItem } from '../batch/result-sink';
@@ -90,9 +90,43 @@ export interface BatchItemResult {
   pacing?: PacingReport;
 }
 
+/** One item of a chunk: its result, or why it failed (the workflow decides whether it runs again). */
+export type BatchChunkItem =
+  | { ok: BatchItemResult; failed?: undefined }
+  | { ok?: undefined; failed: { id: string; type: string; message: string; retryable: boolean; durationMs: number } };
+
+export interface BatchChunkResult {
+  /** In the order of the chunk's entries. */
+  items: BatchChunkItem[];
+}
+
 /** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
 export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
   const { storage } = dependencies;
+
+  async function runItem(source: string, spool: string, entry: BatchEntry, inlineLineBytes: number): Promise<BatchItemResult> {
+    const task = await mapped(() => readTaskAt(storage, source, entry));
+    const startedAt = dependencies.clock();
+    const call = withCost(await completeTask(task, dependencies), dependencies.prices);
+    const cost = call.unpriced ? { unpriced: true } : { costUsd: call.costUsd };
+    const line: BatchResultLine = {
+      id: task.id,
+      status: 'ok',
+      output: call.output ?? '',
+      attempts: call.attempt,
+      durationMs: Math.round(dependencies.clock() - startedAt),
+      usage: call.usage,
+      ...cost,
+      model: call.model,
+    };
+    const text = JSON.stringify(line);
+    const bytes = Buffer.byteLength(text, 'utf8') + 1;
+    const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes, ...(call.pacing ? { pacing: call.pacing } : {}) };
+    if (bytes <= inlineLineBytes) return { ...summary, line };
+    const lineRef = await mapped(() => writeItemLine(storage, spool, segmentName(task.id), text));
+    return { ...summary, lineRef };
+  }
+
   return {
     /** Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. */
     async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean }): Promise<ScanResult> {
@@ -119,26 +153,42 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
      * and returns the result line, or a reference to it when it is larger than `inlineLineBytes`.
      */
     async runBatchItem(input: { source: string; spool: string; entry: BatchEntry; inlineLineBytes: number }): Promise<BatchItemResult> {
-      const task = await mapped(() => readTaskAt(storage, input.source, input.entry));
-      const startedAt = dependencies.clock();
-      const call = withCost(await completeTask(task, dependencies), dependencies.prices);
-      const cost = call.unpriced ? { unpriced: true } : { costUsd: call.costUsd };
-      const line: BatchResultLine = {
-        id: task.id,
-        status: 'ok',
-        output: call.output ?? '',
-        attempts: call.attempt,
-        durationMs: Math.round(dependencies.clock() - startedAt),
-        usage: call.usage,
-        ...cost,
-        model: call.model,
+      return runItem(input.source, input.spool, input.entry, input.inlineLineBytes);
+    },
+
+    /**
+     * Runs several items in one activity, `parallel` at a time, for short calls, where one activity per item would cost
+     * more in Temporal round trips than the calls themselves take. Each item's failure comes back as that item's outcome
+     * (the workflow runs a retryable one again as its own activity); a changed source, and the chunk's cancellation,
+     * end the whole chunk.
+     */
+    async runBatchChunk(input: { source: string; spool: string; entries: BatchEntry[]; inlineLineBytes: number; parallel?: number }): Promise<BatchChunkResult> {
+      const { cancellationSignal } = Context.current();
+      const runOne = async (entry: BatchEntry): Promise<BatchChunkItem> => {
+        const startedAt = dependencies.clock();
+        try {
+          return { ok: await runItem(input.source, input.spool, entry, input.inlineLineBytes) };
+        } catch (error) {
+          if (cancellationSignal.aborted) throw error;
+          const type = error instanceof ApplicationFailure ? (error.type ?? FailureType.Unknown) : FailureType.Unknown;
+          if (type === FailureType.SourceChanged || type === FailureType.SinkChanged) throw error;
+          const nonRetryable = (error instanceof ApplicationFailure && error.nonRetryable) || (NON_RETRYABLE_FAILURE_TYPES as readonly string[]).includes(type);
+          const message = error instanceof Error ? error.message : String(error);
+          return { failed: { id: entry.id, type, message, retryable: !nonRetryable, durationMs: Math.round(dependencies.clock() - startedAt) } };
+        }
       };
-      const text = JSON.stringify(line);
-      const bytes = Buffer.byteLength(text, 'utf8') + 1;
-      const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes, ...(call.pacing ? { pacing: call.pacing } : {}) };
-      if (bytes <= input.inlineLineBytes) return { ...summary, line };
-      const lineRef = await mapped(() => writeItemLine(storage, input.spool, segmentName(task.id), text));
-      return { ...summary, lineRef };
+      // `parallel` calls at once, the next item starting as one ends.
+      const items: BatchChunkItem[] = new Array(input.entries.length);
+      let next = 0;
+      const slot = async (): Promise<void> => {
+        while (next < input.entries.length && !cancellationSignal.aborted) {
+          const index = next++;
+          items[index] = await runOne(input.entries[index]);
+        }
+      };
+      await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel ?? input.entries.length, input.entries.length)) }, slot));
+      if (cancellationSignal.aborted) throw cancellationSignal.reason;
+      return { items };
     },
 
     /** Writes one numbered segment of results; repeating it (a retry, or a stale attempt) writes the same segment. */

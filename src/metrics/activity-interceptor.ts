@@ -1,4 +1,5 @@
-import type { Context } from '@temporalio/activity';
+import { Context } from '@temporalio/activity';
+import type { BatchChunkResult } from '../activities/batch-activities';
 import type { MetricMeter } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory } from '@temporalio/worker';
 import { FailureType } from '../contract/failure-types';
@@ -9,7 +10,7 @@ import { answerOf, failureOf, requestOf } from './call-outcome';
 import { PacerRateLimitReader } from './pacer-rate-limits';
 
 /** The activities that call a model; the batch and storage activities around them are not agent calls. */
-export const METERED_ACTIVITY_TYPES: ReadonlySet<string> = new Set(['callAgent', 'runBatchItem']);
+export const METERED_ACTIVITY_TYPES: ReadonlySet<string> = new Set(['callAgent', 'runBatchItem', 'runBatchChunk']);
 
 /** How often 429s the pacer waited out are copied into the counter while calls are still waiting, ms. */
 const PACER_SYNC_MS = 5000;
@@ -60,6 +61,51 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
     for (const [model, count] of pacerRateLimits.increments()) target.providerRateLimited(count, { model });
   };
 
+  /** A chunk is several calls in one activity: each is counted as its own call, with its own outcome. */
+  const meterChunk = async (request: unknown, labels: ActivityLabels, run: () => Promise<unknown>): Promise<unknown> => {
+    const context = Context.current();
+    const { info } = context;
+    const calls = Math.max(1, (request as { entries?: unknown[] } | undefined)?.entries?.length ?? 1);
+    const startedAt = performance.now();
+    const seconds = () => (performance.now() - startedAt) / 1000;
+    let target: AgentMetrics | undefined;
+    safely(context, 'the start of a chunk', () => {
+      target = instruments();
+      for (let call = 0; call < calls; call += 1) target.started(labels);
+    });
+    try {
+      const result = (await run()) as BatchChunkResult;
+      safely(context, 'a finished chunk', () => {
+        for (const item of result.items) {
+          if (item.ok) {
+            const answer = answerOf(item.ok);
+            target?.finished(labels, {
+              model: answer.model ?? 'unknown',
+              status: 'ok',
+              attempt: info.attempt,
+              seconds: item.ok.durationMs / 1000,
+              ...(answer.usage ? { usage: answer.usage } : {}),
+              ...(answer.costUsd === undefined ? {} : { costUsd: answer.costUsd }),
+              ...(answer.unpriced ? { unpriced: true } : {}),
+            });
+          } else {
+            const { type, retryable, durationMs } = item.failed;
+            target?.finished(labels, { model: 'unknown', status: retryable ? 'retrying' : 'failed', failureType: type, attempt: info.attempt, seconds: durationMs / 1000 });
+          }
+        }
+        if (target) syncPacer(target);
+      });
+      return result;
+    } catch (error) {
+      safely(context, 'a failed chunk', () => {
+        const { status, failureType } = failureOf(error, info, context.cancellationSignal.aborted);
+        for (let call = 0; call < calls; call += 1) target?.finished(labels, { model: 'unknown', status, failureType, attempt: info.attempt, seconds: seconds() });
+        if (target) syncPacer(target);
+      });
+      throw error;
+    }
+  };
+
   return (context) => {
     const { info } = context;
     if (!METERED_ACTIVITY_TYPES.has(info.activityType)) return {};
@@ -67,6 +113,7 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
       inbound: {
         execute: async (input, next) => {
           const labels: ActivityLabels = { namespace: info.namespace, task_queue: info.taskQueue, activity_type: info.activityType };
+          if (info.activityType === 'runBatchChunk') return meterChunk(input.args[0], labels, () => next(input));
           // A batch item names its model only in its result; until then (and when it fails) it is "unknown".
           const requested = requestOf(input.args[0]).model ?? (info.activityType === 'callAgent' ? defaultModel : undefined);
           const startedAt = performance.now();

@@ -56,7 +56,7 @@ const REPOKE_MS = 5000;
 interface WorkflowWatch {
   workflowId: string;
   runId: string;
-  calls: Map<string, { call: WatchedCall; pokedAt: number }>;
+  calls: Map<string, { call: WatchedCall; pokedAt: number; refs: number }>;
   timer?: NodeJS.Timeout;
 }
 
@@ -107,10 +107,18 @@ export class CallWatchdog {
       this.workflows.set(key, watch);
       this.schedule(watch);
     }
-    watch.calls.set(call.activityId, { call, pokedAt: 0 });
+    // Several calls of one activity (a batch chunk) share its entry: one poke reaches them all, the last one out removes it.
+    const existing = watch.calls.get(call.activityId);
+    const entry = existing && existing.call.attempt === call.attempt ? existing : { call, pokedAt: 0, refs: 0 };
+    entry.refs += 1;
+    watch.calls.set(call.activityId, entry);
     const current = watch;
+    let released = false;
     return () => {
-      if (current.calls.get(call.activityId)?.call !== call) return;
+      if (released) return;
+      released = true;
+      entry.refs -= 1;
+      if (entry.refs > 0 || current.calls.get(call.activityId) !== entry) return;
       current.calls.delete(call.activityId);
       if (current.calls.size === 0) {
         clearTimeout(current.timer);

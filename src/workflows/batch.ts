@@ -13,14 +13,15 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import type { BatchChunkResult, BatchItemResult } from '../activities/batch-activities';
 import type { FlushItem } from '../batch/result-sink';
-import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgress, type BatchState, type BatchSummary } from '../contract/batch';
+import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgress, type BatchResultLine, type BatchState, type BatchSummary } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
 import { roundUsd } from '../contract/metrics';
 import { childOf } from '../contract/location';
 import { recordPacing } from '../contract/pacing';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../contract/payload-ref';
-import { resolveRunOptions } from '../contract/run-options';
+import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../contract/run-options';
 import { validateBatchInput } from '../contract/validation';
 import { agentActivities } from './agent-activity';
 import { validateOrFail } from './input';
@@ -29,6 +30,15 @@ import { failed } from './task-outcome';
 
 /** Hard ceiling we keep every run under: Temporal warns at 10,240 events. */
 const HISTORY_CEILING = 10_240;
+
+/** Calls this long or longer get an activity each; shorter ones share one, as many at once as this allows. */
+const CHUNK_TARGET_MS = 2000;
+/** Most calls at once in one activity, chosen automatically. */
+const AUTO_CHUNK_MAX = 8;
+/** Most items one slot of an activity runs one after another, chosen automatically. */
+const AUTO_CHUNK_DEPTH = 4;
+/** A slot of a chunk runs about this long of calls in a row, so an activity's overhead is paid once per that. */
+const DEPTH_TARGET_MS = 1000;
 
 /** A flush's input stays far below Temporal's 2 MB payload limit. */
 const FLUSH_BYTES = 512 * 1024;
@@ -74,6 +84,11 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   // Each call still in flight when a run stops starting new ones adds events while it drains.
   const historyBudget = Math.max(2000, HISTORY_CEILING - 8 * options.concurrency - 1000);
   const resume = parsed.resume ?? false;
+  // Chunks (several short items per activity) came after batches were first deployed: older histories replay the lanes.
+  // Asked once the scan is done, in the same workflow task as the progress memo's patch: Temporal Cloud bills the
+  // markers and the search-attribute upsert of a workflow task's patches once for the task.
+  let chunking = false;
+  let callMs: number | undefined; // the calls' durations, a moving average
 
   let phase: BatchProgress['state'] = carried ? 'running' : 'scanning';
   let inFlight = 0;
@@ -141,6 +156,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     phase = 'running';
     recordProgress();
   }
+  chunking = patched('batch-chunks');
   setCurrentDetails(`batch ${batchId}: ${state.total} items, concurrency ${options.concurrency}`);
 
   const buffer: BatchEntry[] = [];
@@ -150,7 +166,10 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   let reading: Promise<void> | undefined;
   let rollOver = false;
   let pending: FlushItem[] = [];
+  /** Bytes of each pending item's line, and their sum. */
+  let pendingSizes: number[] = [];
   let pendingBytes = 0;
+  let flushActive = false;
   let flushing: Promise<void> = Promise.resolve();
   let fatal: unknown;
   const scope = new CancellationScope();
@@ -192,6 +211,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     const items = pending;
     const sequence = state.segments;
     pending = [];
+    pendingSizes = [];
     pendingBytes = 0;
     state.segments += 1;
     flushing = flushing.then(() =>
@@ -207,11 +227,100 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     );
   };
 
+  /**
+   * Flushes for runs with chunks: one at a time, off the items' path; the results that arrive meanwhile wait and go out
+   * together in the next flush (up to FLUSH_BYTES each), so a fast batch writes fewer, larger segments instead of
+   * queueing a flush per `flushEvery` results behind a slow one.
+   */
+  const flushNext = (): void => {
+    if (flushActive || pending.length === 0 || fatal !== undefined) return;
+    let count = 0;
+    let bytes = 0;
+    while (count < pending.length && (count === 0 || bytes + pendingSizes[count] <= FLUSH_BYTES)) bytes += pendingSizes[count++];
+    const items = pending.splice(0, count);
+    pendingSizes.splice(0, count);
+    pendingBytes -= bytes;
+    const sequence = state.segments;
+    state.segments += 1;
+    flushActive = true;
+    flushing = CancellationScope.nonCancellable(() => io.flushBatchResults({ spool, sequence, items }))
+      .then(
+        (written) => {
+          state.sinkBytes += written.bytes;
+          recordProgress();
+        },
+        (error: unknown) => stopWith(error),
+      )
+      .finally(() => {
+        flushActive = false;
+        if (pending.length >= options.flushEvery || pendingBytes >= FLUSH_BYTES) flushNext();
+      });
+  };
+
+  /** Writes everything still pending (a fatal error stops it: that batch fails anyway). */
+  const drainFlushes = async (): Promise<void> => {
+    if (!chunking) {
+      flush();
+      await flushing;
+      return;
+    }
+    for (;;) {
+      await flushing;
+      if (fatal !== undefined || (pending.length === 0 && !flushActive)) return;
+      flushNext();
+    }
+  };
+
   const outOfBudget = (): boolean => {
     const info = workflowInfo();
     return info.continueAsNewSuggested || info.historyLength >= historyBudget;
   };
 
+  const recordOk = (done: BatchItemResult, earlierAttempts: number): void => {
+    state.succeeded += 1;
+    state.tokens.prompt += done.usage?.promptTokens ?? 0;
+    state.tokens.completion += done.usage?.completionTokens ?? 0;
+    state.tokens.total += done.usage?.totalTokens ?? 0;
+    cost.usd = roundUsd(cost.usd + (done.costUsd ?? 0));
+    if (done.unpriced) cost.unpricedCalls += 1;
+    if (done.pacing) recordPacing((state.pacing ??= { keys: [], moves: [] }), done.pacing);
+    const line = done.line && earlierAttempts > 0 ? { ...done.line, attempts: done.line.attempts + earlierAttempts } : done.line;
+    pending.push(line ? { line } : { lineRef: done.lineRef as string });
+    pendingSizes.push(done.bytes);
+    pendingBytes += done.bytes;
+    callMs = callMs === undefined ? done.durationMs : callMs * 0.9 + done.durationMs * 0.1;
+  };
+
+  const recordFailed = (line: BatchResultLine): void => {
+    state.failed += 1;
+    pending.push({ line });
+    pendingSizes.push(200);
+    pendingBytes += 200;
+    if (runOptions.errorPolicy === 'fail-fast') {
+      state.stoppedBy = 'fail-fast';
+      scope.cancel();
+    }
+  };
+
+  const failedLine = (entry: BatchEntry, error: unknown, startedAt: number, earlierAttempts: number): BatchResultLine => {
+    const outcome = failed({ id: entry.id, prompt: '-' }, error, Date.now() - startedAt, runOptions.retry.maximumAttempts);
+    return { id: entry.id, status: 'failed', error: outcome.error, attempts: outcome.attempts + earlierAttempts, durationMs: outcome.durationMs };
+  };
+
+  // A spent budget starts nothing more and cancels what is in flight; those items are not written, so a resume (with a
+  // larger budget) runs them.
+  const afterResults = (): void => {
+    if (state.stoppedBy === undefined && budgetReached()) {
+      state.stoppedBy = 'budget';
+      scope.cancel();
+    }
+    if (pending.length >= options.flushEvery || pendingBytes >= FLUSH_BYTES) {
+      if (chunking) flushNext();
+      else flush();
+    }
+  };
+
+  /** Runs of this code before chunks (CONTRIBUTING.md): one lane per slot, an activity per item. */
   const lane = async (): Promise<void> => {
     while (!scope.consideredCancelled && fatal === undefined) {
       if (outOfBudget()) {
@@ -242,50 +351,136 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
             { source, spool, entry, inlineLineBytes: DEFAULT_INLINE_OUTPUT_BYTES },
           ]),
         );
-        state.succeeded += 1;
-        state.tokens.prompt += done.usage?.promptTokens ?? 0;
-        state.tokens.completion += done.usage?.completionTokens ?? 0;
-        state.tokens.total += done.usage?.totalTokens ?? 0;
-        cost.usd = roundUsd(cost.usd + (done.costUsd ?? 0));
-        if (done.unpriced) cost.unpricedCalls += 1;
-        if (done.pacing) recordPacing((state.pacing ??= { keys: [], moves: [] }), done.pacing);
-        pending.push(done.line ? { line: done.line } : { lineRef: done.lineRef as string });
-        pendingBytes += done.bytes;
+        recordOk(done, 0);
       } catch (error) {
         if (isCancellation(error)) return; // not written: a resume runs it again
         if (isFatalItemFailure(error)) {
           stopWith(error);
           return;
         }
-        const outcome = failed({ id: entry.id, prompt: '-' }, error, Date.now() - startedAt, runOptions.retry.maximumAttempts);
-        state.failed += 1;
-        pending.push({
-          line: { id: entry.id, status: 'failed', error: outcome.error, attempts: outcome.attempts, durationMs: outcome.durationMs },
-        });
-        pendingBytes += 200;
-        if (runOptions.errorPolicy === 'fail-fast') {
-          state.stoppedBy = 'fail-fast';
-          scope.cancel();
-        }
+        recordFailed(failedLine(entry, error, startedAt, 0));
       } finally {
         inFlight -= 1;
       }
-      // A spent budget starts nothing more and cancels what is in flight; those items are not written, so a resume
-      // (with a larger budget) runs them.
-      if (state.stoppedBy === undefined && budgetReached()) {
-        state.stoppedBy = 'budget';
-        scope.cancel();
-      }
-      if (pending.length >= options.flushEvery || pendingBytes >= FLUSH_BYTES) flush();
+      afterResults();
     }
   };
 
-  // Lanes never throw, so every call has stopped by the time they are all done.
-  await Promise.all(Array.from({ length: options.concurrency }, lane));
+  // Items of a chunk that failed retryably run again, one activity each, with the attempts the chunk left them.
+  const retries: BatchEntry[] = [];
+  const retryAgents = agentActivities({ ...runOptions, retry: { ...runOptions.retry, maximumAttempts: Math.max(1, runOptions.retry.maximumAttempts - 1) } });
+  const running = new Set<Promise<void>>();
+
+  // Every item of a chunk must fit the one activity's start-to-close (agentTimeoutMs + the rate-limit wait budget).
+  const depthCap = Math.max(1, Math.min(AUTO_CHUNK_DEPTH, Math.floor((runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS) / runOptions.agentTimeoutMs)));
+
+  /**
+   * How the next activity runs its items: `parallel` calls at once, each slot taking `depth` items one after another. Set
+   * by the batch (`itemsPerActivity`, all at once), else from the calls' durations so far: an activity per item at first
+   * and for calls of CHUNK_TARGET_MS or more; for shorter calls up to AUTO_CHUNK_MAX at once (never over a quarter of
+   * the concurrency, so several activities share it), each slot running about DEPTH_TARGET_MS of calls in a row.
+   */
+  const chunkShape = (): { parallel: number; depth: number } => {
+    if (options.itemsPerActivity !== undefined) return { parallel: options.itemsPerActivity, depth: 1 };
+    if (callMs === undefined) return { parallel: 1, depth: 1 };
+    const ms = Math.max(1, callMs);
+    const parallel = Math.max(1, Math.min(AUTO_CHUNK_MAX, Math.floor(options.concurrency / 4), Math.floor(CHUNK_TARGET_MS / ms)));
+    return { parallel, depth: parallel === 1 ? 1 : Math.max(1, Math.min(depthCap, Math.floor(DEPTH_TARGET_MS / ms))) };
+  };
+
+  const runEntries = async (entries: BatchEntry[], parallel: number, retry: boolean): Promise<void> => {
+    const startedAt = Date.now();
+    const earlier = retry ? 1 : 0;
+    const inlineLineBytes = DEFAULT_INLINE_OUTPUT_BYTES;
+    if (entries.length === 1) {
+      const [entry] = entries;
+      try {
+        recordOk(
+          await scope.run(() =>
+            (retry ? retryAgents : agents).runBatchItem.executeWithOptions({ activityId: `item:${entry.id}`, summary: entry.name }, [{ source, spool, entry, inlineLineBytes }]),
+          ),
+          earlier,
+        );
+      } catch (error) {
+        if (isCancellation(error)) return; // not written: a resume runs it again
+        if (isFatalItemFailure(error)) return stopWith(error);
+        recordFailed(failedLine(entry, error, startedAt, earlier));
+      }
+      return afterResults();
+    }
+    let chunk: BatchChunkResult;
+    try {
+      chunk = await scope.run(() =>
+        agents.runBatchChunk.executeWithOptions({ activityId: `chunk:${entries[0].id}`, summary: `${entries.length} items from ${entries[0].name}` }, [
+          { source, spool, entries, inlineLineBytes, parallel },
+        ]),
+      );
+    } catch (error) {
+      if (isCancellation(error)) return;
+      if (isFatalItemFailure(error)) return stopWith(error);
+      for (const entry of entries) recordFailed(failedLine(entry, error, startedAt, 0));
+      return afterResults();
+    }
+    chunk.items.forEach((item, index) => {
+      if (item.ok) recordOk(item.ok, 0);
+      else if (item.failed.retryable && runOptions.retry.maximumAttempts > 1) retries.push(entries[index]);
+      else recordFailed({ id: item.failed.id, status: 'failed', error: { type: item.failed.type, message: item.failed.message }, attempts: 1, durationMs: item.failed.durationMs });
+    });
+    afterResults();
+  };
+
+  const start = (entries: BatchEntry[], parallel: number, retry: boolean): void => {
+    inFlight += parallel;
+    const run: Promise<void> = runEntries(entries, parallel, retry).finally(() => {
+      inFlight -= parallel;
+      running.delete(run);
+    });
+    running.add(run);
+  };
+
+  /**
+   * Starts activities while fewer than `concurrency` calls are in flight, each shaped by `chunkShape()` (never more
+   * calls at once than the free room), retries first. Never throws.
+   */
+  const dispatch = async (): Promise<void> => {
+    while (!scope.consideredCancelled && fatal === undefined) {
+      const room = options.concurrency - inFlight;
+      if (room > 0 && retries.length > 0) {
+        start([retries.shift() as BatchEntry], 1, true);
+        continue;
+      }
+      rollOver ||= outOfBudget();
+      const more = !rollOver && (buffer.length > 0 || reading !== undefined || mayReadMore());
+      if (!more || room <= 0) {
+        if (running.size === 0) break;
+        await Promise.race(running);
+        continue;
+      }
+      readAhead();
+      if (buffer.length === 0) {
+        try {
+          await (reading ?? refill());
+        } catch (error) {
+          // A page that cannot be read (storage down, the file changed) ends the batch; what is in flight drains first.
+          if (!isCancellation(error)) stopWith(error);
+          break;
+        }
+        continue;
+      }
+      const shape = chunkShape();
+      const parallel = Math.min(shape.parallel, room, buffer.length);
+      start(buffer.splice(0, Math.min(parallel * shape.depth, buffer.length)), parallel, false);
+    }
+    await Promise.all(running);
+    if (!scope.consideredCancelled && fatal === undefined && !eof) rollOver = true; // the history budget, or pagesPerRun
+  };
+
+  // Neither throws, so every call has stopped by the time they are done.
+  if (chunking) await dispatch();
+  else await Promise.all(Array.from({ length: options.concurrency }, lane));
   await (reading ?? Promise.resolve()).catch(() => undefined);
   phase = CancellationScope.current().consideredCancelled ? 'cancelling' : 'draining';
-  flush();
-  await flushing;
+  await drainFlushes();
   state.largestRunHistory = Math.max(state.largestRunHistory, workflowInfo().historyLength);
   const finish = () => CancellationScope.nonCancellable(() => io.finishBatch({ sink, spool, segments: state.segments }));
 

@@ -2,7 +2,7 @@ import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
-import type { BatchOptions, BatchProgress, BatchSummary } from '../../contract/batch';
+import { MAX_ITEMS_PER_ACTIVITY, type BatchOptions, type BatchProgress, type BatchSummary } from '../../contract/batch';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { describeError, ExitCode } from '../errors';
 import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
@@ -21,6 +21,7 @@ interface StartFlags extends BatchFlags {
   attempts?: number;
   agentTimeout?: number;
   budgetUsd?: number;
+  itemsPerActivity?: number;
 }
 
 function formatProgress(progress: BatchProgress): string {
@@ -129,6 +130,11 @@ export function batchCommand(): Command {
         .option('--attempts <n>', 'attempts per item (default 5)', wholeNumber(1, 100))
         .option('--agent-timeout <ms>', 'deadline of one attempt', wholeNumber(100))
         .option('--budget-usd <dollars>', 'once the answered items cost this much, cancel the calls in flight and run no more (costBudgetUsd)', positiveNumber)
+        .option(
+          '--items-per-activity <n>',
+          `items one activity runs at once (1-${MAX_ITEMS_PER_ACTIVITY}; default: from the calls' durations, 1 for calls of 2 s or more)`,
+          wholeNumber(1, MAX_ITEMS_PER_ACTIVITY),
+        )
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
     ).action(async (source: string, flags: StartFlags) => {
@@ -138,6 +144,7 @@ export function batchCommand(): Command {
         ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
         ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
         ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
+        ...(flags.itemsPerActivity === undefined ? {} : { itemsPerActivity: flags.itemsPerActivity }),
       };
       await withClient(flags, async (fanout) => {
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
