@@ -167,6 +167,20 @@ const scenarios: Scenario[] = [
       return handle.workflow;
     },
   },
+  {
+    name: 'batch-chunks',
+    async run(stack, batchId, directory) {
+      // Short calls: after the first wave (an activity per item) they go out in chunks; item 30 fails once in its chunk
+      // and runs again as its own activity.
+      const source = writeTasks(directory, 40, (index) => `item ${index} [sim latency=20${index === 30 ? ' fault=500 times=1' : ''}]`, 'chunks');
+      const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'chunks.out.jsonl'), batchId, options: { concurrency: 8, flushEvery: 10 } });
+      const summary = await handle.result();
+      const history = await handle.workflow.fetchHistory();
+      const types = (history.events ?? []).map((event) => event.activityTaskScheduledEventAttributes?.activityType?.name);
+      expectThat(summary.succeeded === 40 && types.includes('runBatchChunk'), this.name, 'run its items in chunks');
+      return handle.workflow;
+    },
+  },
 ];
 
 /** Every run of the workflow's chain, first to last: from the latest run back along each run's continued-from id. */
