@@ -1,7 +1,8 @@
 /**
  * Batch benchmarks (run by `npm run bench` after bench/run.ts): a 1,000-item sliding window against its ideal, and
- * 100,000 items against a zero-latency simulator with the worker in its own process. Appends a section to
- * docs/BENCHMARKS.md. `BENCH_BATCH_ITEMS` changes the size of the big batch (default 100000).
+ * with `BENCH_BATCH_ITEMS=N`, N items against a zero-latency simulator with the worker in its own process (`npm run bench`
+ * leaves it to bench/compare.ts --big, which runs 100,000 beside the plain SDK). Writes its section of docs/BENCHMARKS.md
+ * between `<!-- batch:start -->` and `<!-- batch:end -->`.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { spawnSimulator } from './remote-simulator';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
-const BIG = Number(process.env.BENCH_BATCH_ITEMS ?? 100_000);
+const BIG = Number(process.env.BENCH_BATCH_ITEMS ?? 0);
 const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-'));
 
 function writeTasks(count: number, prompt: string): string {
@@ -108,18 +109,14 @@ async function bigScenario(server: DevServer): Promise<string> {
 async function main(): Promise<void> {
   const server = await startDevServer();
   let window: string;
-  let big: string;
+  let big: string | undefined;
   try {
     window = await windowScenario(server);
-    big = await bigScenario(server);
+    if (BIG > 0) big = await bigScenario(server);
   } finally {
     await server.stop();
   }
-  const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
-  const existing = readFileSync(target, 'utf8').split('\n## Batches')[0].trimEnd();
-  const section = `
-
-## Batches
+  const section = `## Batches
 
 Command: \`npm run bench\` (\`bench/batch.ts\`, after the fan-out scenarios). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, same machine and server set-up as above.
 
@@ -127,16 +124,29 @@ A 1,000-item batch, concurrency 50, every call 200 ms (worker in the benchmark's
 
 ${window}
 
-The gap to the ideal is the per-item cost of Temporal (schedule, dispatch, complete: three history events and a workflow task per item, on a 2-core
-machine shared by the dev server, the worker and the simulator), the page reads and sink flushes, and one drain of the window at each continue-as-new.
-
+The gap to the ideal is Temporal's cost per activity (schedule, dispatch, complete: three history events and a workflow task, on a 2-core
+machine shared by the dev server, the worker and the simulator). The first 50 items run an activity each, then short calls like these share
+activities (chunks; README, "Batches"), so that cost is paid about once per 32 calls.
+${
+  big === undefined
+    ? `
+The 100,000-item batch (worker peak RSS, history per run) is measured side by side with the plain SDK below (\`bench/compare.ts --big\`, scenario d);
+\`BENCH_BATCH_ITEMS=N tsx bench/batch.ts\` runs it here too.`
+    : `
 ${BIG.toLocaleString('en-US')} items against a zero-latency simulator, concurrency 200, the worker as its own \`fanout worker\` process (its peak RSS is
 VmHWM from /proc), every run of the batch listed through visibility:
 
-${big}
-`;
-  writeFileSync(target, `${existing}${section}`);
-  console.error('appended the batch section to docs/BENCHMARKS.md');
+${big}`
+}`;
+  const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
+  const block = `<!-- batch:start -->\n${section}\n<!-- batch:end -->`;
+  const existing = readFileSync(target, 'utf8');
+  const pattern = /<!-- batch:start -->[\s\S]*?<!-- batch:end -->/;
+  // Older files have the section without markers, up to the next section's marker.
+  const unmarked = /## Batches\n[\s\S]*?(?=<!-- |$)/;
+  const updated = pattern.test(existing) ? existing.replace(pattern, () => block) : unmarked.test(existing) ? existing.replace(unmarked, () => `${block}\n\n`) : `${existing.trimEnd()}\n\n${block}\n`;
+  writeFileSync(target, updated);
+  console.error('wrote the batch section of docs/BENCHMARKS.md');
 }
 
 main().catch((error) => {
