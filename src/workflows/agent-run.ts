@@ -124,11 +124,13 @@ export class AgentRun {
     const startedAt = Date.now();
     let result: AgentResult;
     try {
-      const call = await this.scope.run(() =>
+      const execute = () =>
         this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
           { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
-        ]),
-      );
+        ]);
+      // Callers that run all their tasks inside the run's scope (runInLanes) save a scope entry per task: every promise a
+      // workflow creates costs a stack capture in the SDK's sandbox, and a 500-agent fan-out creates thousands.
+      const call = await (CancellationScope.current() === this.scope ? execute() : this.scope.run(execute));
       result = succeeded(task, call, Date.now() - startedAt);
       if (call.pacing) for (const move of recordPacing(this.pacing, call.pacing)) this.emit('pacing', task.id, describeMove(move));
     } catch (error) {

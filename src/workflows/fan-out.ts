@@ -16,7 +16,11 @@ export async function runInLanes(run: AgentRun, count: number, lanes: number, co
       await run.runTask(index, context);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(lanes, count) }, lane));
+  // Inside the run's scope once for all lanes, rather than once per task (runTask sees it is already there). With a lane
+  // per task, the tasks are started directly: the same activities in the same order, fewer promises (each costs a stack
+  // capture in the SDK's sandbox, which is most of the first workflow task of a large fan-out).
+  if (lanes >= count) await run.scope.run(() => Promise.all(Array.from({ length: count }, (_, index) => run.runTask(index, context))));
+  else await run.scope.run(() => Promise.all(Array.from({ length: lanes }, lane)));
 }
 
 /**
