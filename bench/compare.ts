@@ -8,11 +8,12 @@
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
- * round (clear_refs), with VmRSS sampled as a fallback. Ours runs through the public API and the built CLI only
+ * round (clear_refs), with VmRSS sampled as a fallback; summed over its child processes (ours re-launches itself with
+ * a heap cap and supervises the child). Ours runs through the public API and the built CLI only
  * (`npm run build` first), so the harness survives rewrites behind them.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -178,18 +179,39 @@ function readStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
 }
 
-/** Peak RSS of one process over one round: VmHWM after a reset, or the largest VmRSS sampled when it cannot be reset. */
+/** A process and its descendants (ours re-launches itself with a heap cap: the worker is the child), from /proc. */
+function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let index = 0; index < tree.length; index += 1) {
+    try {
+      for (const task of readdirSync(`/proc/${tree[index]}/task`)) {
+        const children = readFileSync(`/proc/${tree[index]}/task/${task}/children`, 'utf8').trim();
+        if (children) tree.push(...children.split(/\s+/).map(Number));
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return tree;
+}
+
+/**
+ * Peak RSS of a worker over one round, its child processes included: the sum of each process's VmHWM after a reset
+ * (an upper bound: their peaks need not coincide), or the largest sum of VmRSS sampled when it cannot be reset.
+ */
 function peakRss(pid: number): { stop(): number } {
+  const pids = processTree(pid);
   let resettable = true;
   try {
-    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    for (const each of pids) writeFileSync(`/proc/${each}/clear_refs`, '5');
   } catch {
     resettable = false;
   }
-  let sampled = readStatus(pid, 'VmRSS');
+  const total = (field: 'VmHWM' | 'VmRSS') => pids.reduce((sum, each) => sum + readStatus(each, field), 0);
+  let sampled = total('VmRSS');
   const timer = setInterval(() => {
     try {
-      sampled = Math.max(sampled, readStatus(pid, 'VmRSS'));
+      sampled = Math.max(sampled, total('VmRSS'));
     } catch {
       // the process is gone; the caller will see its run fail
     }
@@ -198,8 +220,8 @@ function peakRss(pid: number): { stop(): number } {
     stop: () => {
       clearInterval(timer);
       try {
-        sampled = Math.max(sampled, readStatus(pid, 'VmRSS'));
-        return resettable ? Math.max(sampled, readStatus(pid, 'VmHWM')) : sampled;
+        sampled = Math.max(sampled, total('VmRSS'));
+        return resettable ? Math.max(sampled, total('VmHWM')) : sampled;
       } catch {
         return sampled;
       }
@@ -570,7 +592,7 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
     `Command: \`${command}\`. Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores (nproc), Node ${process.version}, ${pythonVersion}, ${server.version}, Temporal TS SDK 1.24.0 for both Temporal contenders; ${ROUNDS} round(s) after one small warm-up run each; load average ${loadAtStart.toFixed(1)} at the start, ${os.loadavg()[0].toFixed(1)} at the end (other work on the machine slows every contender).`,
     '',
     'One dev server (`temporal server start-dev`, in memory) and one simulator (in the harness process) for everyone; each worker is its own process',
-    '(ours: `fanout worker` with its defaults; plain: bench/plain/worker.ts with the SDK defaults and the slots shown). Every round runs every contender',
+    '(ours: `fanout worker` with its defaults, its peak RSS summed over the launcher and the worker it starts; plain: bench/plain/worker.ts with the SDK defaults and the slots shown). Every round runs every contender',
     'once, in a rotated order. "plain SDK" is bench/plain/: `proxyActivities` + `Promise.all`, and a sliding window of one activity per item with',
     'continue-as-new when the server suggests it, no heartbeats, results not stored. asyncio is the seed guide\'s semaphore pattern (bench/asyncio/),',
     'timed from its first call with its client already built; it keeps results in memory only. Ours writes every batch result to its sink, checked',
