@@ -3,6 +3,7 @@ import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { CommanderError, type Command } from 'commander';
 import { installPrometheusRuntime } from '../metrics';
 import { ExitCode, reportError } from './errors';
+import { heapCapToApply } from './heap-cap';
 import { buildProgram } from './program';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
@@ -19,7 +20,11 @@ function installRuntime(command: Command): void {
 
 buildProgram()
   // Installed once, after parsing and before any command connects: the first connection fixes the process's runtime.
-  .hook('preAction', (_program, command) => installRuntime(command))
+  // Not in a `fanout worker` that re-launches itself with a heap cap: the child installs its own (and binds the metrics port).
+  .hook('preAction', (_program, command) => {
+    if (command.name() === 'worker' && heapCapToApply() !== undefined) return;
+    installRuntime(command);
+  })
   .parseAsync(process.argv)
   .catch((error: unknown) => {
     if (error instanceof CommanderError) {

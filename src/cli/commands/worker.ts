@@ -3,6 +3,7 @@ import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-c
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
 import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS } from '../../worker';
 import { startHealthServer } from '../../worker-health';
+import { relaunchWithHeapCap } from '../heap-cap';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 
 interface WorkerFlags extends ConnectionFlags {
@@ -39,6 +40,8 @@ export function workerCommand(): Command {
     .addOption(new Option('--metrics-host <host>', 'address of the metrics endpoint').env('FANOUT_METRICS_HOST').default('0.0.0.0'));
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
+    // By default the worker runs in a child with a capped heap (src/cli/heap-cap.ts); this process only supervises it.
+    if (await relaunchWithHeapCap()) return;
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
     const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;

@@ -1,0 +1,87 @@
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { CliError, ExitCode } from './errors';
+
+/**
+ * `fanout worker` runs with a capped V8 heap. Node sizes the old space from the machine (about 4.3 GB here), and V8
+ * collects lazily below that: a long batch grew a worker to 0.85-1.9 GB RSS of mostly garbage, where a 160 MB cap kept
+ * the same run near 450 MB. The limit cannot be lowered once V8 has started (`v8.setFlagsFromString` is too late), so
+ * the worker re-launches itself with `--max-old-space-size` and the first process only supervises.
+ */
+export const DEFAULT_WORKER_HEAP_MB = 256;
+const MIN_WORKER_HEAP_MB = 64;
+const HEAP_VARIABLE = 'FANOUT_WORKER_HEAP_MB';
+/** Set in the re-launched child's environment: it is the worker, never a launcher again. */
+const CAPPED_MARKER = 'FANOUT_HEAP_CAPPED';
+/** The signals the supervising parent passes on: the SDK's shutdown signals, and SIGHUP for a closed terminal. */
+const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR2'];
+/** A heap limit the user chose: old space in MB or as a percentage of memory, or the whole heap. */
+const HEAP_LIMIT_FLAG = /(^|\s)--max[-_](old[-_]space|heap)[-_]size/;
+
+type Environment = Record<string, string | undefined>;
+
+/**
+ * The heap cap in MB this process should re-launch with, or undefined to run the worker here: FANOUT_WORKER_HEAP_MB
+ * is `off`, the user set a heap limit (node arguments or NODE_OPTIONS), or this is the re-launched child already.
+ * Pure, so src/cli/main.ts can ask before it installs the runtime. Throws (exit code 2) on a bad FANOUT_WORKER_HEAP_MB.
+ */
+export function heapCapToApply(environment: Environment = process.env, execArgv: readonly string[] = process.execArgv): number | undefined {
+  const raw = environment[HEAP_VARIABLE]?.trim() ?? '';
+  let megabytes = DEFAULT_WORKER_HEAP_MB;
+  if (raw.toLowerCase() === 'off') return undefined;
+  if (raw !== '') {
+    megabytes = /^\d+$/.test(raw) ? Number(raw) : NaN;
+    if (!(megabytes >= MIN_WORKER_HEAP_MB)) {
+      throw new CliError(`${HEAP_VARIABLE} must be a whole number of MB, at least ${MIN_WORKER_HEAP_MB}, or "off"; got "${raw}"`, ExitCode.badInput);
+    }
+  }
+  if (environment[CAPPED_MARKER] === '1') return undefined;
+  if (execArgv.some((argument) => HEAP_LIMIT_FLAG.test(argument)) || HEAP_LIMIT_FLAG.test(environment.NODE_OPTIONS ?? '')) return undefined;
+  return megabytes;
+}
+
+/**
+ * Re-launches this command in a child with the heap cap and supervises it, or returns false to run here. On true the
+ * child has exited and this process has taken its exit code (or is being ended by the child's signal); the caller
+ * does nothing more. In the child it ties the child's life to the parent's first.
+ */
+export async function relaunchWithHeapCap(): Promise<boolean> {
+  if (process.env[CAPPED_MARKER] === '1' && process.send !== undefined) dieWithParent();
+  const megabytes = heapCapToApply();
+  if (megabytes === undefined) return false;
+
+  const child = spawn(process.execPath, [...process.execArgv, `--max-old-space-size=${megabytes}`, ...process.argv.slice(1)], {
+    env: { ...process.env, [CAPPED_MARKER]: '1' },
+    // The IPC channel is only there so the child notices when this process is gone, however it went.
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the child would get SIGINT
+    // twice (directly and forwarded). The SDK drops its handler after the first, so the second would kill it mid-drain.
+    detached: true,
+  });
+  // Every signal goes to the child, which shuts down as a single-process worker would; this process waits for it.
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
+  const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
+  }).finally(() => {
+    for (const name of FORWARDED_SIGNALS) process.removeListener(name, forward);
+  });
+  if (signal === null) {
+    process.exitCode = code ?? ExitCode.error;
+  } else {
+    // End the same way, so a supervisor sees the signal; the shell's 128 + n should this one not be fatal here.
+    process.exitCode = 128 + (constants.signals[signal] ?? 0);
+    process.kill(process.pid, signal);
+  }
+  return true;
+}
+
+/**
+ * In the re-launched child: the IPC channel must not keep it alive, and when the parent is gone (the channel
+ * disconnects, even after a SIGKILL the parent could not forward) the child ends at once like the crash that was.
+ */
+function dieWithParent(): void {
+  process.channel?.unref();
+  process.once('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+}
