@@ -1,0 +1,39 @@
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { CommanderError, type Command } from 'commander';
+import { installPrometheusRuntime } from '../metrics';
+import { ExitCode, reportError } from './errors';
+import { heapCapToApply } from './heap-cap';
+import { buildProgram } from './program';
+
+// The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
+const level = (process.env.FANOUT_LOG_LEVEL ?? 'WARN').toUpperCase() as 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+
+/** A command with `--metrics-port` (the worker) serves Prometheus metrics through the runtime: its exporter is part of it. */
+function installRuntime(command: Command): void {
+  const logger = new DefaultLogger(level);
+  const port: unknown = command.getOptionValue('metricsPort');
+  const host: unknown = command.getOptionValue('metricsHost');
+  if (typeof port === 'number') installPrometheusRuntime({ port, host: typeof host === 'string' ? host : '0.0.0.0' }, { logger });
+  else Runtime.install({ logger });
+}
+
+/** Parses the command line and runs the command (src/cli/main.ts loads this once it knows the CLI runs here). */
+export function runProgram(): void {
+  buildProgram()
+    // Installed once, after parsing and before any command connects: the first connection fixes the process's runtime.
+    // Not in a `fanout worker` that re-launches itself with a heap cap: the child installs its own (and binds the metrics port).
+    .hook('preAction', (_program, command) => {
+      if (command.name() === 'worker' && heapCapToApply() !== undefined) return;
+      installRuntime(command);
+    })
+    .parseAsync(process.argv)
+    .catch((error: unknown) => {
+      if (error instanceof CommanderError) {
+        // Commander has printed its one-line message (or the help) already.
+        const informational = ['commander.helpDisplayed', 'commander.version', 'commander.help'].includes(error.code);
+        process.exitCode = informational ? ExitCode.ok : ExitCode.badInput;
+        return;
+      }
+      process.exitCode = reportError(error);
+    });
+}
