@@ -5,15 +5,17 @@ import { childOf, parseLocation } from '../contract/location';
 import type { PayloadRef } from '../contract/payload-ref';
 import { FileStorage } from './file-storage';
 import { StorageError, type ObjectStorage } from './object-storage';
-import { S3Storage, s3ClientFromEnvironment } from './s3-storage';
+import type { S3Storage } from './s3-storage';
 
 export { StorageError, type ObjectStorage } from './object-storage';
 export { FileStorage } from './file-storage';
-export { S3Storage, s3ClientFromEnvironment } from './s3-storage';
 
 type Environment = Record<string, string | undefined>;
 
-/** Routes each location to local files or S3 by its scheme; the S3 client is made on first use. */
+/**
+ * Routes each location to local files or S3 by its scheme. The S3 client is made on first use, and the AWS SDK loaded
+ * only then: a worker that never sees an `s3://` location does not carry it (about 22 MB of resident code).
+ */
 export class Storage implements ObjectStorage {
   private readonly files = new FileStorage();
   private s3: S3Storage | undefined;
@@ -24,7 +26,10 @@ export class Storage implements ObjectStorage {
     const location = parseLocation(uri);
     if ('error' in location) throw new StorageError('Invalid', uri, location.error);
     if (location.kind === 'file') return this.files;
-    this.s3 ??= new S3Storage(s3ClientFromEnvironment(this.environment));
+    if (!this.s3) {
+      const { S3Storage: S3, s3ClientFromEnvironment } = require('./s3-storage') as typeof import('./s3-storage');
+      this.s3 = new S3(s3ClientFromEnvironment(this.environment));
+    }
     return this.s3;
   }
 
