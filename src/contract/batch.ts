@@ -119,6 +119,8 @@ export interface BatchState {
   stoppedBy?: BatchStopReason;
   /** The workers' pacing as the items' results reported it (carried, so a status after a continue-as-new still shows it). */
   pacing?: PacingStatus;
+  /** Moving average of the calls' durations, ms, which shapes chunks (absent before the first answer, and from older runs). */
+  callMs?: number;
 }
 
 /** Why a batch stopped before running every item: a failure under fail-fast, or its token or cost budget reached. */

@@ -88,7 +88,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   // Asked once the scan is done, in the same workflow task as the progress memo's patch: Temporal Cloud bills the
   // markers and the search-attribute upsert of a workflow task's patches once for the task.
   let chunking = false;
-  let callMs: number | undefined; // the calls' durations, a moving average
+  // The calls' durations, a moving average; carried across continue-as-new so a new run chunks from its first wave.
+  let callMs: number | undefined = carried?.callMs;
 
   let phase: BatchProgress['state'] = carried ? 'running' : 'scanning';
   let inFlight = 0;
@@ -496,7 +497,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   const more = !eof || buffer.length > 0;
   if (rollOver && more && state.stoppedBy === undefined) {
     const cursor = buffer.length > 0 ? buffer[0].offset : nextOffset;
-    await continueAsNew<typeof batch>(input, { ...state, cursor, runs: state.runs + 1 });
+    await continueAsNew<typeof batch>(input, { ...state, cursor, runs: state.runs + 1, ...(callMs === undefined ? {} : { callMs }) });
   }
   const { sinkBytes } = await finish();
   phase = 'finished';
