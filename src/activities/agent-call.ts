@@ -133,7 +133,11 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const attemptStartedAt = dependencies.clock();
   const attemptEndsAt = attemptStartedAt + info.startToCloseTimeoutMs;
   // Rate-limit waits (admission and 429s) end here.
-  const waitSignal = AbortSignal.any([signal, AbortSignal.timeout(Math.max(1, rateLimitWaitMs))]);
+  // Our own timers, cleared when the call ends: an `AbortSignal.timeout` with a listener is kept alive by Node until it
+  // fires, so at hundreds of calls a second its 10-minute wait budget held hundreds of thousands of signals (and what they
+  // reach) and a long batch ran its worker out of heap.
+  const waitBudget = timeoutController(Math.max(1, rateLimitWaitMs));
+  const waitSignal = AbortSignal.any([signal, waitBudget.signal]);
 
   const messages = [
     ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
@@ -157,7 +161,8 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
-      const deadline = AbortSignal.timeout(Math.ceil(deadlineMs));
+      const deadlineTimer = timeoutController(Math.ceil(deadlineMs));
+      const deadline = deadlineTimer.signal;
       const startedAt = dependencies.clock();
       try {
         const { data: completion, response } = await dependencies.llm.chat.completions
@@ -229,9 +234,20 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
             throw outOfWaitBudget(waitError);
           }
         }
+      } finally {
+        deadlineTimer.clear();
       }
     }
   } finally {
+    waitBudget.clear();
     stopWatching();
   }
+}
+
+/** An abort signal that times out after `ms` (a TimeoutError, as `AbortSignal.timeout` gives), and `clear()` to drop it. */
+function timeoutController(ms: number): { signal: AbortSignal; clear(): void } {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError')), ms);
+  timer.unref();
+  return { signal: controller.signal, clear: () => clearTimeout(timer) };
 }
