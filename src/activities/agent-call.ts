@@ -133,11 +133,11 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const attemptStartedAt = dependencies.clock();
   const attemptEndsAt = attemptStartedAt + info.startToCloseTimeoutMs;
   // Rate-limit waits (admission and 429s) end here.
-  // Our own timers, cleared when the call ends: an `AbortSignal.timeout` with a listener is kept alive by Node until it
-  // fires, so at hundreds of calls a second its 10-minute wait budget held hundreds of thousands of signals (and what they
-  // reach) and a long batch ran its worker out of heap.
-  const waitBudget = timeoutController(Math.max(1, rateLimitWaitMs));
-  const waitSignal = AbortSignal.any([signal, waitBudget.signal]);
+  // Linked by hand and unlinked when the call ends. `AbortSignal.any` keeps every combined signal that has a listener in
+  // a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given, so a
+  // worker leaked one signal (and its request's controller) per call: a 100,000-item batch ran a 128 MB heap out.
+  const waitBudget = linkedSignal(signal, Math.max(1, rateLimitWaitMs));
+  const waitSignal = waitBudget.signal;
 
   const messages = [
     ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
@@ -161,8 +161,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
-      const deadlineTimer = timeoutController(Math.ceil(deadlineMs));
-      const deadline = deadlineTimer.signal;
+      const request = linkedSignal(signal, Math.ceil(deadlineMs));
       const startedAt = dependencies.clock();
       try {
         const { data: completion, response } = await dependencies.llm.chat.completions
@@ -173,7 +172,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
               ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
               ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
             },
-            { signal: AbortSignal.any([signal, deadline]), headers: correlationHeaders(task, info) },
+            { signal: request.signal, headers: correlationHeaders(task, info) },
           )
           .withResponse();
         const choice = completion?.choices?.[0];
@@ -207,7 +206,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           release({ kind: 'abandoned' });
           throw signal.reason;
         }
-        if (deadline.aborted) {
+        if (request.timedOut()) {
           release({ kind: 'abandoned' });
           throw ApplicationFailure.create({
             type: FailureType.Timeout,
@@ -235,7 +234,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           }
         }
       } finally {
-        deadlineTimer.clear();
+        request.clear();
       }
     }
   } finally {
@@ -244,10 +243,27 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   }
 }
 
-/** An abort signal that times out after `ms` (a TimeoutError, as `AbortSignal.timeout` gives), and `clear()` to drop it. */
-function timeoutController(ms: number): { signal: AbortSignal; clear(): void } {
+/**
+ * A signal that aborts when `source` does (with its reason) or after `ms` (a TimeoutError, as `AbortSignal.timeout`
+ * gives). `clear()` removes its listener from `source` and its timer, so nothing outlives the call.
+ */
+function linkedSignal(source: AbortSignal, ms: number): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError')), ms);
+  let timedOut = false;
+  const onAbort = () => controller.abort(source.reason);
+  if (source.aborted) onAbort();
+  else source.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError'));
+  }, ms);
   timer.unref();
-  return { signal: controller.signal, clear: () => clearTimeout(timer) };
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut && !source.aborted,
+    clear: () => {
+      clearTimeout(timer);
+      source.removeEventListener('abort', onAbort);
+    },
+  };
 }
