@@ -255,6 +255,11 @@ export class KeyPacer {
     }
   }
 
+  /** The latest move of the concurrency limit (the object `snapshot().changes` ends with), cheaply. */
+  get lastChange(): LimitChange | undefined {
+    return this.changes.at(-1);
+  }
+
   snapshot(): PacerSnapshot {
     const now = this.options.now();
     return {

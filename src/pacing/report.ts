@@ -18,9 +18,12 @@ const lastReported = new Map<string, { at: number; lastMove?: LimitChange }>();
  * of thousands of calls carries a few reports, not one per call, and never misses a move.
  */
 export function pacingReport(workflowId: string, worker: string, pacer: KeyPacer, now = Date.now()): PacingReport | undefined {
-  const snapshot = pacer.snapshot();
-  const id = `${workflowId}\u0000${snapshot.provider}\u0000${snapshot.model}\u0000${snapshot.keyId}`;
+  const { provider, model, keyId } = pacer.key;
+  const id = `${workflowId}\u0000${provider}\u0000${model}\u0000${keyId}`;
   const previous = lastReported.get(id);
+  // Most calls have nothing new to say: decided before the snapshot is built, since this runs on every call.
+  if (previous !== undefined && pacer.lastChange === previous.lastMove && now - previous.at < REPORT_EVERY_MS) return undefined;
+  const snapshot = pacer.snapshot();
   // The pacer keeps its last 20 moves (the same objects); those after the last one reported are new.
   const seen = previous?.lastMove === undefined ? -1 : snapshot.changes.indexOf(previous.lastMove);
   const moves =
