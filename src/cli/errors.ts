@@ -1,26 +1,8 @@
 import { InvalidInputError } from '../contract/validation';
 
-/** Exit codes of the `fanout` command. */
-export const ExitCode = {
-  ok: 0,
-  /** The run finished but some agent failed or was cancelled. */
-  agentsFailed: 1,
-  /** Bad input or usage: nothing was started. */
-  badInput: 2,
-  /** Anything else: connection, server, unexpected. */
-  error: 3,
-} as const;
+import { CliError, ExitCode } from './exit';
 
-/** A failure the CLI reports as one line, with the exit code it maps to. */
-export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number = ExitCode.error,
-  ) {
-    super(message);
-    this.name = 'CliError';
-  }
-}
+export { CliError, ExitCode };
 
 /**
  * One line for an error and its causes: Temporal's errors say "Failed to start Workflow" or "Workflow execution failed"

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
-import { CliError, ExitCode } from './errors';
+import { CliError, ExitCode } from './exit';
 
 /**
  * `fanout worker` runs with a capped V8 heap. Node sizes the old space from the machine (about 4.3 GB here), and V8
