@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { AgentTask } from '../src/contract/agent-task';
 import { freePort } from '../src/local/free-port';
+import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { CLI } from './support/paths';
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
 import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
@@ -210,3 +212,34 @@ it.each(['abc', '32', '256.5', '-1'])('refuses FANOUT_WORKER_HEAP_MB=%s with exi
   expect(stderr.trimEnd().split('\n')).toEqual([expect.stringContaining('FANOUT_WORKER_HEAP_MB')]);
   expect(stderr).toContain(`"${value}"`);
 });
+
+it('runs a long batch in a worker capped at 64 MB of heap: per-call memory does not pile up', async () => {
+  // A regression guard, not a measurement (bench/compare.ts (d) measures): a few KB kept per call (the request
+  // signals once kept alive for the worker's lifetime) come to more than this heap over 20,000 calls, and the worker
+  // dies of it. The re-launched child must be the same process at the end, and every item in the sink once.
+  const taskQueue = uniqueName('heap-long');
+  const worker = await startWorker(taskQueue, { FANOUT_WORKER_HEAP_MB: '64' });
+  const childPid = onlyChildOf(worker);
+  expect(commandLine(childPid)).toContain('--max-old-space-size=64');
+  const directory = batchDirectory();
+  const source = writeTasks(directory, 20_000, () => 'short [sim latency=0]', 'long');
+  const sink = path.join(directory, 'long.jsonl');
+  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const handle = await client.startBatch({ source, sink, options: { concurrency: 200 } });
+  // Should the worker die (the parent exits with its child), fail at once with its last words, not at the timeout.
+  const died = exitOf(worker.child).then((exit) => {
+    throw new Error(`the worker exited (${JSON.stringify(exit)}) before the batch finished:\n${worker.output().slice(-1500)}`);
+  });
+  const summary = await Promise.race([handle.result(), died]).catch(async (error: unknown) => {
+    await handle.workflow.terminate('the worker died').catch(() => undefined);
+    throw error;
+  });
+  expect(summary).toMatchObject({ total: 20_000, succeeded: 20_000, failed: 0 });
+  expect(sinkCounts(sink)).toEqual({ lines: 20_000, ids: 20_000, ok: 20_000 });
+  expect(isGone(childPid)).toBe(false);
+  expect(worker.output()).not.toMatch(/heap out of memory|worker polling[\s\S]*worker polling/);
+
+  const exit = exitOf(worker.child);
+  worker.child.kill('SIGTERM');
+  expect(await exit).toEqual({ code: 0, signal: null });
+}, 300_000);
