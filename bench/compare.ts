@@ -112,6 +112,9 @@ async function startServer(): Promise<DevServer> {
       '--search-attribute', 'FanoutName=Keyword',
       // Otherwise the server asks Temporal's servers for newer versions at start: a network call a local run does not need.
       '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+      // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
+      // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
+      '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
     ], { stdio: ['ignore', 'ignore', 'pipe'] }),
   );
   let output = '';
@@ -171,7 +174,8 @@ function oursWorker(server: DevServer, simulator: Simulator, name: string): Prom
 function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
   const taskQueue = `plain-${slots}-${Date.now()}`;
   const script = path.join(PLAIN_BUILD, 'worker.js');
-  return spawnWorker(`plain-${slots}`, [script, '--address', server.address, '--task-queue', taskQueue, '--bundle', bundle, '--slots', String(slots)], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /plain worker polling/);
+  const nodeArgs = (process.env.BENCH_PLAIN_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  return spawnWorker(`plain-${slots}`, [...nodeArgs, script, '--address', server.address, '--task-queue', taskQueue, '--bundle', bundle, '--slots', String(slots)], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /plain worker polling/);
 }
 
 function readStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {

@@ -10,6 +10,7 @@ import { agentMetricsInterceptor } from './metrics';
 import { explainConnectionFailure } from './config/connection-diagnosis';
 import { dataConverterFromEnvironment } from './codec';
 import {
+  countFromEnvironment,
   integerFromEnvironment,
   numberFromEnvironment,
   taskQueueFromEnvironment,
@@ -51,7 +52,11 @@ export interface FanoutWorkerOptions {
   heartbeatThrottleMs?: number;
   /** A prebuilt workflow bundle (`npm run build` writes dist/workflow-bundle.js). Env FANOUT_WORKFLOW_BUNDLE. */
   workflowBundlePath?: string;
-  /** Agent activities the server may hand straight back with a workflow task's completion. Default 3 (the SDK's). */
+  /**
+   * Agent calls of one workflow task the server may hand straight back to this worker with its completion (eager
+   * dispatch; the worker's free slots bound it, and batches never use it). Env FANOUT_EAGER_ACTIVITIES; 0 turns it off;
+   * default `maxConcurrentActivities`. Needs `system.enableActivityEagerExecution` on the server (the dev server sets it).
+   */
   maxEagerActivityReservationsPerWorkflowTask?: number;
   /** Env FANOUT_WORKER_IDENTITY; default the SDK's pid@host. */
   identity?: string;
@@ -131,6 +136,11 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
   const shutdownGraceMs = options.shutdownGraceMs ?? integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  // Eager dispatch: the agent calls a fan-out or DAG starts come back with the workflow task's completion, while this
+  // worker has free slots, instead of each going through the server's matching and a poll. Batches opt out (their calls
+  // should spread over every worker). Only where the server enables it (system.enableActivityEagerExecution).
+  const eager =
+    options.maxEagerActivityReservationsPerWorkflowTask ?? countFromEnvironment('FANOUT_EAGER_ACTIVITIES') ?? maxConcurrentActivities;
   const extra = definedOnly(options.workerOptions ?? {});
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
   // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
@@ -146,9 +156,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(20, activityPollers) },
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
-    ...(options.maxEagerActivityReservationsPerWorkflowTask === undefined
-      ? {}
-      : { maxEagerActivityReservationsPerWorkflowTask: options.maxEagerActivityReservationsPerWorkflowTask }),
+    maxEagerActivityReservationsPerWorkflowTask: eager,
     maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
     shutdownGraceTime: shutdownGraceMs,
     ...extra,

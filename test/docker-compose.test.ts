@@ -34,6 +34,7 @@ interface ComposeService {
   depends_on?: Record<string, { condition: string }>;
   ports?: { published: number | string; target: number | string }[];
   environment?: Record<string, string>;
+  volumes?: string[];
   healthcheck?: { test: string[] };
 }
 
@@ -81,6 +82,14 @@ describe('docker-compose.yml', () => {
     expect(services.temporal.environment?.DB).toBe('postgres12');
     expect(services.worker.build).toBeDefined();
     expect(services.simulator.build).toBeDefined();
+  });
+
+  it("mounts the server's dynamic config, which turns eager activity dispatch on", () => {
+    const mount = (services.temporal.volumes ?? []).find((volume) => String(volume).includes('dynamicconfig'));
+    expect(mount).toBeDefined();
+    const [source, target] = String(mount).split(':');
+    expect(`/etc/temporal/${services.temporal.environment?.DYNAMIC_CONFIG_FILE_PATH}`).toBe(target);
+    expect(readFileSync(path.resolve(ROOT, source), 'utf8')).toMatch(/^system\.enableActivityEagerExecution:\n {2}- value: true$/m);
   });
 
   it('uses no auto-setup image, which Temporal no longer builds', () => {

@@ -1,6 +1,7 @@
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { AgentTask } from '../src/contract/agent-task';
 import { maxOverlap } from './support/overlap';
+import { spawnWorker } from './support/processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 
 let servers: TestServers;
@@ -64,4 +65,31 @@ it('takes a tuner in place of its own slot count', async () => {
   const requests = servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   expect(requests).toHaveLength(9);
   expect(maxOverlap(requests)).toBe(3);
+});
+
+it("hands a fan-out's calls straight back to the worker that scheduled them (eager dispatch), whichever worker that is", async () => {
+  // Two workers on one queue. Through matching the 30 calls would go to whichever polls first; eager, every call starts
+  // on the worker whose workflow task scheduled it (the dev server enables system.enableActivityEagerExecution).
+  const first = await startTestWorker(servers, { identity: 'eager-a' });
+  workers.push(first);
+  const second = await spawnWorker({
+    address: servers.server.address,
+    taskQueue: first.taskQueue,
+    env: { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_WORKER_IDENTITY: 'eager-b' },
+  });
+  workers.push({ ...first, stop: () => second.stop() });
+
+  for (const round of [1, 2, 3, 4]) {
+    const handle = await first.client.startParallel(tasks(`eager-${round}`, 30, 300));
+    expect((await handle.result()).results.every((result) => result.status === 'ok')).toBe(true);
+    const events = (await handle.workflow.fetchHistory()).events ?? [];
+    const byId = new Map(events.map((event) => [String(event.eventId), event]));
+    const starts = events.filter((event) => event.activityTaskStartedEventAttributes);
+    expect(starts).toHaveLength(30);
+    for (const start of starts) {
+      const scheduled = byId.get(String(start.activityTaskStartedEventAttributes?.scheduledEventId));
+      const scheduler = byId.get(String(scheduled?.activityTaskScheduledEventAttributes?.workflowTaskCompletedEventId));
+      expect(start.activityTaskStartedEventAttributes?.identity).toBe(scheduler?.workflowTaskCompletedEventAttributes?.identity);
+    }
+  }
 });

@@ -40,6 +40,15 @@ export function integerFromEnvironment(name: string, environment: Environment = 
   return value;
 }
 
+/** Reads an optional whole number variable that may be 0, failing with a message that names it. */
+export function countFromEnvironment(name: string, environment: Environment = process.env): number | undefined {
+  const raw = environment[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number (0 or more), got "${raw}"`);
+  return value;
+}
+
 /** Reads an optional positive number variable (fractions allowed), failing with a message that names it. */
 export function numberFromEnvironment(name: string, environment: Environment = process.env): number | undefined {
   const raw = environment[name];

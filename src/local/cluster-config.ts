@@ -142,5 +142,7 @@ export function dynamicConfig(): object {
   const value = (setting: unknown) => [{ value: setting, constraints: {} }];
   return {
     'system.forceSearchAttributesCacheRefreshOnRead': value(true),
+    // Eager activity dispatch for fan-outs and DAGs (FANOUT_EAGER_ACTIVITIES on the workers); off in the server's defaults.
+    'system.enableActivityEagerExecution': value(true),
   };
 }

@@ -120,6 +120,9 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     '--log-level', 'error',
     // The server otherwise asks Temporal's servers for newer versions at start: a network call a local run does not need.
     '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
+    // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
+    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
     ...(options.dbFilename === undefined ? [] : ['--db-filename', options.dbFilename]),
   ];
   const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });

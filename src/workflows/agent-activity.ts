@@ -9,9 +9,14 @@ import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-opt
  * An attempt may run for its request's deadline plus the rate-limit wait budget: 429s are waited out inside the
  * attempt and use no attempt. No heartbeat timeout unless the run asks for one: workers learn of cancellation and of
  * lost peers without billed heartbeats (src/watchdog/).
+ *
+ * Eager dispatch (the calls handed back to the worker that scheduled them, with its workflow task's completion) suits a
+ * fan-out's or DAG's burst of calls; a batch turns it off, or every call of a long batch would run on the one worker
+ * that runs its workflow.
  */
-export function agentActivities(options: ResolvedRunOptions) {
+export function agentActivities(options: ResolvedRunOptions, { allowEagerDispatch = true }: { allowEagerDispatch?: boolean } = {}) {
   return proxyActivities<Activities>({
+    allowEagerDispatch,
     startToCloseTimeout: options.agentTimeoutMs + RATE_LIMIT_WAIT_MS,
     ...(options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeout: options.heartbeatTimeoutMs }),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

@@ -109,39 +109,51 @@ export class AgentRun {
 
   /**
    * Runs task `index` (with its dependencies' outputs or a synthesis's inputs, by reference) and records its result.
-   * Never throws. Once a budget is spent the task is not started but reported skipped.
+   * Never rejects. Once a budget is spent the task is not started but reported skipped. `settled`, when given, is
+   * called with the result as it is recorded.
+   *
+   * A promise chain rather than an async function, for the first workflow task of a large fan-out: every promise a
+   * workflow creates costs a stack capture (and a source-map lookup per frame) in the SDK's sandbox, and an async
+   * function with an await makes two where this makes one.
    */
-  async runTask(index: number, context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {}): Promise<AgentResult> {
+  runTask(index: number, context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {}, settled?: (result: AgentResult) => void): Promise<AgentResult> {
     const task = this.tasks[index];
     const spent = this.budgetReached();
     if (spent !== undefined) {
       const result = skipped(task, FailureType.BudgetExhausted, `skipped: ${spent}`);
       this.record(index, result);
-      return result;
+      settled?.(result);
+      return Promise.resolve(result);
     }
     this.states[index] = 'running';
     this.emit('agent-started', task.id);
     const startedAt = Date.now();
-    let result: AgentResult;
-    try {
-      const execute = () =>
-        this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
-          { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
-        ]);
-      // Callers that run all their tasks inside the run's scope (runInLanes) save a scope entry per task: every promise a
-      // workflow creates costs a stack capture in the SDK's sandbox, and a 500-agent fan-out creates thousands.
-      const call = await (CancellationScope.current() === this.scope ? execute() : this.scope.run(execute));
-      result = succeeded(task, call, Date.now() - startedAt);
-      if (call.pacing) for (const move of recordPacing(this.pacing, call.pacing)) this.emit('pacing', task.id, describeMove(move));
-    } catch (error) {
-      result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
-      if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
-      if (result.status === 'cancelled' && this.stoppedBy === 'budget') {
-        result = { ...result, error: { type: FailureType.BudgetExhausted, message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}` } };
-      }
-    }
-    this.record(index, result);
-    return result;
+    const execute = () =>
+      this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
+        { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
+      ]);
+    const finish = (result: AgentResult): AgentResult => {
+      this.record(index, result);
+      settled?.(result);
+      return result;
+    };
+    // Callers that run all their tasks inside the run's scope (runInLanes) save a scope entry per task.
+    const call = CancellationScope.current() === this.scope ? execute() : this.scope.run(execute);
+    return call.then(
+      (value) => {
+        const result = succeeded(task, value, Date.now() - startedAt);
+        if (value.pacing) for (const move of recordPacing(this.pacing, value.pacing)) this.emit('pacing', task.id, describeMove(move));
+        return finish(result);
+      },
+      (error: unknown) => {
+        let result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
+        if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
+        if (result.status === 'cancelled' && this.stoppedBy === 'budget') {
+          result = { ...result, error: { type: FailureType.BudgetExhausted, message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}` } };
+        }
+        return finish(result);
+      },
+    );
   }
 
   /**

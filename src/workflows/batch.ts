@@ -79,7 +79,7 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   const { source, sink, batchId } = parsed;
   const runOptions = resolveRunOptions({ ...parsed.options, maxParallel: undefined });
   const options = resolveBatchOptions(parsed.options);
-  const agents = agentActivities(runOptions);
+  const agents = agentActivities(runOptions, { allowEagerDispatch: false });
   const io = storageActivities(options.storageAttempts);
   // Each call still in flight when a run stops starting new ones adds events while it drains.
   const historyBudget = Math.max(2000, HISTORY_CEILING - 8 * options.concurrency - 1000);
@@ -369,7 +369,10 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
 
   // Items of a chunk that failed retryably run again, one activity each, with the attempts the chunk left them.
   const retries: BatchEntry[] = [];
-  const retryAgents = agentActivities({ ...runOptions, retry: { ...runOptions.retry, maximumAttempts: Math.max(1, runOptions.retry.maximumAttempts - 1) } });
+  const retryAgents = agentActivities(
+    { ...runOptions, retry: { ...runOptions.retry, maximumAttempts: Math.max(1, runOptions.retry.maximumAttempts - 1) } },
+    { allowEagerDispatch: false },
+  );
   const running = new Set<Promise<void>>();
 
   // Every item of a chunk must fit the one activity's start-to-close (agentTimeoutMs + the rate-limit wait budget).

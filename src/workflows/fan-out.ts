@@ -17,10 +17,25 @@ export async function runInLanes(run: AgentRun, count: number, lanes: number, co
     }
   };
   // Inside the run's scope once for all lanes, rather than once per task (runTask sees it is already there). With a lane
-  // per task, the tasks are started directly: the same activities in the same order, fewer promises (each costs a stack
-  // capture in the SDK's sandbox, which is most of the first workflow task of a large fan-out).
-  if (lanes >= count) await run.scope.run(() => Promise.all(Array.from({ length: count }, (_, index) => run.runTask(index, context))));
-  else await run.scope.run(() => Promise.all(Array.from({ length: lanes }, lane)));
+  // per task, the tasks are started directly and counted down as they settle: the same activities in the same order,
+  // one promise per task (each costs a stack capture in the SDK's sandbox, which is most of the first workflow task of a
+  // large fan-out; lanes or Promise.all would add one or two more per task).
+  if (lanes >= count) {
+    await run.scope.run(
+      () =>
+        new Promise<void>((resolve) => {
+          let left = count;
+          if (left === 0) resolve();
+          const settled = () => {
+            left -= 1;
+            if (left === 0) resolve();
+          };
+          for (let index = 0; index < count; index += 1) void run.runTask(index, context, settled);
+        }),
+    );
+  } else {
+    await run.scope.run(() => Promise.all(Array.from({ length: lanes }, lane)));
+  }
 }
 
 /**
