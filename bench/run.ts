@@ -163,8 +163,9 @@ ${table}
 
 Reading it:
 - The 100-agent fan-out is bounded by its slowest agent plus Temporal's scheduling overhead (the issue's target is 1.10 x).
-  That overhead is mostly the dev server dispatching 100 activity tasks in a burst (a few hundred ms on this 2-core
-  machine, where the server, the worker and the simulator share the cores); \`Promise.all\` pays none of it, and gives up
+  That overhead is the workflow task that schedules the calls and the start of 100 activities in a burst (handed back
+  to the worker by eager dispatch, not matched one by one; a few hundred ms on this 2-core machine, where the server, the
+  worker and the simulator share the cores); \`Promise.all\` pays none of it, and gives up
   durability, retries and cancellation in exchange.
 - With the SDK's default 100 activity slots, 500 one-second agents run in about five waves; the worker's 500 slots remove
   the waves. This is why \`FANOUT_MAX_CONCURRENT_ACTIVITIES\` defaults to 500.
