@@ -3,8 +3,8 @@ import { heapCapToApply, relaunchWithHeapCap } from './heap-cap';
 
 /**
  * `fanout worker` re-launches itself with a heap cap (src/cli/heap-cap.ts). It does so here, before the CLI and the
- * Temporal SDK are loaded, so the parent that only supervises stays a bare Node process (about 42 MB, not ~85); it loads nothing else, not even
- * the CLI's error module (zod comes with it), unless the re-launch fails.
+ * Temporal SDK are loaded, so the parent that only supervises stays a bare Node process (about 42 MB, not ~85). It
+ * loads nothing else, not even the CLI's error module (zod comes with it), unless the re-launch fails.
  */
 function relaunchesNow(): boolean {
   const [command, ...rest] = process.argv.slice(2);

@@ -31,21 +31,19 @@ type Environment = Record<string, string | undefined>;
 
 /** Reads an optional positive integer variable, failing with a message that names it. */
 export function integerFromEnvironment(name: string, environment: Environment = process.env): number | undefined {
-  const raw = environment[name];
-  if (raw === undefined || raw.trim() === '') return undefined;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) {
-    throw new Error(`${name} must be a positive whole number, got "${raw}"`);
-  }
-  return value;
+  return wholeNumberFromEnvironment(name, environment, 1, 'a positive whole number');
 }
 
 /** Reads an optional whole number variable that may be 0, failing with a message that names it. */
 export function countFromEnvironment(name: string, environment: Environment = process.env): number | undefined {
+  return wholeNumberFromEnvironment(name, environment, 0, 'a whole number (0 or more)');
+}
+
+function wholeNumberFromEnvironment(name: string, environment: Environment, minimum: number, wanted: string): number | undefined {
   const raw = environment[name];
   if (raw === undefined || raw.trim() === '') return undefined;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number (0 or more), got "${raw}"`);
+  if (!Number.isInteger(value) || value < minimum) throw new Error(`${name} must be ${wanted}, got "${raw}"`);
   return value;
 }
 
