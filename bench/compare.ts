@@ -233,10 +233,10 @@ function peakRss(pid: number): { stop(): number } {
   };
 }
 
-function writeTasks(name: string, count: number): string {
+function writeTasks(name: string, count: number, model?: string): string {
   const file = path.join(directory, `${name}.jsonl`);
   const lines: string[] = [];
-  for (let index = 0; index < count; index += 1) lines.push(JSON.stringify({ id: `item-${index}`, prompt: `batch item ${index}` }));
+  for (let index = 0; index < count; index += 1) lines.push(JSON.stringify({ id: `item-${index}`, prompt: `batch item ${index}`, ...(model === undefined ? {} : { model }) }));
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
 }
@@ -443,12 +443,23 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
   const ours = await oursWorker(harness.server, harness.simulator, 'window');
   const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 100);
   const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  let coldRounds = 0;
   try {
     return await measure('b', '1,000-item batch, concurrency 50, 200 ms calls (ideal 4.0 s)', 'wall / ideal', false, [
       {
         name: 'ours: startBatch → result(), end to end (inside the workflow in notes)',
         run: async (size) => {
           const run = await oursBatch(harness, fanout, ours, sources[size], count(size), 50, 180_000);
+          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x` };
+        },
+      },
+      {
+        // Each round names a model the worker has never called, so its scan has no call-length hint for the batch and
+        // the first wave is an activity per item, as on a freshly deployed worker.
+        name: 'ours: startBatch, a model the worker has not called lately (first wave learns the call length)',
+        run: async (size) => {
+          const source = writeTasks(`window-cold-${(coldRounds += 1)}`, count(size), `sim-cold-${coldRounds}`);
+          const run = await oursBatch(harness, fanout, ours, source, count(size), 50, 180_000);
           return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x` };
         },
       },
@@ -564,9 +575,12 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
     return row ? medianSample(row) : undefined;
   };
   const lines: string[] = [];
-  const oursB = value('b', 'ours: startBatch');
+  const oursB = value('b', 'ours: startBatch →');
+  const coldB = value('b', 'ours: startBatch, a model');
   const plainB = value('b', 'plain SDK');
-  lines.push(`- (b) batch ≤ 1.25 × ideal and below the plain SDK's ratio: ours ${oursB?.value.toFixed(2) ?? '–'} ×, plain ${plainB?.value.toFixed(2) ?? '–'} × → ${verdict(oursB && plainB ? oursB.value <= 1.25 && oursB.value < plainB.value : undefined)}`);
+  lines.push(
+    `- (b) batch ≤ 1.25 × ideal and below the plain SDK's ratio: ours ${oursB?.value.toFixed(2) ?? '–'} × (a model the worker had not called: ${coldB?.value.toFixed(2) ?? '–'} ×), plain ${plainB?.value.toFixed(2) ?? '–'} × → ${verdict(oursB && plainB ? oursB.value <= 1.25 && oursB.value < plainB.value : undefined)}`,
+  );
   const oursC = value('c', 'ours');
   const plainC = value('c', 'plain SDK');
   lines.push(`- (c) zero-latency throughput ≥ 1.0 × the plain SDK's, results stored: ours ${oursC?.value.toFixed(0) ?? '–'} calls/s, plain ${plainC?.value.toFixed(0) ?? '–'} calls/s (${oursC && plainC ? (oursC.value / plainC.value).toFixed(2) : '–'} ×) → ${verdict(oursC && plainC ? oursC.value >= plainC.value : undefined)}`);

@@ -68,10 +68,53 @@ describe('batch chunks: several short calls per activity', () => {
     const activities = await scheduled(handle.workflow);
     const chunks = activities.filter((activity) => activity.type === 'runBatchChunk');
     const items = activities.filter((activity) => activity.type === 'runBatchItem');
-    // The first wave runs an activity per item (the calls' length is not known yet); then chunks take over.
+    // The worker has made no calls yet, so the first wave runs an activity per item to learn the calls' length; then
+    // chunks take over.
     expect(items.length).toBeGreaterThanOrEqual(1);
     expect(chunks.length).toBeGreaterThan(0);
     expect(chunks.length + items.length).toBeLessThan(300);
+  });
+
+  it('chunks a batch from its first wave once the worker has made calls of the model lately, each slot taking an equal share', async () => {
+    // The test before made 600 calls of the default model on this worker, so its scan reports how long they take.
+    const source = writeTasks(directory, 400, () => 'x', 'warm');
+    const sink = path.join(directory, 'warm.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 40 } });
+    expect(await handle.result()).toMatchObject({ succeeded: 400, runs: 1 });
+    expect(sinkCounts(sink)).toEqual({ lines: 400, ids: 400, ok: 400 });
+    expect(maxOverlap(requestsOf(handle.batchId))).toBeLessThanOrEqual(40);
+
+    const history = await handle.workflow.fetchHistory();
+    const inputs = (history.events ?? [])
+      .map((event) => event.activityTaskScheduledEventAttributes)
+      .filter((attributes) => attributes !== undefined && attributes !== null)
+      .map((attributes) => ({ type: attributes.activityType?.name ?? '', input: decodePayload(attributes.input?.payloads?.[0]) as Record<string, unknown> }));
+    const scanScheduled = (history.events ?? []).find((event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'scanBatchSource');
+    const scan = (history.events ?? []).find((event) => event.activityTaskCompletedEventAttributes?.scheduledEventId?.toString() === scanScheduled?.eventId?.toString());
+    expect(inputs[0].type).toBe('scanBatchSource');
+    expect(decodePayload(scan?.activityTaskCompletedEventAttributes?.result?.payloads?.[0])).toMatchObject({ total: 400, typicalCallMs: expect.any(Number) });
+    // The scan brought the first page: no page is read from the start of the file.
+    expect(inputs.filter((activity) => activity.type === 'readBatchPage' && activity.input.offset === 0)).toHaveLength(0);
+    // Calls of about 10 ms: 8 at once per activity from the first wave, not one activity per item. While the calls' length
+    // is only the worker's hint, each slot runs 2 in a row; once the batch's own calls answer, each slot takes its equal
+    // share of the rest (320 items over 40 slots: 8) in one round of chunks that end together.
+    expect(inputs.filter((activity) => activity.type === 'runBatchItem')).toHaveLength(0);
+    const chunks = inputs.filter((activity) => activity.type === 'runBatchChunk');
+    const shapes = chunks.map((chunk) => [(chunk.input.entries as unknown[]).length, chunk.input.parallel]);
+    expect(shapes).toEqual([...Array.from({ length: 5 }, () => [16, 8]), ...Array.from({ length: 5 }, () => [64, 8])]);
+  });
+
+  it("gives each item of a chunk its own request deadline (agentTimeoutMs), not the chunk's whole timeout", async () => {
+    const prompt = (index: number) => (index === 7 ? 'slow [sim latency=4000]' : 'x');
+    const source = writeTasks(directory, 40, prompt, 'deadline');
+    const sink = path.join(directory, 'deadline.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 8, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } } });
+    expect(await handle.result()).toMatchObject({ succeeded: 39, failed: 1 });
+    const lines = new Map(readSink(sink).map((line) => [line.id, line]));
+    expect(lines.get('deadline-7')).toMatchObject({ status: 'failed', error: { type: 'Timeout' } });
+    expect(lines.get('deadline-7')?.durationMs).toBeLessThan(3000);
+    // It was one of a chunk's items (the worker knows the calls are short), so the chunk's timeout covered several calls.
+    expect((await scheduled(handle.workflow)).some((activity) => activity.type === 'runBatchChunk' && activity.id === 'chunk:deadline-0')).toBe(true);
   });
 
   it('runs a chunk item that failed retryably again as its own activity, and writes a non-retryable failure at once', async () => {

@@ -119,7 +119,7 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
  * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
  * Other failures are mapped to Temporal failures, which decide retries.
  */
-export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies): Promise<AgentCallResult> {
+export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies, call: { attemptMs?: number } = {}): Promise<AgentCallResult> {
   const context = Context.current();
   const { info } = context;
   const { attempt } = info;
@@ -129,9 +129,11 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const pacer = dependencies.pacer ?? defaultPacer();
   const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
   const workerWaitMs = dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
-  const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(info.startToCloseTimeoutMs, workerWaitMs);
+  // A chunk's items share its activity, whose timeout covers all of them: each item gets a single call's (`attemptMs`).
+  const attemptMs = call.attemptMs ?? info.startToCloseTimeoutMs;
+  const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(attemptMs, workerWaitMs);
   const attemptStartedAt = dependencies.clock();
-  const attemptEndsAt = attemptStartedAt + info.startToCloseTimeoutMs;
+  const attemptEndsAt = attemptStartedAt + attemptMs;
   // Rate-limit waits (admission and 429s) end here.
   // Linked by hand and unlinked when the call ends. `AbortSignal.any` keeps every combined signal that has a listener in
   // a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given, so a

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
@@ -12,6 +13,7 @@ import { StorageError, type ObjectStorage } from '../store';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
 import { completeTask, type AgentCallDependencies } from './agent-call';
+import { RecentCalls } from './recent-calls';
 
 function invalid(error: InvalidInputError): ApplicationFailure {
   return ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
@@ -70,6 +72,16 @@ function skipSet(storage: ObjectStorage, spool: string | undefined): Promise<Set
 export interface ScanResult {
   total: number;
   alreadyOk: number;
+  /** The source's first page, when the scan was asked for it (`firstPageSize`): the batch starts without reading it. */
+  firstPage?: BatchPage;
+  /** How long this worker's recent calls of the first task's model took, ms (RecentCalls), if it made enough lately. */
+  typicalCallMs?: number;
+}
+
+export interface BatchPage {
+  entries: BatchEntry[];
+  nextOffset: number;
+  eof: boolean;
 }
 
 export interface BatchItemResult {
@@ -103,11 +115,12 @@ export interface BatchChunkResult {
 /** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
 export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
   const { storage } = dependencies;
+  const recentCalls = new RecentCalls(dependencies.clock);
 
-  async function runItem(source: string, spool: string, entry: BatchEntry, inlineLineBytes: number): Promise<BatchItemResult> {
+  async function runItem(source: string, spool: string, entry: BatchEntry, inlineLineBytes: number, attemptMs?: number): Promise<BatchItemResult> {
     const task = await mapped(() => readTaskAt(storage, source, entry));
     const startedAt = dependencies.clock();
-    const call = withCost(await completeTask(task, dependencies), dependencies.prices);
+    const call = withCost(await completeTask(task, dependencies, { attemptMs }), dependencies.prices);
     const cost = call.unpriced ? { unpriced: true } : { costUsd: call.costUsd };
     const line: BatchResultLine = {
       id: task.id,
@@ -119,6 +132,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       ...cost,
       model: call.model,
     };
+    recentCalls.record(task.model ?? dependencies.defaultModel, line.durationMs);
     const text = JSON.stringify(line);
     const bytes = Buffer.byteLength(text, 'utf8') + 1;
     const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes, ...(call.pacing ? { pacing: call.pacing } : {}) };
@@ -128,8 +142,11 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
   }
 
   return {
-    /** Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. */
-    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean }): Promise<ScanResult> {
+    /**
+     * Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. Asked
+     * for it, returns the first page too (one activity fewer before the first call), and the worker's recent call length.
+     */
+    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean; firstPageSize?: number }): Promise<ScanResult> {
       return heartbeating(() =>
         mapped(async () => {
           let kept = 0;
@@ -139,12 +156,18 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           } else await storage.checkWritable(input.sink);
           const skip = await skipSet(storage, input.resume ? input.spool : undefined);
           const scan = await scanTaskSource(storage, input.source, { skip });
-          return { total: scan.toRun, alreadyOk: kept };
+          const typicalCallMs = recentCalls.typicalMs(scan.firstModel ?? dependencies.defaultModel);
+          return {
+            total: scan.toRun,
+            alreadyOk: kept,
+            ...(input.firstPageSize === undefined ? {} : { firstPage: await readEntries(storage, input.source, 0, input.firstPageSize, skip) }),
+            ...(typicalCallMs === undefined ? {} : { typicalCallMs }),
+          };
         }),
       );
     },
 
-    async readBatchPage(input: { source: string; offset: number; limit: number; resumeSpool?: string }) {
+    async readBatchPage(input: { source: string; offset: number; limit: number; resumeSpool?: string }): Promise<BatchPage> {
       return heartbeating(() => mapped(async () => readEntries(storage, input.source, input.offset, input.limit, await skipSet(storage, input.resumeSpool))));
     },
 
@@ -162,12 +185,23 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
      * (the workflow runs a retryable one again as its own activity); a changed source, and the chunk's cancellation,
      * end the whole chunk.
      */
-    async runBatchChunk(input: { source: string; spool: string; entries: BatchEntry[]; inlineLineBytes: number; parallel?: number }): Promise<BatchChunkResult> {
+    async runBatchChunk(input: {
+      source: string;
+      spool: string;
+      entries: BatchEntry[];
+      inlineLineBytes: number;
+      parallel?: number;
+      /** Each item's own budget (request deadline plus rate-limit wait), ms; by default the chunk's start-to-close. */
+      itemAttemptMs?: number;
+    }): Promise<BatchChunkResult> {
       const { cancellationSignal } = Context.current();
+      // Each call in flight links two listeners to the activity's signal (its wait budget and its request), and unlinks
+      // them when it ends: `parallel` calls at once are expected, not a leak for Node to warn about.
+      setMaxListeners(Math.max(10, 3 * (input.parallel ?? input.entries.length)), cancellationSignal);
       const runOne = async (entry: BatchEntry): Promise<BatchChunkItem> => {
         const startedAt = dependencies.clock();
         try {
-          return { ok: await runItem(input.source, input.spool, entry, input.inlineLineBytes) };
+          return { ok: await runItem(input.source, input.spool, entry, input.inlineLineBytes, input.itemAttemptMs) };
         } catch (error) {
           if (cancellationSignal.aborted) throw error;
           const type = error instanceof ApplicationFailure ? (error.type ?? FailureType.Unknown) : FailureType.Unknown;

@@ -57,6 +57,8 @@ export interface SourceScan {
   tasks: number;
   /** Tasks not in `skip`. */
   toRun: number;
+  /** The model the first task to run names, if it names one. */
+  firstModel?: string;
 }
 
 /**
@@ -68,6 +70,7 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
   const firstSeen = new Map<string, number>();
   let tasks = 0;
   let toRun = 0;
+  let firstModel: string | undefined;
   if (await storage.isDirectory(uri)) throw new InvalidInputError([{ path: uri, message: 'is a directory, not a task file' }]);
   try {
     for await (const line of linesOf(storage, uri)) {
@@ -81,7 +84,10 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
         if (first !== undefined) issues.push({ path: `${uri} line ${line.line}: id`, message: `duplicate id "${task.id}" (first at line ${first})` });
         else firstSeen.set(task.id, line.line);
         tasks += 1;
-        if (!options.skip?.has(task.id)) toRun += 1;
+        if (!options.skip?.has(task.id)) {
+          if (toRun === 0) firstModel = task.model;
+          toRun += 1;
+        }
       }
       if (issues.length >= 20) break;
     }
@@ -90,7 +96,7 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
   }
   if (issues.length > 0) throw new InvalidInputError(issues);
   if (tasks === 0) throw new InvalidInputError([{ path: uri, message: 'holds no tasks' }]);
-  return { tasks, toRun };
+  return { tasks, toRun, ...(firstModel === undefined ? {} : { firstModel }) };
 }
 
 /** Up to `limit` entries from byte `offset` on, skipping ids in `skip`; `nextOffset` is where the next page starts. */

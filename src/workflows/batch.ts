@@ -13,7 +13,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { BatchChunkResult, BatchItemResult } from '../activities/batch-activities';
+import type { BatchChunkResult, BatchItemResult, ScanResult } from '../activities/batch-activities';
 import type { FlushItem } from '../batch/result-sink';
 import { resolveBatchOptions, type BatchEntry, type BatchInput, type BatchProgress, type BatchResultLine, type BatchState, type BatchSummary } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
@@ -35,10 +35,14 @@ const HISTORY_CEILING = 10_240;
 const CHUNK_TARGET_MS = 2000;
 /** Most calls at once in one activity, chosen automatically. */
 const AUTO_CHUNK_MAX = 8;
-/** Most items one slot of an activity runs one after another, chosen automatically. */
-const AUTO_CHUNK_DEPTH = 4;
-/** A slot of a chunk runs about this long of calls in a row, so an activity's overhead is paid once per that. */
-const DEPTH_TARGET_MS = 1000;
+/**
+ * Most items one slot of an activity runs one after another, chosen automatically, and about how long of calls in a row
+ * that slot runs, so an activity's overhead is paid once per that: before the `batch-deep-chunks` patch, and after it.
+ */
+const SHALLOW = { maxDepth: 4, depthTargetMs: 1000 };
+const DEEP = { maxDepth: 10, depthTargetMs: 2000 };
+/** Items in a row per slot while the calls' length is only the scan's hint. */
+const HINTED_DEPTH = 2;
 
 /** A flush's input stays far below Temporal's 2 MB payload limit. */
 const FLUSH_BYTES = 512 * 1024;
@@ -88,6 +92,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   // Asked once the scan is done, in the same workflow task as the progress memo's patch: Temporal Cloud bills the
   // markers and the search-attribute upsert of a workflow task's patches once for the task.
   let chunking = false;
+  // Deeper chunks, an even tail, pages read a round of chunks ahead, and the scan's first page and call-length hint.
+  let deep = false;
   // The calls' durations, a moving average; carried across continue-as-new so a new run chunks from its first wave.
   let callMs: number | undefined = carried?.callMs;
 
@@ -151,13 +157,19 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     }
   };
 
+  let scanned: ScanResult | undefined;
   if (!carried) {
-    const scan = await io.scanBatchSource({ source, sink, spool, resume });
-    state = { ...state, total: scan.total, alreadyOk: scan.alreadyOk };
+    scanned = await io.scanBatchSource({ source, sink, spool, resume, firstPageSize: options.pageSize });
+    state = { ...state, total: scanned.total, alreadyOk: scanned.alreadyOk };
     phase = 'running';
     recordProgress();
   }
   chunking = patched('batch-chunks');
+  deep = chunking && patched('batch-deep-chunks');
+  // A worker that made calls of this model lately knows how long they take: short ones run in chunks from the first wave,
+  // but shallow ones (HINTED_DEPTH) until this batch's own calls answer, in case its calls are longer than that worker's.
+  // Both hints are absent when a worker of older code ran the scan; the batch then reads its first page and learns.
+  const hintMs = deep ? scanned?.typicalCallMs : undefined;
   setCurrentDetails(`batch ${batchId}: ${state.total} items, concurrency ${options.concurrency}`);
 
   const buffer: BatchEntry[] = [];
@@ -182,8 +194,15 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   };
 
   const mayReadMore = (): boolean => !eof && (options.pagesPerRun === undefined || pagesRead < options.pagesPerRun);
+  if (deep && scanned?.firstPage) {
+    buffer.push(...scanned.firstPage.entries);
+    nextOffset = scanned.firstPage.nextOffset;
+    eof = scanned.firstPage.eof;
+    pagesRead += 1;
+  }
 
-  // Pages are read ahead while the lanes still have work, so no lane waits on a read in the steady state.
+  // Pages are read ahead while the lanes still have work, so no lane waits on a read in the steady state: with deep
+  // chunks, until the buffer holds a round of chunks (every slot's next chunk), or each round would wait for a page.
   const refill = (): Promise<void> => {
     reading ??= io
       .readBatchPage({ source, offset: nextOffset, limit: options.pageSize, ...(resumeSpool ? { resumeSpool } : {}) })
@@ -199,7 +218,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     return reading;
   };
   const readAhead = (): void => {
-    if (reading === undefined && mayReadMore() && buffer.length < Math.max(options.concurrency, options.pageSize / 2)) {
+    const wanted = options.concurrency * (deep ? chunkShape().depth : 1);
+    if (reading === undefined && mayReadMore() && buffer.length < Math.max(wanted, options.pageSize / 2)) {
       refill().catch((error: unknown) => {
         if (!isCancellation(error)) stopWith(error);
       });
@@ -375,21 +395,25 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   );
   const running = new Set<Promise<void>>();
 
-  // Every item of a chunk must fit the one activity's start-to-close (agentTimeoutMs + the rate-limit wait budget).
-  const depthCap = Math.max(1, Math.min(AUTO_CHUNK_DEPTH, Math.floor((runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS) / runOptions.agentTimeoutMs)));
+  // Before `batch-deep-chunks`, every item of a chunk had to fit the one activity's start-to-close (agentTimeoutMs + the
+  // rate-limit wait budget); after it, a chunk's timeout is that times its depth, and each item still gets one call's.
+  const depthCap = Math.max(1, Math.floor((runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS) / runOptions.agentTimeoutMs));
 
   /**
    * How the next activity runs its items: `parallel` calls at once, each slot taking `depth` items one after another. Set
    * by the batch (`itemsPerActivity`, all at once), else from the calls' durations so far: an activity per item at first
    * and for calls of CHUNK_TARGET_MS or more; for shorter calls up to AUTO_CHUNK_MAX at once (never over a quarter of
-   * the concurrency, so several activities share it), each slot running about DEPTH_TARGET_MS of calls in a row.
+   * the concurrency, so several activities share it), each slot running about `depthTargetMs` of calls in a row.
    */
   const chunkShape = (): { parallel: number; depth: number } => {
     if (options.itemsPerActivity !== undefined) return { parallel: options.itemsPerActivity, depth: 1 };
-    if (callMs === undefined) return { parallel: 1, depth: 1 };
-    const ms = Math.max(1, callMs);
+    const known = callMs ?? hintMs;
+    if (known === undefined) return { parallel: 1, depth: 1 };
+    const ms = Math.max(1, known);
+    const { maxDepth, depthTargetMs } = deep ? DEEP : SHALLOW;
     const parallel = Math.max(1, Math.min(AUTO_CHUNK_MAX, Math.floor(options.concurrency / 4), Math.floor(CHUNK_TARGET_MS / ms)));
-    return { parallel, depth: parallel === 1 ? 1 : Math.max(1, Math.min(depthCap, Math.floor(DEPTH_TARGET_MS / ms))) };
+    const most = !deep ? depthCap : callMs === undefined ? HINTED_DEPTH : maxDepth;
+    return { parallel, depth: parallel === 1 ? 1 : Math.max(1, Math.min(maxDepth, most, Math.floor(depthTargetMs / ms))) };
   };
 
   const runEntries = async (entries: BatchEntry[], parallel: number, retry: boolean): Promise<void> => {
@@ -414,9 +438,11 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     }
     let chunk: BatchChunkResult;
     try {
+      const attemptMs = runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS;
+      const timing = deep ? { startToCloseTimeout: Math.ceil(entries.length / parallel) * attemptMs } : {};
       chunk = await scope.run(() =>
-        agents.runBatchChunk.executeWithOptions({ activityId: `chunk:${entries[0].id}`, summary: `${entries.length} items from ${entries[0].name}` }, [
-          { source, spool, entries, inlineLineBytes, parallel },
+        agents.runBatchChunk.executeWithOptions({ activityId: `chunk:${entries[0].id}`, summary: `${entries.length} items from ${entries[0].name}`, ...timing }, [
+          { source, spool, entries, inlineLineBytes, parallel, ...(deep ? { itemAttemptMs: attemptMs } : {}) },
         ]),
       );
     } catch (error) {
@@ -433,10 +459,15 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     afterResults();
   };
 
+  /** Items in the activities running now, and what is left of the current round of chunks (deep chunks only). */
+  let itemsOut = 0;
+  const round = { slots: 0, depth: 1 };
   const start = (entries: BatchEntry[], parallel: number, retry: boolean): void => {
     inFlight += parallel;
+    itemsOut += entries.length;
     const run: Promise<void> = runEntries(entries, parallel, retry).finally(() => {
       inFlight -= parallel;
+      itemsOut -= entries.length;
       running.delete(run);
     });
     running.add(run);
@@ -461,7 +492,18 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
         continue;
       }
       readAhead();
-      if (buffer.length === 0) {
+      const shape = chunkShape();
+      // What is not started yet is split into equal rounds, a round giving every slot one chunk of the same depth, so the
+      // last round's chunks end together instead of a few slots running full-depth chunks while the others have nothing.
+      if (deep && round.slots <= 0) {
+        const unstarted = state.total - state.succeeded - state.failed - itemsOut;
+        round.depth = Math.max(1, Math.ceil(unstarted / (options.concurrency * Math.max(1, Math.ceil(unstarted / (options.concurrency * shape.depth))))));
+        round.slots = options.concurrency;
+      }
+      const depth = deep ? Math.min(shape.depth, round.depth) : shape.depth;
+      // With deep chunks, a chunk is not started short while the page that fills it is on its way.
+      const short = deep && buffer.length < Math.min(shape.parallel, room) * depth && (reading !== undefined || mayReadMore());
+      if (buffer.length === 0 || short) {
         try {
           await (reading ?? refill());
         } catch (error) {
@@ -471,9 +513,9 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
         }
         continue;
       }
-      const shape = chunkShape();
       const parallel = Math.min(shape.parallel, room, buffer.length);
-      start(buffer.splice(0, Math.min(parallel * shape.depth, buffer.length)), parallel, false);
+      start(buffer.splice(0, Math.min(parallel * depth, buffer.length)), parallel, false);
+      round.slots -= parallel;
     }
     await Promise.all(running);
     if (!scope.consideredCancelled && fatal === undefined && !eof) rollOver = true; // the history budget, or pagesPerRun
