@@ -194,7 +194,8 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       /** Each item's own budget (request deadline plus rate-limit wait), ms; by default the chunk's start-to-close. */
       itemAttemptMs?: number;
     }): Promise<BatchChunkResult> {
-      const { cancellationSignal } = Context.current();
+      const context = Context.current();
+      const { cancellationSignal } = context;
       // Each call in flight links two listeners to the activity's signal (its wait budget and its request), and unlinks
       // them when it ends: `parallel` calls at once are expected, not a leak for Node to warn about.
       setMaxListeners(Math.max(10, 3 * (input.parallel ?? input.entries.length)), cancellationSignal);
@@ -220,7 +221,15 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           items[index] = await runOne(input.entries[index]);
         }
       };
-      await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel ?? input.entries.length, input.entries.length)) }, slot));
+      // A run with a heartbeat timeout hears from the whole chunk on a timer: its calls heartbeat only while one is in flight
+      // long enough, and a chunk of many short ones (and their reads between) outlasts the timeout without a word.
+      const heartbeatTimeoutMs = context.info.heartbeatTimeoutMs ?? 0;
+      const timer = heartbeatTimeoutMs > 0 ? setInterval(() => context.heartbeat(), heartbeatTimeoutMs * 0.4) : undefined;
+      try {
+        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel ?? input.entries.length, input.entries.length)) }, slot));
+      } finally {
+        clearInterval(timer);
+      }
       if (cancellationSignal.aborted) throw cancellationSignal.reason;
       return { items };
     },
