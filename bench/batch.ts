@@ -125,8 +125,9 @@ A 1,000-item batch, concurrency 50, every call 200 ms (worker in the benchmark's
 ${window}
 
 The gap to the ideal is Temporal's cost per activity (schedule, dispatch, complete: three history events and a workflow task, on a 2-core
-machine shared by the dev server, the worker and the simulator). The first 50 items run an activity each, then short calls like these share
-activities (chunks; README, "Batches"), so that cost is paid about once per 32 calls.
+machine shared by the dev server, the worker and the simulator). Short calls like these share activities (chunks; README, "Batches"), so
+that cost is paid about once per 50-80 calls. In round 1 the worker has made no calls yet, so the first 50 items run an activity each while
+the batch learns how long its calls are; from round 2 the worker's recent calls tell the batch at its scan, and it chunks from the first wave.
 ${
   big === undefined
     ? `
