@@ -92,8 +92,6 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
   // Asked once the scan is done, in the same workflow task as the progress memo's patch: Temporal Cloud bills the
   // markers and the search-attribute upsert of a workflow task's patches once for the task.
   let chunking = false;
-  // Deeper chunks, an even tail, pages read a round of chunks ahead, and the scan's first page and call-length hint.
-  let deep = false;
   // The calls' durations, a moving average; carried across continue-as-new so a new run chunks from its first wave.
   let callMs: number | undefined = carried?.callMs;
 
@@ -165,7 +163,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
     recordProgress();
   }
   chunking = patched('batch-chunks');
-  deep = chunking && patched('batch-deep-chunks');
+  // Deeper chunks, an even tail, pages read a round of chunks ahead, and the scan's first page and call-length hint.
+  const deep = chunking && patched('batch-deep-chunks');
   // A worker that made calls of this model lately knows how long they take: short ones run in chunks from the first wave,
   // but shallow ones (HINTED_DEPTH) until this batch's own calls answer, in case its calls are longer than that worker's.
   // Both hints are absent when a worker of older code ran the scan; the batch then reads its first page and learns.
@@ -497,7 +496,8 @@ export async function batch(input: BatchInput, carried?: BatchState): Promise<Ba
       // last round's chunks end together instead of a few slots running full-depth chunks while the others have nothing.
       if (deep && round.slots <= 0) {
         const unstarted = state.total - state.succeeded - state.failed - itemsOut;
-        round.depth = Math.max(1, Math.ceil(unstarted / (options.concurrency * Math.max(1, Math.ceil(unstarted / (options.concurrency * shape.depth))))));
+        const rounds = Math.max(1, Math.ceil(unstarted / (options.concurrency * shape.depth)));
+        round.depth = Math.max(1, Math.ceil(unstarted / (options.concurrency * rounds)));
         round.slots = options.concurrency;
       }
       const depth = deep ? Math.min(shape.depth, round.depth) : shape.depth;
