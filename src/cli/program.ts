@@ -1,10 +1,15 @@
 import { Command } from 'commander';
 import { batchCommand } from './commands/batch';
+import { cancelCommand } from './commands/cancel';
 import { codecServerCommand } from './commands/codec-server';
 import { demoCommand } from './commands/demo';
+import { devCommand } from './commands/dev';
+import { listCommand } from './commands/list';
+import { resultsCommand } from './commands/results';
 import { runCommand } from './commands/run';
-import { runCommands } from './commands/runs';
 import { simCommand } from './commands/sim';
+import { statusCommand } from './commands/status';
+import { watchCommand } from './commands/watch';
 import { workerCommand } from './commands/worker';
 
 /** The `fanout` command and its subcommands. */
@@ -13,7 +18,7 @@ export function buildProgram(): Command {
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
     .exitOverride();
-  for (const command of [demoCommand(), runCommand(), ...runCommands(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
+  for (const command of [demoCommand(), runCommand(), devCommand(), statusCommand(), watchCommand(), resultsCommand(), cancelCommand(), listCommand(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
     // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
     program.addCommand(command.exitOverride());
   }

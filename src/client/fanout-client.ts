@@ -14,7 +14,8 @@ import type { BatchOptions } from '../contract/batch';
 import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contract/dag';
 import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
 import { FANOUT_NAME } from '../contract/search-attributes';
-import { progressQuery } from '../workflows/messages';
+import type { RunEventPage } from '../contract/events';
+import { eventsQuery, progressQuery } from '../workflows/messages';
 import { explainConnectionFailure } from '../config/connection-diagnosis';
 import { storeFromEnvironment, type PayloadStore } from '../store';
 import { getBatch, recoverStoppedBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
@@ -51,12 +52,48 @@ export interface StartRunOptions {
 /** A started fan-out. */
 export type FanOutHandle = RunHandle<FanOutResult>;
 
+/** A run's workflow type and state, from a describe (free on Temporal Cloud, unlike a query). */
+export interface RunDescription {
+  /** The workflow type: `fanOut`, `dag`, `fanOutFanIn` or `batch`. */
+  type: string;
+  /** The execution status by name: `RUNNING`, `COMPLETED`, `FAILED`, `CANCELLED`, `TERMINATED`, ... */
+  status: string;
+  /** The current run (it changes on continue-as-new). */
+  runId: string;
+  /** Events in the current run's history: it grows whenever anything happens in the run. */
+  historyLength: number;
+}
+
+/** One run in a listing. */
+export interface RunListing {
+  workflowId: string;
+  type: string;
+  /** The execution status by name, as in `RunDescription`. */
+  status: string;
+  startTime: Date;
+}
+
+/** What `FanoutClient.listRuns` lists. */
+export interface ListRunsOptions {
+  /** Most runs to return; default 20. */
+  limit?: number;
+  /** Only runs started with this name (search attribute FanoutName; check `hasNameAttribute()` first). */
+  name?: string;
+}
+
+/** The workflow types a run can have; `listRuns` lists these. */
+export const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'] as const;
+
 /** A started run (fan-out, DAG, fan-out/fan-in) whose result is `R`. */
 export interface RunHandle<R> {
   readonly workflowId: string;
   readonly runId: string | undefined;
   /** Counts and per-task states, live. */
   progress(): Promise<RunProgress>;
+  /** The run's event log after `cursor` (start at 0; pass back `nextCursor`). A closed run still answers. */
+  events(cursor: number): Promise<RunEventPage>;
+  /** The run's type and state. */
+  describe(): Promise<RunDescription>;
   /** Requests cancellation; the run cancels every agent it started and waits for them to stop. */
   cancel(): Promise<void>;
   /** Waits for the outcome: every result in input order (outputs read back from the store), and the run's metrics. */
@@ -75,6 +112,11 @@ function toHandle<R = FanOutResult>(workflow: WorkflowHandle, store: PayloadStor
     runId,
     workflow,
     progress: () => workflow.query(progressQuery),
+    events: (cursor) => workflow.query(eventsQuery, cursor),
+    describe: async () => {
+      const description = await workflow.describe();
+      return { type: description.type, status: description.status.name, runId: description.runId, historyLength: description.historyLength };
+    },
     cancel: () => workflow.cancel().then(() => undefined),
     result: async () => resolveRunResult((await workflow.result()) as R, store),
   };
@@ -185,9 +227,22 @@ export class FanoutClient {
     return handle.result();
   }
 
-  /** A handle on an existing run. */
-  getHandle(workflowId: string): FanOutHandle {
-    return toHandle(this.client.workflow.getHandle(workflowId), this.store);
+  /** A handle on an existing run (a fan-out unless told otherwise: `getHandle<DagResult>(id)`). */
+  getHandle<R = FanOutResult>(workflowId: string): RunHandle<R> {
+    return toHandle<R>(this.client.workflow.getHandle(workflowId), this.store);
+  }
+
+  /** Recent runs of every type, newest first. */
+  async listRuns(options: ListRunsOptions = {}): Promise<RunListing[]> {
+    const limit = options.limit ?? 20;
+    const types = `(${RUN_TYPES.map((type) => `WorkflowType = '${type}'`).join(' OR ')})`;
+    const query = options.name === undefined ? types : `${types} AND FanoutName = '${options.name.replace(/'/g, "\\'")}'`;
+    const runs: RunListing[] = [];
+    for await (const execution of this.client.workflow.list({ query, pageSize: options.limit })) {
+      runs.push({ workflowId: execution.workflowId, type: execution.type, status: execution.status.name, startTime: execution.startTime });
+      if (runs.length >= limit) break;
+    }
+    return runs;
   }
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */

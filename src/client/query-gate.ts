@@ -1,4 +1,7 @@
-import type { WorkflowHandle } from '@temporalio/client';
+/** What the gate describes: a Temporal `WorkflowHandle`, or a run handle of `FanoutClient`. */
+export interface DescribableRun {
+  describe(): Promise<{ runId: string; historyLength: number }>;
+}
 
 /**
  * Keeps a watcher from paying for queries that cannot tell it anything new. Temporal Cloud bills every query as an
@@ -7,9 +10,9 @@ import type { WorkflowHandle } from '@temporalio/client';
  * the run moved, and then at most once per `minIntervalMs`.
  *
  * @example
- * const gate = new QueryGate(workflow, { minIntervalMs: 2000 });
+ * const gate = new QueryGate(handle, { minIntervalMs: 2000 });
  * while (running) {
- *   if (await gate.due()) render(await workflow.query(progressQuery));
+ *   if (await gate.due()) render(await handle.progress());
  *   await sleep(500);
  * }
  */
@@ -18,14 +21,14 @@ export class QueryGate {
   private lastQueryAt = Number.NEGATIVE_INFINITY;
 
   constructor(
-    private readonly workflow: WorkflowHandle,
+    private readonly run: DescribableRun,
     private readonly options: { minIntervalMs: number },
   ) {}
 
   /** True when the run moved since the last query that was let through and the interval has passed. */
   async due(now: number = Date.now()): Promise<boolean> {
     if (now - this.lastQueryAt < this.options.minIntervalMs) return false;
-    const description = await this.workflow.describe();
+    const description = await this.run.describe();
     const mark = `${description.runId}:${description.historyLength}`;
     if (mark === this.seen) return false;
     this.seen = mark;

@@ -9,7 +9,7 @@ import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from 
 import { ExitCode } from '../errors';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
-import { watchRun } from './runs';
+import { watchRun } from './watch';
 import { checkWorkflowId } from '../../client/workflow-id';
 
 interface RunFlags extends ConnectionFlags {
@@ -81,7 +81,7 @@ export function runCommand(): Command {
         process.stderr.write(`Temporal UI: ${temporalUiUrl(fanout.namespace, handle.workflowId)}\n`);
       }
       if (flags.watch) {
-        await watchRun(handle.workflow, { json: flags.json });
+        await watchRun(handle, { json: flags.json });
         return;
       }
       const result = await handle.result();

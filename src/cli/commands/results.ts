@@ -1,0 +1,24 @@
+import { Command } from 'commander';
+import { CliError, ExitCode } from '../errors';
+import { withClient, withConnection, type ConnectionFlags } from '../options';
+import { printRunResult } from '../run-result';
+
+interface ResultsFlags extends ConnectionFlags {
+  json?: boolean;
+  jsonl?: boolean;
+}
+
+/** `fanout results <id>`: a finished run's results, in input order. */
+export function resultsCommand(): Command {
+  return withConnection(
+    new Command('results').description('results of a finished run, in input order').argument('<id>').option('--json', 'print JSON').option('--jsonl', 'one JSON line per agent'),
+  ).action(async (id: string, flags: ResultsFlags) =>
+    withClient(flags, async (fanout) => {
+      const handle = fanout.getHandle(id);
+      const { status } = await handle.describe();
+      if (status === 'RUNNING') throw new CliError(`run ${id} is still running; \`fanout watch ${id}\` waits for it`, ExitCode.badInput);
+      if (status !== 'COMPLETED') throw new CliError(`run ${id} ended ${status.toLowerCase()}: it has no results`, ExitCode.agentsFailed);
+      await printRunResult(handle, flags);
+    }),
+  );
+}
