@@ -9,6 +9,7 @@ import {
   type SimulatorConfig,
   type SimulatorConfigInput,
 } from './config';
+import { scriptedCompletion } from './tool-calls';
 import { rateLimitTokens, SimulatedRateLimiter, type Admission, type RateLimitKind, type RateLimiterSnapshot } from './rate-limits';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
@@ -281,6 +282,13 @@ export async function startSimulator(
         return;
       }
       entry.outcome = 200;
+      // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
+      const scripted = scriptedCompletion(body, entry.seq);
+      if (scripted) {
+        settleTokens(pending.promptTokens + scripted.usage.completion_tokens);
+        sendJson(response, 200, scripted, rateLimitHeaders());
+        return;
+      }
       const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
       const persona = typeof system === 'string' && system !== '' ? ` as "${system.slice(0, 40)}"` : '';
       const echo = `[simulated]${persona} answer to: ${prompt.replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '').trim().slice(0, 80)}`;
