@@ -1,5 +1,5 @@
 import type { DagNode } from './dag';
-import type { InputIssue } from './validation';
+import type { InputIssue } from './input-issue';
 
 /** Unknown dependencies, each naming the node and the missing id. */
 export function unknownDependencyIssues(nodes: readonly DagNode[]): InputIssue[] {

@@ -4,12 +4,9 @@ import { dagInputSchema, fanOutFanInInputSchema, type DagInput, type FanOutFanIn
 import { findCycle, unknownDependencyIssues } from './graph';
 import { fanOutInputSchema, type FanOutInput } from './fan-out';
 import { FailureType } from './failure-types';
+import type { InputIssue } from './input-issue';
 
-/** One problem found in an input, with the path of the offending field (`tasks[2].prompt`). */
-export interface InputIssue {
-  path: string;
-  message: string;
-}
+export type { InputIssue } from './input-issue';
 
 /** Input that can never succeed. `code` is the failure type the workflows use for it. */
 export class InvalidInputError extends Error {
