@@ -7,40 +7,6 @@ export function exitOf(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-/**
- * Polls `check` until it returns true, failing after `timeoutMs` with `what` and the last error `check` threw.
- * A check that throws a `FatalWaitError` stops the wait at once (a process that exited will not recover).
- */
-export async function pollUntil(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  { timeoutMs = 30_000, intervalMs = 100 }: { timeoutMs?: number; intervalMs?: number } = {},
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (error) {
-      if (error instanceof FatalWaitError) throw error.cause;
-      last = error;
-    }
-    if (Date.now() > deadline) {
-      const detail = last instanceof Error ? ` (last error: ${last.message.split('\n')[0]})` : '';
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
-
-/** Thrown inside a `pollUntil` check to stop waiting: the condition can no longer come true. */
-export class FatalWaitError extends Error {
-  constructor(override readonly cause: Error) {
-    super(cause.message);
-    this.name = 'FatalWaitError';
-  }
-}
-
 let setprivPath: string | undefined | null = null;
 
 /**

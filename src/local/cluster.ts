@@ -7,7 +7,8 @@ import { promisify } from 'node:util';
 import { Connection, type TLSConfig } from '@temporalio/client';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { generateServerCertificates, type ServerCertificates } from './certificates';
-import { diesWithParent, exitOf, FatalWaitError, pollUntil } from './child-processes';
+import { diesWithParent, exitOf } from './child-processes';
+import { FatalWaitError, waitFor } from './wait-for';
 import {
   DEFAULT_DATABASE,
   dynamicConfig,
@@ -241,14 +242,14 @@ async function waitUntilServing(server: ServerProcess, ports: ClusterPorts, addr
     }
   };
   const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  await pollUntil(`temporal-server to listen on ${address}`, async () => {
+  await waitFor(`temporal-server to listen on ${address}`, async () => {
     alive();
     return portAccepts(ports.frontend);
   }, { timeoutMs: SERVER_START_TIMEOUT_MS });
   // Lazy: a connect() that meets a server dying during start-up would wait out its own 10 s deadline.
   const connection = Connection.lazy({ address, tls });
   try {
-    await pollUntil(`temporal-server on ${address} to serve`, async () => {
+    await waitFor(`temporal-server on ${address} to serve`, async () => {
       alive();
       const response = await connection.withDeadline(Date.now() + 2_000, () =>
         connection.healthService.check({ service: 'temporal.api.workflowservice.v1.WorkflowService' }),
@@ -283,7 +284,7 @@ async function prepareNamespace(address: string, certificates: ServerCertificate
     }
   };
 
-  await pollUntil(`namespace ${NAMESPACE} to exist`, async () => {
+  await waitFor(`namespace ${NAMESPACE} to exist`, async () => {
     try {
       await temporal('operator', 'namespace', 'describe');
       return true;
@@ -293,7 +294,7 @@ async function prepareNamespace(address: string, certificates: ServerCertificate
     }
   }, { timeoutMs: 60_000, intervalMs: 500 });
 
-  await pollUntil(`search attribute ${FANOUT_NAME.name} to be usable`, async () => {
+  await waitFor(`search attribute ${FANOUT_NAME.name} to be usable`, async () => {
     const listed = await temporal('operator', 'search-attribute', 'list', '--output', 'json');
     if (!listed.includes(`"${FANOUT_NAME.name}"`)) {
       await temporal('operator', 'search-attribute', 'create', '--name', FANOUT_NAME.name, '--type', 'Keyword');

@@ -2,7 +2,8 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { freePort } from './free-port';
-import { diesWithParent, exitOf, FatalWaitError, pollUntil } from './child-processes';
+import { diesWithParent, exitOf } from './child-processes';
+import { FatalWaitError, waitFor } from './wait-for';
 
 /** A private PostgreSQL server: its own data directory, listening on 127.0.0.1 only. */
 export interface PostgresServer {
@@ -116,7 +117,7 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
   process.once('exit', abandon);
 
   try {
-    await pollUntil(`PostgreSQL on port ${port} to accept connections`, () => {
+    await waitFor(`PostgreSQL on port ${port} to accept connections`, () => {
       if (child.exitCode !== null) throw new FatalWaitError(new Error(`postgres exited with ${child.exitCode}: ${output.trim()}`));
       return output.includes('ready to accept connections');
     }, { timeoutMs: 60_000 });
