@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { NativeConnection, type Worker } from '@temporalio/worker';
@@ -18,7 +17,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { createFanoutWorker } from '../src/worker';
 import { spawnCodecServer, spawnDevServerWithCodec, runTemporalCli, type RunningProcess } from './support/codec-stack';
-import { ROOT } from './support/paths';
+import { screenshotPath } from './support/screenshots';
 import { runCli } from './support/processes';
 import { uniqueName } from './support/test-stack';
 
@@ -324,7 +323,7 @@ describe('an encrypted fan-out', () => {
     await page.getByText('Encrypted fan-out of 2 agents').first().waitFor({ timeout: 30_000 });
     await page.getByText('zebra-quokka treaty', { exact: false }).first().waitFor({ timeout: 30_000 });
     await page.getByText('periwinkle lighthouse marmalade', { exact: false }).first().waitFor({ timeout: 30_000 });
-    await page.screenshot({ path: path.join(ROOT, 'docs', 'temporal-ui-decoded.png'), fullPage: true });
+    await page.screenshot({ path: screenshotPath('temporal-ui-decoded.png'), fullPage: true });
     await page.close();
     // The browser, not the UI's server, asked the codec server, from the UI's origin and for its namespace.
     expect(codecServer.output()).toMatch(/decode \d+ payload\(s\) for origin http:\/\/127\.0\.0\.1:\d+, namespace default/);

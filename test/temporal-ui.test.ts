@@ -1,6 +1,5 @@
-import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import { ROOT } from './support/paths';
+import { screenshotPath } from './support/screenshots';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 
 let servers: TestServers;
@@ -43,6 +42,6 @@ it('shows a finished fan-out, its summary and its agents in the Temporal UI', as
   await page.goto(`${ui}/namespaces/default/workflows/${handle.workflowId}`);
   await page.getByText('UI check: fan-out of 3 agents').first().waitFor({ timeout: 30_000 });
   for (const name of ['Researcher', 'Analyst', 'Writer']) await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
-  await page.screenshot({ path: path.join(ROOT, 'docs', 'temporal-ui-fan-out.png'), fullPage: true });
+  await page.screenshot({ path: screenshotPath('temporal-ui-fan-out.png'), fullPage: true });
   await page.close();
 });
