@@ -43,7 +43,7 @@ async function readRef(store: PayloadStore, ref: PayloadRef, what: string): Prom
 }
 
 /** The task with its stored content and context read back: the prompt as the model will see it. */
-async function materialise(input: AgentCallInput, store: PayloadStore): Promise<AgentTask> {
+export async function materialise(input: AgentCallInput, store: PayloadStore): Promise<AgentTask> {
   let task = input.task;
   if (task.contentRef) {
     const content = JSON.parse(await readRef(store, task.contentRef, `prompt of task "${task.id}"`)) as { system?: string; prompt: string };

@@ -3,6 +3,8 @@ import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../
 import { createAgentCall } from './call-agent';
 import { createBatchActivities } from './batch-activities';
 import { createLlmClient, type ChatClient } from './llm-client';
+import { createAgentActivities } from './agent';
+import { ToolRegistry } from '../tools/registry';
 
 export interface ActivityDependencies {
   /** OpenAI-compatible client. Default: one built from OPENAI_API_KEY / OPENAI_BASE_URL. */
@@ -19,6 +21,8 @@ export interface ActivityDependencies {
   store?: PayloadStore;
   /** Prices by model for each call's cost. Default: the built-in table with FANOUT_PRICES_FILE and FANOUT_PRICES applied. */
   prices?: PriceTable;
+  /** Tools agents may call (functions from defineTool and MCP servers). Default: none but the built-in spawn_agents. */
+  tools?: ToolRegistry;
 }
 
 /**
@@ -37,7 +41,11 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     store: dependencies.store ?? storeFromEnvironment().store,
     prices: dependencies.prices ?? pricesFromEnvironment(),
   };
-  return { callAgent: createAgentCall(resolved), ...createBatchActivities(resolved) };
+  return {
+    callAgent: createAgentCall(resolved),
+    ...createAgentActivities({ ...resolved, tools: dependencies.tools ?? new ToolRegistry() }),
+    ...createBatchActivities(resolved),
+  };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

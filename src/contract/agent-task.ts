@@ -28,7 +28,31 @@ export const agentTaskSchema = z.strictObject({
    * then holds a short placeholder (what the Temporal UI shows) and the activity reads the real text from the store.
    */
   contentRef: payloadRefSchema.optional(),
+  /**
+   * Tools the agent may call, by name: functions registered on the worker (`defineTool`), tools of the worker's MCP
+   * servers, and the built-in `spawn_agents`. A task with tools (or `output`) runs as a durable loop of model steps
+   * and tool calls (the `agent` workflow); without either it is the single call it always was.
+   */
+  tools: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a tool name (letters, digits, _ and -, at most 64)')).max(128).optional(),
+  /** Most model steps of the agent, repairs of its structured output included. Default 20 (DEFAULT_MAX_STEPS). */
+  maxSteps: z.number().int().min(1).max(10_000).optional(),
+  /** A JSON schema the final answer must match: the answer is parsed, validated, and sent back with the error when invalid. */
+  output: z.record(z.string(), z.unknown()).optional(),
+  /** Times an invalid structured answer is sent back to the model before the agent fails. Default 2. */
+  outputRepairs: z.number().int().min(0).max(10).optional(),
+  /** Tokens this agent may use (every model step counted), sub-agents included. Default: none. */
+  tokenBudget: z.number().int().min(1).optional(),
+  /** US dollars this agent may spend (every priced model step), sub-agents included. Default: none. */
+  costBudgetUsd: z.number().positive().max(1_000_000_000).optional(),
 });
+
+/** Model steps an agent with tools may take when its task sets no `maxSteps`. */
+export const DEFAULT_MAX_STEPS = 20;
+
+/** True when a task runs as a multi-step agent (the `agent` workflow) rather than as one call. */
+export function runsAsAgent(task: Pick<AgentTask, 'tools' | 'output'>): boolean {
+  return (task.tools !== undefined && task.tools.length > 0) || task.output !== undefined;
+}
 
 export type AgentTask = z.infer<typeof agentTaskSchema>;
 
@@ -83,4 +107,7 @@ export interface AgentResult {
   unpriced?: boolean;
   model?: string;
   finishReason?: string | null;
+  /** For an agent with tools: model steps taken and the transcript in the payload store (`fanout results --json` shows it). */
+  steps?: number;
+  transcriptRef?: PayloadRef;
 }

@@ -1,0 +1,54 @@
+import { Context } from '@temporalio/activity';
+import { watchdogFor } from '../../watchdog';
+
+/**
+ * Keeps an agent step or tool call reachable by cancellation without periodic heartbeats: the worker's watchdog sees a
+ * cancel request and sends the one heartbeat whose answer aborts `Context.current().cancellationSignal`
+ * (docs/ARCHITECTURE.md, "Economics"). Where there is no worker client (a test environment), or the run asked for a
+ * heartbeat timeout, it heartbeats on a timer instead. Returns the function that stops it.
+ */
+export function watchForCancellation(intervalMs = 1000): () => void {
+  const context = Context.current();
+  const { info } = context;
+  let client;
+  try {
+    client = context.client;
+  } catch {
+    client = undefined;
+  }
+  const stops: (() => void)[] = [];
+  const execution = info.workflowExecution;
+  if (client && execution) {
+    stops.push(
+      watchdogFor(client).register({ workflowId: execution.workflowId, runId: execution.runId, activityId: info.activityId, attempt: info.attempt, poke: () => context.heartbeat() }),
+    );
+  }
+  const heartbeatTimeoutMs = info.heartbeatTimeoutMs ?? 0;
+  if (heartbeatTimeoutMs > 0 || !client) {
+    const timer = setInterval(() => context.heartbeat(), heartbeatTimeoutMs > 0 ? Math.max(intervalMs, heartbeatTimeoutMs * 0.4) : intervalMs);
+    stops.push(() => clearInterval(timer));
+  }
+  return () => stops.forEach((stop) => stop());
+}
+
+/** A signal aborted by `source` or after `ms`; `clear()` unhooks both so nothing outlives the call. */
+export function deadlineSignal(source: AbortSignal, ms: number): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
+  const controller = new AbortController();
+  let timedOut = false;
+  const onAbort = () => controller.abort(source.reason);
+  if (source.aborted) onAbort();
+  else source.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError'));
+  }, ms);
+  timer.unref();
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut && !source.aborted,
+    clear: () => {
+      clearTimeout(timer);
+      source.removeEventListener('abort', onAbort);
+    },
+  };
+}

@@ -1,0 +1,22 @@
+import type { PriceTable } from '../../pricing';
+import type { PayloadStore } from '../../store';
+import type { ToolRegistry } from '../../tools/registry';
+import type { ChatClient } from '../llm-client';
+import { createAgentStep } from './agent-step';
+import { MessageStore } from './message-store';
+import { createToolCall } from './tool-call';
+
+export interface AgentActivityDependencies {
+  llm: ChatClient;
+  defaultModel: string;
+  clock: () => number;
+  store: PayloadStore;
+  prices: PriceTable;
+  tools: ToolRegistry;
+}
+
+/** The activities of the `agent` workflow: `agentStep` (one model call) and `toolCall` (one tool call). */
+export function createAgentActivities(dependencies: AgentActivityDependencies) {
+  const messages = new MessageStore(dependencies.store);
+  return { agentStep: createAgentStep({ ...dependencies, messages }), toolCall: createToolCall({ ...dependencies, messages }) };
+}

@@ -1,0 +1,102 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { PayloadStore } from '../../store';
+import type { ToolRegistry } from '../../tools/registry';
+import { ToolInputError } from '../../tools/define-tool';
+import { FailureType } from '../../contract/failure-types';
+import type { ToolCallInput, ToolCallResult } from '../../workflows/agent/types';
+import { storageFailure } from '../call-agent';
+import { deadlineSignal, watchForCancellation } from './cancellation';
+import type { ChatMessage, MessageStore } from './message-store';
+
+export interface ToolCallDependencies {
+  store: PayloadStore;
+  tools: ToolRegistry;
+  messages: MessageStore;
+}
+
+interface FunctionCall {
+  id: string;
+  function: { name: string; arguments: string };
+}
+
+/** The result text of a finished `spawn_agents` call: each sub-agent's answer (or why it has none), in task order. */
+async function spawnedResult(input: ToolCallInput, store: PayloadStore): Promise<string> {
+  const agents = await Promise.all(
+    (input.spawned ?? []).map(async (agent) => {
+      let output = agent.output;
+      if (output === undefined && agent.outputRef) {
+        try {
+          output = await store.get(agent.outputRef);
+        } catch (error) {
+          return storageFailure(error, `reading the answer of sub-agent ${agent.id}`);
+        }
+      }
+      return { id: agent.id, status: agent.status, ...(output === undefined ? {} : { output }), ...(agent.error === undefined ? {} : { error: agent.error }) };
+    }),
+  );
+  return JSON.stringify(agents);
+}
+
+/**
+ * One tool call of an agent step: runs the tool the model asked for (a registered function or an MCP tool), aborted by
+ * cancellation or the tool's timeout, and stores the result as the `tool` message the model reads next. A tool's failure
+ * is its result (`error: …`), as providers expect, not a failure of the activity; only the store's failures are.
+ */
+export function createToolCall(dependencies: ToolCallDependencies) {
+  return async function toolCall(input: ToolCallInput): Promise<ToolCallResult> {
+    const context = Context.current();
+    let call: FunctionCall;
+    if (input.inlineCall) call = { id: input.inlineCall.id, function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments } };
+    else {
+      const assistant = await dependencies.messages.getMessage(input.assistant);
+      const calls = (assistant.tool_calls ?? []) as FunctionCall[];
+      if (!calls[input.index]) {
+        throw ApplicationFailure.create({ type: FailureType.PayloadUnavailable, message: `agent "${input.taskId}" step ${input.step}: no tool call ${input.index}`, nonRetryable: true });
+      }
+      call = calls[input.index];
+    }
+    let content: string;
+    let ok = false;
+    if (input.denied !== undefined) content = `denied: ${input.denied}`;
+    else if (input.invalid !== undefined) content = `error: ${input.invalid}`;
+    else if (input.spawned !== undefined) {
+      content = await spawnedResult(input, dependencies.store);
+      ok = input.spawned.every((agent) => agent.status === 'ok');
+    } else {
+      const { tools } = await dependencies.tools.resolve([call.function.name]);
+      const tool = tools[0];
+      const stopWatching = watchForCancellation();
+      const deadline = deadlineSignal(context.cancellationSignal, tool?.timeoutMs ?? 1000);
+      try {
+        if (!tool) throw new Error(`no worker offers the tool "${call.function.name}" any more`);
+        const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
+        content = await tool.call(parsed, {
+          signal: deadline.signal,
+          taskId: input.taskId,
+          callId: call.id,
+          workflowId: context.info.workflowExecution?.workflowId ?? '',
+        });
+        ok = true;
+      } catch (error) {
+        // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
+        if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
+        const message = deadline.timedOut()
+          ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
+          : error instanceof SyntaxError
+            ? `the arguments are not JSON (${error.message})`
+            : error instanceof ToolInputError || error instanceof Error
+              ? error.message
+              : String(error);
+        content = `error: ${message}`;
+      } finally {
+        deadline.clear();
+        stopWatching();
+      }
+    }
+    const message: ChatMessage = { role: 'tool', tool_call_id: call.id, content };
+    const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
+    if (input.inlineResult) return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
+    return { message: await dependencies.messages.putMessage(message), ok, detail };
+  };
+}

@@ -1,0 +1,145 @@
+import { readFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { z } from 'zod';
+import { DEFAULT_TOOL_TIMEOUT_MS, type Tool } from './define-tool';
+
+/** One MCP server the worker's agents may use: a command (stdio) or a URL (Streamable HTTP). */
+export const mcpServerSchema = z
+  .strictObject({
+    /** A label for logs and errors. */
+    name: z.string().min(1),
+    /** stdio: the command that starts the server, and its arguments, environment and directory. */
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).optional(),
+    env: z.record(z.string(), z.string()).optional(),
+    cwd: z.string().optional(),
+    /** Streamable HTTP: the server's endpoint, and headers to send (e.g. authorization). */
+    url: z.url().optional(),
+    headers: z.record(z.string(), z.string()).optional(),
+    /** Calls that need a person's approval: every tool of the server (true) or those named. Default none. */
+    needsApproval: z.union([z.boolean(), z.array(z.string())]).optional(),
+    /** How long an approval may wait before the call is denied, ms. Default 24 hours. */
+    approvalTimeoutMs: z.number().int().min(1).optional(),
+    /** Longest one tool call may take, ms. Default 300000. */
+    timeoutMs: z.number().int().min(1).optional(),
+  })
+  .refine((server) => (server.command === undefined) !== (server.url === undefined), 'give either command (stdio) or url (Streamable HTTP)');
+export type McpServerConfig = z.input<typeof mcpServerSchema>;
+
+/**
+ * FANOUT_MCP_SERVERS: a JSON array of server configs, or the path of a file holding one. Undefined when unset.
+ *
+ * @example FANOUT_MCP_SERVERS='[{"name":"files","command":"npx","args":["-y","@modelcontextprotocol/server-filesystem","/data"]}]'
+ */
+export function mcpServersFromEnvironment(environment: Record<string, string | undefined> = process.env): McpServerConfig[] | undefined {
+  const value = environment.FANOUT_MCP_SERVERS?.trim();
+  if (!value) return undefined;
+  const text = value.startsWith('[') ? value : readFileSync(value, 'utf8');
+  const parsed = z.array(mcpServerSchema).safeParse(JSON.parse(text));
+  if (!parsed.success) throw new Error(`FANOUT_MCP_SERVERS: ${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+
+interface Connection {
+  client: Client;
+  tools: Tool[];
+}
+
+/** The text an MCP tool result holds: its text parts, other parts as JSON. */
+function contentText(result: { content?: unknown; structuredContent?: unknown; toolResult?: unknown }): string {
+  if (!('content' in result) && 'toolResult' in result) return JSON.stringify(result.toolResult);
+  const parts = Array.isArray(result.content) ? (result.content as { type?: string; text?: string }[]) : [];
+  if (parts.length === 0 && result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
+  return parts.map((part) => (part.type === 'text' && typeof part.text === 'string' ? part.text : JSON.stringify(part))).join('\n');
+}
+
+/**
+ * The tools of the worker's MCP servers. Each server is connected on first use (from an activity) and stays connected for
+ * the worker's life; its tool list is read once. A server that cannot be reached fails the activity that needed it, which
+ * Temporal retries.
+ */
+export class McpTools {
+  private readonly servers: z.output<typeof mcpServerSchema>[];
+  private readonly connections = new Map<string, Promise<Connection>>();
+
+  constructor(configs: readonly McpServerConfig[]) {
+    this.servers = configs.map((config, index) => {
+      const parsed = mcpServerSchema.safeParse(config);
+      if (!parsed.success) throw new TypeError(`mcpServers[${index}]: ${z.prettifyError(parsed.error)}`);
+      return parsed.data;
+    });
+  }
+
+  get size(): number {
+    return this.servers.length;
+  }
+
+  private connect(server: z.output<typeof mcpServerSchema>): Promise<Connection> {
+    let connection = this.connections.get(server.name);
+    if (!connection) {
+      connection = (async () => {
+        const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
+        const transport =
+          server.url !== undefined
+            ? new StreamableHTTPClientTransport(new URL(server.url), server.headers ? { requestInit: { headers: server.headers } } : undefined)
+            : new StdioClientTransport({
+                command: server.command as string,
+                args: server.args ?? [],
+                ...(server.env ? { env: { ...(process.env as Record<string, string>), ...server.env } } : {}),
+                ...(server.cwd ? { cwd: server.cwd } : {}),
+                stderr: 'inherit',
+              });
+        await client.connect(transport);
+        const listed = await client.listTools();
+        const approval = (tool: string) => server.needsApproval === true || (Array.isArray(server.needsApproval) && server.needsApproval.includes(tool));
+        const tools = listed.tools.map(
+          (definition): Tool => ({
+            name: definition.name,
+            description: definition.description ?? '',
+            parameters: definition.inputSchema as Record<string, unknown>,
+            ...(approval(definition.name) ? { approvalTimeoutMs: server.approvalTimeoutMs ?? 24 * 60 * 60_000 } : {}),
+            timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+            async call(input, context) {
+              const result = await client.callTool({ name: definition.name, arguments: (input ?? {}) as Record<string, unknown> }, undefined, {
+                signal: context.signal,
+                timeout: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+              });
+              const text = contentText(result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown });
+              if (result.isError) throw new Error(text || `${definition.name} failed`);
+              return text;
+            },
+          }),
+        );
+        return { client, tools };
+      })();
+      // A failed connection is not kept: the next activity (Temporal's retry) tries again.
+      connection.catch(() => this.connections.delete(server.name));
+      this.connections.set(server.name, connection);
+    }
+    return connection;
+  }
+
+  /** Every tool of every server, connecting to those not yet connected. */
+  async tools(): Promise<Tool[]> {
+    const lists = await Promise.all(
+      this.servers.map((server) =>
+        this.connect(server).then(
+          (connection) => connection.tools,
+          (error: unknown) => {
+            throw new Error(`MCP server "${server.name}" (${server.url ?? server.command}): ${error instanceof Error ? error.message : String(error)}`);
+          },
+        ),
+      ),
+    );
+    return lists.flat();
+  }
+
+  /** Closes every connection (stdio servers are stopped). */
+  async close(): Promise<void> {
+    const connections = [...this.connections.values()];
+    this.connections.clear();
+    await Promise.all(connections.map((connection) => connection.then((open) => open.client.close()).catch(() => undefined)));
+  }
+}

@@ -1,0 +1,42 @@
+import type { Tool } from './define-tool';
+import { McpTools, type McpServerConfig } from './mcp';
+
+/**
+ * The tools a worker offers its agents: functions registered with `defineTool` and the tools of its MCP servers. A
+ * registered function wins over an MCP tool of the same name.
+ */
+export class ToolRegistry {
+  private readonly local = new Map<string, Tool>();
+  readonly mcp: McpTools | undefined;
+
+  constructor(tools: readonly Tool[] = [], mcpServers: readonly McpServerConfig[] = []) {
+    for (const tool of tools) {
+      if (this.local.has(tool.name)) throw new TypeError(`two tools are named "${tool.name}"`);
+      this.local.set(tool.name, tool);
+    }
+    this.mcp = mcpServers.length > 0 ? new McpTools(mcpServers) : undefined;
+  }
+
+  /** The tools of these names, and the names that are neither registered nor on an MCP server. */
+  async resolve(names: readonly string[]): Promise<{ tools: Tool[]; unknown: string[] }> {
+    const wanted = names.filter((name) => !this.local.has(name));
+    const remote = wanted.length > 0 && this.mcp ? new Map((await this.mcp.tools()).map((tool) => [tool.name, tool])) : new Map<string, Tool>();
+    const tools: Tool[] = [];
+    const unknown: string[] = [];
+    for (const name of names) {
+      const tool = this.local.get(name) ?? remote.get(name);
+      if (tool) tools.push(tool);
+      else unknown.push(name);
+    }
+    return { tools, unknown };
+  }
+
+  /** Names of every tool offered (connecting to the MCP servers). */
+  async names(): Promise<string[]> {
+    return [...this.local.keys(), ...(this.mcp ? (await this.mcp.tools()).map((tool) => tool.name) : [])];
+  }
+
+  close(): Promise<void> {
+    return this.mcp?.close() ?? Promise.resolve();
+  }
+}

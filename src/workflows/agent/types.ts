@@ -1,0 +1,226 @@
+import type { SynthesisSection, DependencyOutput } from '../../contract/agent-call';
+import type { AgentTask, TokenUsage } from '../../contract/agent-task';
+import type { PayloadRef } from '../../contract/payload-ref';
+import type { RunOptions } from '../../contract/run-options';
+
+/**
+ * The vocabulary of the `agent` workflow and its activities (`agentStep`, `toolCall`). Types only, plus constants: the
+ * workflow sandbox, the activities and the CLI all import it.
+ */
+
+/** Failure types of an agent, beside those of src/contract/failure-types.ts. */
+export const AgentFailureType = {
+  /** The final answer did not match the task's `output` schema after every repair; the message names the last error. */
+  OutputInvalid: 'OutputInvalid',
+  /** The task names a tool no worker of the task queue has registered (nor its MCP servers). Never retried. */
+  UnknownTool: 'UnknownTool',
+} as const;
+
+/** How deep sub-agents may nest: a top-level agent is depth 0; its spawned sub-agents 1, theirs 2. */
+export const DEFAULT_MAX_AGENT_DEPTH = 2;
+/** Most sub-agents one `spawn_agents` call may start. */
+export const MAX_SPAWNED_AGENTS = 20;
+/** An approval nobody answers is denied after this long, unless the tool sets its own timeout, ms. */
+export const DEFAULT_APPROVAL_TIMEOUT_MS = 24 * 60 * 60_000;
+/** Model steps one workflow run takes before it continues as new (earlier when Temporal suggests it). */
+export const DEFAULT_STEPS_PER_RUN = 100;
+/** The built-in tool that runs sub-agents in parallel as child workflows. */
+export const SPAWN_AGENTS_TOOL = 'spawn_agents';
+
+/** One tool call the model asked for, as the workflow sees it: names and a short summary, never the arguments' bulk. */
+export interface ToolCallRequest {
+  /** The provider's id for the call (`call_…`): what `fanout approve <run> <call>` names. */
+  id: string;
+  name: string;
+  /** `search("temporal batch")`: the arguments shortened, for activity summaries, events and approvals. */
+  summary: string;
+  /** Set when the tool is marked `needsApproval` on the worker: how long a person has to answer, ms. */
+  approvalTimeoutMs?: number;
+  /** For `spawn_agents`: the sub-agents' tasks, validated (large prompts already moved to the store). */
+  spawn?: AgentTask[];
+  /** Why the call cannot run (unknown tool, arguments that are not JSON): sent back to the model as the tool's result. */
+  invalid?: string;
+}
+
+/** Input of the `agentStep` activity: one model call over the transcript so far. */
+export interface AgentStepInput {
+  task: AgentTask;
+  /** 1 for the first step. */
+  step: number;
+  /** The transcript so far: a stored list of message references. Absent on the first step (built from the task). */
+  transcript?: PayloadRef;
+  /** Messages to add before calling: the previous step's tool results, in the order the model asked for them. */
+  append?: PayloadRef[];
+  /** A user message to add before calling (the validation error of an invalid structured answer). */
+  note?: string;
+  /** First step only: the DAG dependencies or synthesis inputs the prompt is built with. */
+  dependencies?: DependencyOutput[];
+  synthesis?: SynthesisSection[];
+  /** Whether `spawn_agents` is offered (false at the depth limit). */
+  canSpawn: boolean;
+  /** Final answers over this many bytes go to the store and return as `outputRef`. */
+  inlineOutputBytes: number;
+  /** Store the final answer even when small (a later task reads it by reference). */
+  storeOutput?: boolean;
+  /**
+   * Benchmark only (bench/agents.ts): carry the transcript in the input and result, as integrations that copy the
+   * conversation into every call do, instead of by reference.
+   */
+  inlineMessages?: unknown[];
+}
+
+/** What one model step returns. */
+export interface AgentStepResult {
+  /** The transcript with this step's messages added. */
+  transcript: PayloadRef;
+  /** The assistant message of this step (the tool calls' arguments are read from it). */
+  assistant: PayloadRef;
+  toolCalls: ToolCallRequest[];
+  /** Set when the model answered without tool calls. */
+  answer?: { output?: string; outputRef?: PayloadRef; /** Why the answer does not match `output`. */ invalid?: string };
+  model: string;
+  finishReason: string | null;
+  usage?: TokenUsage;
+  costUsd?: number;
+  unpriced?: boolean;
+  attempt: number;
+  durationMs: number;
+  /** Benchmark only: the transcript inline (see AgentStepInput.inlineMessages). */
+  inlineMessages?: unknown[];
+}
+
+/** A finished sub-agent as the parent's `spawn_agents` result reports it. */
+export interface SpawnedAgent {
+  id: string;
+  status: string;
+  output?: string;
+  outputRef?: PayloadRef;
+  error?: string;
+}
+
+/** Input of the `toolCall` activity: call `index` of the assistant message, or the result the workflow already has. */
+export interface ToolCallInput {
+  taskId: string;
+  step: number;
+  assistant: PayloadRef;
+  index: number;
+  /** The call was denied (by a person or the approval timeout): this is its result, the tool is not run. */
+  denied?: string;
+  /** The sub-agents of a `spawn_agents` call, in task order: their answers are the result. */
+  spawned?: SpawnedAgent[];
+  /** The call cannot run (ToolCallRequest.invalid): this is its result. */
+  invalid?: string;
+  /** Benchmark only: the call and its result inline. */
+  inlineCall?: { id: string; name: string; arguments: string };
+  inlineResult?: boolean;
+}
+
+export interface ToolCallResult {
+  /** The tool message (`role: "tool"`) in the store. */
+  message: PayloadRef;
+  /** False when the tool failed (its error went to the model as the result). */
+  ok: boolean;
+  /** A short description of the result for events. */
+  detail: string;
+  /** Benchmark only: the tool message inline. */
+  inlineMessage?: unknown;
+}
+
+/** Spend an agent carries: its own steps and its sub-agents'. */
+export interface AgentSpend {
+  steps: number;
+  toolCalls: number;
+  usage: TokenUsage;
+  costUsd: number;
+  unpricedSteps: number;
+}
+
+/** What an agent run carries across continue-as-new: its place in the loop. */
+export interface AgentState extends AgentSpend {
+  transcript?: PayloadRef;
+  append: PayloadRef[];
+  note?: string;
+  repairs: number;
+  startedAt: number;
+  model?: string;
+}
+
+/** The one argument of the `agent` workflow. */
+export interface AgentInput {
+  task: AgentTask;
+  options?: RunOptions;
+  inlineOutputBytes: number;
+  storeOutput?: boolean;
+  dependencies?: DependencyOutput[];
+  synthesis?: SynthesisSection[];
+  /** 0 for an agent of a run; 1 + its parent's for a sub-agent. */
+  depth?: number;
+  /** Default DEFAULT_MAX_AGENT_DEPTH. */
+  maxDepth?: number;
+  /** What is left of the budgets of the run (or the parent agent) this agent shares: tokens and dollars. */
+  sharedBudget?: { tokens?: number; costUsd?: number };
+  /** Steps per workflow run before continue-as-new. Default DEFAULT_STEPS_PER_RUN. */
+  stepsPerRun?: number;
+  /** Benchmark only: pass the transcript inline (see AgentStepInput.inlineMessages). */
+  inlineTranscript?: boolean;
+  /** Set by continue-as-new. */
+  state?: AgentState;
+}
+
+/** Why an agent stopped before answering: its (or the shared) budget of steps, tokens or dollars. */
+export type AgentStopReason = 'steps' | 'tokens' | 'cost';
+
+/** What the `agent` workflow returns. */
+export interface AgentOutcome extends AgentSpend {
+  status: 'ok' | 'stopped';
+  stoppedBy?: AgentStopReason;
+  /** Why it stopped, in words. */
+  message?: string;
+  output?: string;
+  outputRef?: PayloadRef;
+  model?: string;
+  finishReason: string | null;
+  unpriced?: boolean;
+  /** Every message, by reference: kept when the agent stops early too. */
+  transcript?: PayloadRef;
+}
+
+/** A tool call waiting for a person. */
+export interface PendingApproval {
+  callId: string;
+  tool: string;
+  summary: string;
+  step: number;
+  /** Workflow time the wait began and when it times out (denied), ms since the epoch. */
+  since: number;
+  deadline: number;
+}
+
+/** One thing the agent did, for `fanout watch`. */
+export interface AgentEvent {
+  seq: number;
+  at: number;
+  type: 'step' | 'tool-call' | 'tool-result' | 'approval-waiting' | 'approved' | 'denied' | 'answer' | 'repair' | 'spawned' | 'stopped' | 'continued';
+  step: number;
+  detail: string;
+}
+
+/** Answer of the `agentProgress` query. */
+export interface AgentProgress extends AgentSpend {
+  taskId: string;
+  depth: number;
+  waiting: PendingApproval[];
+  /** Child workflow ids of sub-agents running now. */
+  children: string[];
+  events: AgentEvent[];
+  /** Events dropped from the bounded log. */
+  dropped: number;
+}
+
+/** Argument of the `approve` update. */
+export interface ApprovalDecision {
+  callId: string;
+  approve: boolean;
+  /** Why it was denied; the model reads it as the tool's result. */
+  reason?: string;
+}
