@@ -16,6 +16,24 @@ import { StorageError, type ObjectStorage } from './object-storage';
 
 type Environment = Record<string, string | undefined>;
 
+/** A connection to the S3 endpoint that is not up within this is abandoned (and the request retried), ms. */
+const CONNECT_TIMEOUT_MS = 10_000;
+/** Default of FANOUT_S3_REQUEST_TIMEOUT_MS. */
+const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/**
+ * How long one S3 request may wait for its response, and a socket may sit idle mid-transfer (a body that stops
+ * flowing), before it fails and is retried: without it the SDK waits forever, and one hung GET held a batch item as
+ * long. Env FANOUT_S3_REQUEST_TIMEOUT_MS; default 60000 (an 8 MB upload part needs the time on a slow link).
+ */
+export function s3RequestTimeoutMs(environment: Environment = process.env): number {
+  const raw = environment.FANOUT_S3_REQUEST_TIMEOUT_MS?.trim();
+  if (raw === undefined || raw === '') return DEFAULT_REQUEST_TIMEOUT_MS;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value <= 0) throw new TypeError(`FANOUT_S3_REQUEST_TIMEOUT_MS must be a positive whole number of ms, got "${raw}"`);
+  return value;
+}
+
 /**
  * The S3 client, configured the AWS way (credentials, region and `AWS_ENDPOINT_URL_S3` from the usual AWS variables and
  * files) plus FANOUT_S3_ENDPOINT / FANOUT_S3_FORCE_PATH_STYLE for S3-compatible servers (MinIO, R2, SeaweedFS, GCS).
@@ -28,6 +46,7 @@ export function s3ClientFromEnvironment(environment: Environment = process.env):
   const pathStyle = environment.FANOUT_S3_FORCE_PATH_STYLE?.trim();
   const accessKeyId = environment.AWS_ACCESS_KEY_ID?.trim();
   const secretAccessKey = environment.AWS_SECRET_ACCESS_KEY?.trim();
+  const requestTimeoutMs = s3RequestTimeoutMs(environment);
   return new S3Client({
     // Keys given in this environment win; otherwise the SDK's own chain (profiles, SSO, instance roles) finds them.
     ...(accessKeyId && secretAccessKey
@@ -41,6 +60,13 @@ export function s3ClientFromEnvironment(environment: Environment = process.env):
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
+    // Without these the SDK's requests have no deadline at all (connection, response, or a stalled body).
+    requestHandler: {
+      connectionTimeout: CONNECT_TIMEOUT_MS,
+      requestTimeout: requestTimeoutMs,
+      throwOnRequestTimeout: true,
+      socketTimeout: requestTimeoutMs,
+    },
   });
 }
 
