@@ -103,6 +103,26 @@ describe('a key\'s pacer', () => {
     expect(after.waitedMs).toBeGreaterThanOrEqual(250);
   });
 
+  it('sends the first wave at full width by default: every call up to the concurrency limit goes before any answer', async () => {
+    const pacer = new Pacer(resolvePacerOptions({ maxConcurrency: 500 }, {})).forKey({ provider: 'p', model: 'm', keyId: 'k' });
+    const first = Array.from({ length: 500 }, () => pacer.acquire(1, never));
+    const settledNow = await Promise.all(first.map((permit) => settled(permit)));
+    expect(settledNow.every(Boolean)).toBe(true);
+    // The limit still holds: the 501st waits for a place.
+    const next = pacer.acquire(1, never);
+    expect(await settled(next)).toBe(false);
+    (await first[0]).release({ kind: 'answered' });
+    expect(await settled(next)).toBe(true);
+  });
+
+  it('holds the first calls to FANOUT_PACING_PROBE_CONCURRENCY until an answer when one is set', async () => {
+    const pacer = new Pacer(resolvePacerOptions({ maxConcurrency: 500 }, { FANOUT_PACING_PROBE_CONCURRENCY: '4' })).forKey({ provider: 'p', model: 'm', keyId: 'k' });
+    const first = Array.from({ length: 5 }, () => pacer.acquire(1, never));
+    expect(await Promise.all(first.map((permit) => settled(permit)))).toEqual([true, true, true, true, false]);
+    (await first[0]).release({ kind: 'answered' });
+    expect(await settled(first[4])).toBe(true);
+  });
+
   it('gives up a queued call when its signal aborts, and keeps serving the others', async () => {
     const pacer = keyPacer({ maxConcurrency: 1, probeConcurrency: 1 });
     const holder = await pacer.acquire(1, never);

@@ -11,7 +11,11 @@ export interface PacerOptions {
   enabled?: boolean;
   /** Highest concurrency limit per provider + model + key. Env FANOUT_PACING_MAX_CONCURRENCY; default 500. */
   maxConcurrency?: number;
-  /** Calls in flight per key before the first response has been seen. Env FANOUT_PACING_PROBE_CONCURRENCY; default 32. */
+  /**
+   * Calls in flight per key before the first response has been seen. Env FANOUT_PACING_PROBE_CONCURRENCY; default
+   * `maxConcurrency`: the first wave goes out at full width (a probe of 32 held a batch of 3 s calls to 32 for its first
+   * seconds), and a provider that pushes back with 429s halves the AIMD limit as at any other time.
+   */
   probeConcurrency?: number;
   /**
    * Share of the provider's request and token buckets left unused, for the unseen requests of other workers.
@@ -44,7 +48,7 @@ export function resolvePacerOptions(options: PacerOptions = {}, environment: Env
   return {
     enabled: options.enabled ?? switchValue !== 'off',
     maxConcurrency,
-    probeConcurrency: Math.min(maxConcurrency, options.probeConcurrency ?? integerFromEnvironment('FANOUT_PACING_PROBE_CONCURRENCY', environment) ?? 32),
+    probeConcurrency: Math.min(maxConcurrency, options.probeConcurrency ?? integerFromEnvironment('FANOUT_PACING_PROBE_CONCURRENCY', environment) ?? maxConcurrency),
     headroom,
     defaultCompletionTokens: options.defaultCompletionTokens ?? integerFromEnvironment('FANOUT_PACING_COMPLETION_TOKENS', environment) ?? 1024,
     now: options.now ?? Date.now,
