@@ -5,6 +5,8 @@ import { createBatchActivities } from './batch-activities';
 import { createLlmClient, type ChatClient } from './llm-client';
 import { createAgentActivities } from './agent';
 import { ToolRegistry } from '../tools/registry';
+import { createProviderBatchActivities } from './provider-batch-activities';
+import type { BatchProvider, ProviderBatchClient } from '../provider-batch/types';
 
 export interface ActivityDependencies {
   /** OpenAI-compatible client. Default: one built from OPENAI_API_KEY / OPENAI_BASE_URL. */
@@ -23,6 +25,8 @@ export interface ActivityDependencies {
   prices?: PriceTable;
   /** Tools agents may call (functions from defineTool and MCP servers). Default: none but the built-in spawn_agents. */
   tools?: ToolRegistry;
+  /** Provider batch API clients (OpenAI, Anthropic). Default: each made from the worker's environment on first use. */
+  providerBatches?: Partial<Record<BatchProvider, ProviderBatchClient>>;
 }
 
 /**
@@ -45,6 +49,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     callAgent: createAgentCall(resolved),
     ...createAgentActivities({ ...resolved, tools: dependencies.tools ?? new ToolRegistry() }),
     ...createBatchActivities(resolved),
+    ...createProviderBatchActivities({ ...resolved, providerBatches: dependencies.providerBatches }),
   };
 }
 

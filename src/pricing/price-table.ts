@@ -6,7 +6,16 @@ export const modelPriceSchema = z.strictObject({
   inputPerMillion: z.number().min(0).max(1_000_000),
   /** Completion (output) tokens, $ per million; reasoning tokens are billed as output and counted in them. */
   outputPerMillion: z.number().min(0).max(1_000_000),
+  /** Through a provider's batch API (OpenAI Batch, Anthropic Message Batches), $ per million. Default: half the standard price. */
+  batchInputPerMillion: z.number().min(0).max(1_000_000).optional(),
+  batchOutputPerMillion: z.number().min(0).max(1_000_000).optional(),
+  /** OpenAI's `service_tier: "flex"`, $ per million. Default: the batch price (what OpenAI lists for flex). */
+  flexInputPerMillion: z.number().min(0).max(1_000_000).optional(),
+  flexOutputPerMillion: z.number().min(0).max(1_000_000).optional(),
 });
+
+/** Which price a call pays: the standard tier, a provider batch, or OpenAI's flex tier. */
+export type PriceTier = 'standard' | 'batch' | 'flex';
 export type ModelPrice = z.infer<typeof modelPriceSchema>;
 
 /** Prices by model name, as FANOUT_PRICES and FANOUT_PRICES_FILE hold them: `{ "gpt-4o": { "inputPerMillion": 2.5, ... } }`. */
@@ -35,6 +44,10 @@ export const BUILT_IN_PRICES: PriceTable = {
   'o4-mini': { inputPerMillion: 1.1, outputPerMillion: 4.4 },
   'gpt-4-turbo': { inputPerMillion: 10, outputPerMillion: 30 },
   'gpt-3.5-turbo': { inputPerMillion: 0.5, outputPerMillion: 1.5 },
+  // Anthropic's list prices (claude.com/pricing, 2025); their Message Batches cost half, as OpenAI's Batch API does.
+  'claude-opus-4-1': { inputPerMillion: 15, outputPerMillion: 75 },
+  'claude-sonnet-4-5': { inputPerMillion: 3, outputPerMillion: 15 },
+  'claude-haiku-4-5': { inputPerMillion: 1, outputPerMillion: 5 },
 };
 
 /** What the agent activities need to price their calls. */

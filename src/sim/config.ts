@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { providerBatchSimSchema } from './provider-batches';
 
 /** Faults the simulator can inject. Status codes answer with that status; the rest misbehave at the socket. */
 export const faultKinds = ['429', '500', '503', '400', '401', '403', '404', '422', 'reset', 'hang', 'malformed'] as const;
@@ -53,6 +54,8 @@ export const simulatorConfigSchema = z.strictObject({
     .strictObject({ min: z.number().int().min(1), max: z.number().int().min(1) })
     .refine((value) => value.max >= value.min, 'max must be at least min')
     .optional(),
+  /** The provider batch APIs (OpenAI files and batches, Anthropic message batches): time speed, expiry, errors. */
+  providerBatches: providerBatchSimSchema.prefault({}),
 });
 
 export type SimulatorConfig = z.infer<typeof simulatorConfigSchema>;

@@ -10,6 +10,7 @@ import {
   type SimulatorConfigInput,
 } from './config';
 import { scriptedCompletion } from './tool-calls';
+import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
 import { rateLimitTokens, SimulatedRateLimiter, type Admission, type RateLimitKind, type RateLimiterSnapshot } from './rate-limits';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
@@ -57,6 +58,8 @@ export interface Simulator {
   configure(config: SimulatorConfigInput): void;
   /** Clears the log and the counters. */
   reset(): void;
+  /** The provider batch APIs' counters: batches created, items answered (provider-batches.ts). */
+  batchStats(): ProviderBatchStats;
   close(): Promise<void>;
 }
 
@@ -126,6 +129,7 @@ export async function startSimulator(
   let rateLimited = 0;
   const limiterFor = (current: SimulatorConfig) => (current.rateLimits ? new SimulatedRateLimiter(current.rateLimits) : undefined);
   let limiter = limiterFor(config);
+  const providerBatches = createProviderBatches({ config: () => config.providerBatches, seed: () => config.seed });
 
   function scriptedFault(taskId: string, prompt: string): ScriptedFault | undefined {
     return config.faultsByTask[taskId] ?? parsePromptMarker(prompt)?.fault;
@@ -337,12 +341,14 @@ export async function startSimulator(
     seq = 0;
     rateLimited = 0;
     limiter = limiterFor(config);
+    providerBatches.reset();
   }
 
   const server: Server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     const handle = async () => {
       if (request.method === 'POST' && path === '/v1/chat/completions') return chatCompletion(request, response);
+      if (await providerBatches.handle(request, response, path)) return;
       if (request.method === 'GET' && path === '/v1/models') {
         return sendJson(response, 200, {
           object: 'list',
@@ -375,6 +381,7 @@ export async function startSimulator(
       limiter = limiterFor(config);
     },
     reset,
+    batchStats: () => providerBatches.stats(),
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,0 +1,242 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { BatchResultLine } from '../contract/batch';
+import { FailureType } from '../contract/failure-types';
+import { childOf } from '../contract/location';
+import { roundUsd } from '../contract/metrics';
+import { InvalidInputError } from '../contract/validation';
+import { linesOf } from '../batch/lines';
+import { priceOf, type PricingDependencies } from '../pricing';
+import { StorageError, type ObjectStorage } from '../store';
+import { AnthropicBatches } from '../provider-batch/anthropic-batches';
+import { OpenAiBatches } from '../provider-batch/openai-batches';
+import { okIdsOf, planParts, readPartMap } from '../provider-batch/plan-parts';
+import { retryableStatus } from '../provider-batch/response-lines';
+import type { BatchEndpoint, BatchPart, BatchProvider, PartKey, ProviderBatchClient, ProviderBatchStatus } from '../provider-batch/types';
+
+export interface ProviderBatchActivityDependencies extends PricingDependencies {
+  storage: ObjectStorage;
+  /** Model of tasks that name none. */
+  defaultModel: string;
+  /** The provider clients; default each made from the worker's environment on first use. */
+  providerBatches?: Partial<Record<BatchProvider, ProviderBatchClient>>;
+}
+
+/** How the route splits and addresses the work (ProviderBatchRouteOptions less what only the workflow uses). */
+export interface PlanInput {
+  batchId: string;
+  source: string;
+  spool: string;
+  /** A JSONL of result lines whose ok ids are not sent again (a resume). */
+  skipIds?: string;
+  provider?: BatchProvider;
+  endpoint?: BatchEndpoint;
+  model?: string;
+  maxRequestsPerPart?: number;
+  maxBytesPerPart?: number;
+}
+
+/** What one part's collection wrote and counted. */
+export interface PartCollected {
+  /** The part's segment of result lines (absent when no line was written). */
+  segment?: string;
+  /** The part's items to send again (ids and byte offsets), absent when none. */
+  retry?: string;
+  succeeded: number;
+  failed: number;
+  retried: number;
+  tokens: { prompt: number; completion: number; total: number };
+  cost: { usd: number; unpricedCalls: number };
+  /** What the answered items would have cost at the standard price. */
+  standardUsd: number;
+}
+
+/** One line of a retry file: an item the route sends again, and where it is in the source. */
+export interface RetryLine {
+  id: string;
+  offset: number;
+  length: number;
+  reason: string;
+}
+
+const HEARTBEAT_MS = 5000;
+
+async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
+  const context = Context.current();
+  const timer = setInterval(() => context.heartbeat(), HEARTBEAT_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** Maps what the providers and the store throw to failures Temporal retries or not. */
+async function mapped<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof InvalidInputError) {
+      throw ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
+    }
+    if (error instanceof StorageError) {
+      throw ApplicationFailure.create({ type: FailureType.StorageUnavailable, message: error.message, nonRetryable: error.code === 'Invalid' });
+    }
+    const status = (error as { status?: unknown }).status;
+    if (typeof status === 'number' && status >= 400 && !retryableStatus(status)) {
+      throw ApplicationFailure.create({ type: 'ProviderBatchRefused', message: `the provider refused a batch request (HTTP ${status}): ${(error as Error).message}`, nonRetryable: true });
+    }
+    throw error;
+  }
+}
+
+function segmentOf(spool: string, part: number): string {
+  return childOf(spool, `seg-part-${String(part).padStart(5, '0')}.jsonl`);
+}
+
+function retryOf(spool: string, part: number): string {
+  return childOf(spool, `retry-part-${String(part).padStart(5, '0')}.jsonl`);
+}
+
+/** The activities of the `providerBatch` workflow: plan, submit, poll, cancel and collect provider batches. */
+export function createProviderBatchActivities(dependencies: ProviderBatchActivityDependencies) {
+  const { storage } = dependencies;
+  const clients: Partial<Record<BatchProvider, ProviderBatchClient>> = { ...dependencies.providerBatches };
+  const clientOf = (provider: BatchProvider): ProviderBatchClient => {
+    clients[provider] ??= provider === 'openai' ? new OpenAiBatches(storage) : new AnthropicBatches(storage);
+    return clients[provider];
+  };
+  const keyOf = (input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): PartKey => ({
+    batchId: input.batchId,
+    part: input.part.index,
+    digest: input.part.digest,
+    attempt: input.attempt,
+    notBefore: input.notBefore,
+    recordUri: childOf(childOf(input.spool, 'parts'), `part-${String(input.part.index).padStart(5, '0')}.${input.part.provider}-${input.part.digest.slice(0, 16)}-a${input.attempt}.json`),
+  });
+
+  return {
+    /** Splits the source into parts (one model each, under the provider's limits), written to the spool. */
+    async planProviderBatch(input: PlanInput): Promise<{ parts: BatchPart[] }> {
+      return heartbeating(() =>
+        mapped(async () => {
+          const skip = input.skipIds === undefined ? undefined : await okIdsOf(storage, input.skipIds);
+          const parts = await planParts(storage, input.source, input.spool, {
+            defaultModel: input.model ?? dependencies.defaultModel,
+            provider: input.provider,
+            endpoint: input.endpoint,
+            maxRequestsPerPart: input.maxRequestsPerPart,
+            maxBytesPerPart: input.maxBytesPerPart,
+            skip,
+          });
+          return { parts };
+        }),
+      );
+    },
+
+    /** The part's provider batch: found by its metadata (or record) when a lost attempt made it, else uploaded and created. */
+    async submitProviderBatch(input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): Promise<{ id: string; reused: boolean }> {
+      return heartbeating(() => mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))));
+    },
+
+    /** The part's provider batch if one was created (a cancel must reach a batch whose submit was cut short). */
+    async findProviderBatch(input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): Promise<string | null> {
+      return mapped(async () => (await clientOf(input.part.provider).find(keyOf(input))) ?? null);
+    },
+
+    async pollProviderBatch(input: { provider: BatchProvider; id: string }): Promise<ProviderBatchStatus> {
+      return mapped(() => clientOf(input.provider).status(input.id));
+    },
+
+    async cancelProviderBatch(input: { provider: BatchProvider; id: string }): Promise<void> {
+      return mapped(() => clientOf(input.provider).cancel(input.id));
+    },
+
+    /**
+     * Streams an ended batch's output and error files into the part's segment (one line per id: ok, or failed for good)
+     * and its retry file (expired, cancelled, retryable errors, and items the provider did not mention). Both names are
+     * fixed by the part and written whole, so a retry after a crash rewrites them with the same lines.
+     */
+    async collectProviderBatch(input: { spool: string; part: BatchPart; id?: string; durationMs: number }): Promise<PartCollected> {
+      return heartbeating(() =>
+        mapped(async () => {
+          const { part } = input;
+          const entries = new Map((await readPartMap(storage, part.map)).map((line) => [line.c, line]));
+          const seen = new Set<string>();
+          const retries: RetryLine[] = [];
+          const collected: PartCollected = { succeeded: 0, failed: 0, retried: 0, tokens: { prompt: 0, completion: 0, total: 0 }, cost: { usd: 0, unpricedCalls: 0 }, standardUsd: 0 };
+          const results = input.id === undefined ? undefined : clientOf(part.provider).results(input.id);
+          async function* lines(): AsyncGenerator<string> {
+            if (!results) return;
+            for await (const outcome of results) {
+              const entry = entries.get(outcome.customId);
+              if (!entry || seen.has(outcome.customId)) continue;
+              seen.add(outcome.customId);
+              if (outcome.kind === 'not-run' || (outcome.kind === 'error' && outcome.retryable)) {
+                retries.push({ id: entry.id, offset: entry.o, length: entry.l, reason: outcome.kind === 'not-run' ? outcome.reason : `${outcome.type}: ${outcome.message}` });
+                continue;
+              }
+              let line: BatchResultLine;
+              if (outcome.kind === 'ok') {
+                const costUsd = priceOf(outcome.model, outcome.usage, dependencies.prices, 'batch');
+                const standard = priceOf(outcome.model, outcome.usage, dependencies.prices, 'standard');
+                line = {
+                  id: entry.id,
+                  status: 'ok',
+                  output: outcome.output,
+                  attempts: 1,
+                  durationMs: input.durationMs,
+                  usage: outcome.usage,
+                  ...(costUsd === undefined ? { unpriced: true } : { costUsd }),
+                  model: outcome.model,
+                };
+                collected.succeeded += 1;
+                collected.tokens.prompt += outcome.usage?.promptTokens ?? 0;
+                collected.tokens.completion += outcome.usage?.completionTokens ?? 0;
+                collected.tokens.total += outcome.usage?.totalTokens ?? 0;
+                if (costUsd === undefined) collected.cost.unpricedCalls += 1;
+                else collected.cost.usd += costUsd;
+                collected.standardUsd += standard ?? 0;
+              } else {
+                line = { id: entry.id, status: 'failed', error: { type: outcome.type, message: outcome.message }, attempts: 1, durationMs: input.durationMs };
+                collected.failed += 1;
+              }
+              yield `${JSON.stringify(line)}\n`;
+            }
+          }
+          const segment = segmentOf(input.spool, part.index);
+          const bytes = await storage.writeStream(segment, lines());
+          for (const [customId, entry] of entries) {
+            if (!seen.has(customId)) retries.push({ id: entry.id, offset: entry.o, length: entry.l, reason: input.id === undefined ? 'the provider failed the batch' : 'no result from the provider' });
+          }
+          collected.retried = retries.length;
+          if (retries.length > 0) {
+            await storage.write(retryOf(input.spool, part.index), retries.map((line) => `${JSON.stringify(line)}\n`).join(''));
+            collected.retry = retryOf(input.spool, part.index);
+          }
+          if (bytes > 0) collected.segment = segment;
+          else await storage.remove(segment);
+          collected.cost.usd = roundUsd(collected.cost.usd);
+          collected.standardUsd = roundUsd(collected.standardUsd);
+          return collected;
+        }),
+      );
+    },
+
+    /** Joins the parts' retry files into one (`<spool>/retry.jsonl`), streamed. */
+    async joinProviderBatchRetries(input: { spool: string; retries: string[] }): Promise<string> {
+      return heartbeating(() =>
+        mapped(async () => {
+          const uri = childOf(input.spool, 'retry.jsonl');
+          async function* all(): AsyncGenerator<string> {
+            for (const retry of input.retries) for await (const line of linesOf(storage, retry)) if (line.text) yield `${line.text}\n`;
+          }
+          await storage.writeStream(uri, all());
+          return uri;
+        }),
+      );
+    },
+  };
+}
+
+export type ProviderBatchActivities = ReturnType<typeof createProviderBatchActivities>;

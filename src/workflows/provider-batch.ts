@@ -1,0 +1,260 @@
+import { ActivityCancellationType, CancellationScope, defineQuery, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import type { PartCollected, ProviderBatchActivities } from '../activities/provider-batch-activities';
+import { roundUsd, type RunCost } from '../contract/metrics';
+import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../provider-batch/types';
+
+/** How the provider-batch route runs. Every duration is in ms. */
+export interface ProviderBatchRouteOptions {
+  /**
+   * When the answers are needed, from the workflow's start. A provider batch still running then is cancelled, what it
+   * answered is kept, and the rest is handed back in `retry` to be sent sync. Default 24 h (the providers' window).
+   */
+  deadlineMs?: number;
+  /** Provider of every task; default by model name (`claude-*` is Anthropic, the rest OpenAI). */
+  provider?: BatchProvider;
+  /** OpenAI endpoint the requests target. Default `/v1/chat/completions`. */
+  endpoint?: BatchEndpoint;
+  /** Model of tasks that name none. Default the worker's FANOUT_MODEL. */
+  model?: string;
+  /** First wait between polls of a provider batch (durable timers, no activity waits). Default 60 s. */
+  pollIntervalMs?: number;
+  /** Longest wait between polls; the wait grows by half each poll up to it. Default 10 min. */
+  maxPollIntervalMs?: number;
+  /** Most requests per provider batch, under the provider's own limit (50,000 OpenAI, 100,000 Anthropic). */
+  maxRequestsPerPart?: number;
+  /** Most bytes per provider batch's requests, under the provider's own limit (200 MB OpenAI, 256 MB Anthropic). */
+  maxBytesPerPart?: number;
+  /**
+   * Provider batches in flight at once; the next part is submitted as one finishes (the enqueued-token limit per model
+   * is the provider's; a batch refused with `token_limit_exceeded` waits and is submitted again). Default 4.
+   */
+  maxActiveParts?: number;
+}
+
+/** The one argument of `providerBatch`. */
+export interface ProviderBatchInput {
+  /** The fanout batch's id: provider batches carry it in their metadata, so a retried submit finds its batch. */
+  batchId: string;
+  /** The JSONL task file (absolute path or s3:// URI). */
+  source: string;
+  /** A store location (directory or s3:// prefix) this workflow writes its parts, segments and retry file under. */
+  spool: string;
+  options?: ProviderBatchRouteOptions;
+  /** A JSONL of result lines (a sink) whose ok ids are not sent (a resume). */
+  skipIds?: string;
+}
+
+/** One provider batch as `batch status` shows it. */
+export interface ProviderBatchInfo {
+  provider: BatchProvider;
+  id: string;
+  /** The provider's status word (`in_progress`, `completed`, `ended`, `failed` ...). */
+  status: string;
+  counts: ProviderBatchStatus['counts'];
+  part: number;
+  attempt: number;
+}
+
+export interface ProviderBatchResult {
+  /** Store URIs of every segment of result lines written (one line per id; ok or failed for good), in any order. */
+  segments: string[];
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  /** At the batch price. */
+  cost: RunCost;
+  providerBatches: ProviderBatchInfo[];
+  /** What the answered items would have cost at the standard price, less what they cost. */
+  savingsUsd: number;
+  /** A JSONL of `{ id, offset, length, reason }` of the items to send again sync (expired, retryable errors), or undefined. */
+  retry?: string;
+}
+
+/** The route's state while it runs. */
+export interface ProviderBatchProgress {
+  parts: number;
+  collected: number;
+  succeeded: number;
+  failed: number;
+  retried: number;
+  providerBatches: ProviderBatchInfo[];
+  savingsUsd: number;
+}
+
+export const providerBatchProgressQuery = defineQuery<ProviderBatchProgress>('providerBatchProgress');
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+function activities() {
+  const retry = { initialInterval: 1000, backoffCoefficient: 2, maximumInterval: 60_000, maximumAttempts: 30 };
+  // Uploads and downloads of up to a few hundred MB heartbeat; a lost worker is noticed by the heartbeat timeout.
+  const long = proxyActivities<ProviderBatchActivities>({
+    startToCloseTimeout: '1 hour',
+    heartbeatTimeout: '20 seconds',
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry,
+  });
+  const short = proxyActivities<ProviderBatchActivities>({
+    startToCloseTimeout: '2 minutes',
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    retry,
+  });
+  return { long, short };
+}
+
+/** Called as the route's state changes; a batch workflow running the route inline shows it in its own status. */
+export interface ProviderBatchHooks {
+  onProgress?(progress: ProviderBatchProgress): void;
+}
+
+interface PartState {
+  part: BatchPart;
+  attempt: number;
+  id?: string;
+  submittedAt?: number;
+  info?: ProviderBatchInfo;
+  collected?: PartCollected;
+}
+
+/**
+ * Runs a batch through provider batch APIs: plans parts, submits them (idempotently), waits with durable timers, and
+ * streams the results into segments. Cancelled, it cancels its provider batches, keeps what they answered, then rethrows.
+ * Usable inline from another workflow (with hooks) or as the `providerBatch` workflow.
+ */
+export async function runProviderBatch(input: ProviderBatchInput, hooks: ProviderBatchHooks = {}): Promise<ProviderBatchResult> {
+  const options = input.options ?? {};
+  const { long, short } = activities();
+  const startedAt = workflowInfo().startTime.getTime();
+  const deadline = startedAt + (options.deadlineMs ?? DAY_MS);
+  // Provider batches made before this run began cannot be its parts; lookups stop there (an hour's slack for clocks).
+  const notBefore = Math.floor(startedAt / 1000) - 3600;
+  const pollMs = options.pollIntervalMs ?? 60_000;
+  const maxPollMs = options.maxPollIntervalMs ?? 600_000;
+  const history: ProviderBatchInfo[] = [];
+  const states: PartState[] = [];
+
+  const progress = (): ProviderBatchProgress => {
+    const done = states.filter((state) => state.collected).map((state) => state.collected as PartCollected);
+    return {
+      parts: states.length,
+      collected: done.length,
+      succeeded: done.reduce((sum, part) => sum + part.succeeded, 0),
+      failed: done.reduce((sum, part) => sum + part.failed, 0),
+      retried: done.reduce((sum, part) => sum + part.retried, 0),
+      providerBatches: history,
+      savingsUsd: roundUsd(done.reduce((sum, part) => sum + part.standardUsd - part.cost.usd, 0)),
+    };
+  };
+  const changed = () => hooks.onProgress?.(progress());
+
+  const { parts } = await long.planProviderBatch({
+    batchId: input.batchId,
+    source: input.source,
+    spool: input.spool,
+    ...(input.skipIds === undefined ? {} : { skipIds: input.skipIds }),
+    ...pick(options, ['provider', 'endpoint', 'model', 'maxRequestsPerPart', 'maxBytesPerPart']),
+  });
+  for (const part of parts) states.push({ part, attempt: 0 });
+  changed();
+
+  const submitInput = (state: PartState) => ({ batchId: input.batchId, spool: input.spool, part: state.part, attempt: state.attempt, notBefore });
+
+  /** Polls until the batch ends, waiting on timers; past the deadline it is cancelled (what it answered is kept). */
+  async function untilEnded(state: PartState, id: string, honourDeadline: boolean): Promise<ProviderBatchStatus> {
+    let wait = pollMs;
+    let cancelled = false;
+    for (;;) {
+      const status = await short.pollProviderBatch({ provider: state.part.provider, id });
+      if (state.info) Object.assign(state.info, { status: status.providerStatus, counts: status.counts });
+      changed();
+      if (status.state !== 'running') return status;
+      if (honourDeadline && !cancelled && Date.now() >= deadline) {
+        await short.cancelProviderBatch({ provider: state.part.provider, id });
+        cancelled = true;
+      }
+      const untilDeadline = deadline - Date.now();
+      await sleep(honourDeadline && !cancelled && untilDeadline > 0 ? Math.min(wait, untilDeadline) : wait);
+      wait = Math.min(maxPollMs, Math.round(wait * 1.5));
+    }
+  }
+
+  async function collect(state: PartState, id: string | undefined): Promise<void> {
+    state.collected = await long.collectProviderBatch({ spool: input.spool, part: state.part, ...(id === undefined ? {} : { id }), durationMs: Date.now() - (state.submittedAt ?? startedAt) });
+    changed();
+  }
+
+  async function runPart(state: PartState): Promise<void> {
+    let backoff = pollMs;
+    for (;;) {
+      const { id } = await long.submitProviderBatch(submitInput(state));
+      state.id = id;
+      state.submittedAt ??= Date.now();
+      state.info = { provider: state.part.provider, id, status: 'submitted', counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count }, part: state.part.index, attempt: state.attempt };
+      history.push(state.info);
+      const status = await untilEnded(state, id, true);
+      if (status.state === 'ended') return collect(state, id);
+      // Refused whole. Over the enqueued-token limit: wait for earlier batches to drain, then submit again.
+      if (status.failure?.code === 'token_limit_exceeded' && Date.now() + backoff < deadline) {
+        await sleep(backoff);
+        backoff = Math.min(maxPollMs, Math.round(backoff * 1.5));
+        state.attempt += 1;
+        state.id = undefined;
+        continue;
+      }
+      // Nothing of it ran: every item goes back to be sent sync.
+      return collect(state, undefined);
+    }
+  }
+
+  try {
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < states.length) await runPart(states[next++]);
+    };
+    await Promise.all(Array.from({ length: Math.min(states.length, options.maxActiveParts ?? 4) }, lane));
+  } catch (error) {
+    // Cancelled (or failed): no provider batch may run on unwatched, and nothing it answered may be lost.
+    await CancellationScope.nonCancellable(async () => {
+      for (const state of states) {
+        if (state.collected) continue;
+        state.id ??= (await short.findProviderBatch(submitInput(state))) ?? undefined;
+        if (state.id !== undefined) await short.cancelProviderBatch({ provider: state.part.provider, id: state.id });
+      }
+      for (const state of states) {
+        if (state.collected || state.id === undefined) continue;
+        const status = await untilEnded(state, state.id, false);
+        if (status.state === 'ended') await collect(state, state.id);
+      }
+    });
+    throw error;
+  }
+
+  const done = states.map((state) => state.collected as PartCollected);
+  const retries = done.flatMap((part) => (part.retry === undefined ? [] : [part.retry]));
+  const retry = retries.length === 0 ? undefined : await long.joinProviderBatchRetries({ spool: input.spool, retries });
+  const final = progress();
+  return {
+    segments: done.flatMap((part) => (part.segment === undefined ? [] : [part.segment])),
+    succeeded: final.succeeded,
+    failed: final.failed,
+    tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
+    cost: { usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)), unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0) },
+    providerBatches: history,
+    savingsUsd: final.savingsUsd,
+    ...(retry === undefined ? {} : { retry }),
+  };
+}
+
+/** The provider-batch route as a workflow of its own: `providerBatchProgress` answers how far it is. */
+export async function providerBatch(input: ProviderBatchInput): Promise<ProviderBatchResult> {
+  let latest: ProviderBatchProgress = { parts: 0, collected: 0, succeeded: 0, failed: 0, retried: 0, providerBatches: [], savingsUsd: 0 };
+  setHandler(providerBatchProgressQuery, () => latest);
+  return runProviderBatch(input, { onProgress: (progress) => (latest = progress) });
+}
+
+function pick<T extends object, K extends keyof T>(object: T, keys: K[]): Partial<Pick<T, K>> {
+  const picked: Partial<Pick<T, K>> = {};
+  for (const key of keys) if (object[key] !== undefined) picked[key] = object[key];
+  return picked;
+}
+
