@@ -5,6 +5,9 @@ import path from 'node:path';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
+import type { Tool } from './tools/define-tool';
+import type { McpServerConfig } from './tools/mcp';
+import { closeToolsWhenStopped, toolRegistryFor } from './tools/worker-tools';
 import { superviseWorker } from './watchdog';
 import { agentMetricsInterceptor } from './metrics';
 import { explainConnectionFailure } from './config/connection-diagnosis';
@@ -28,6 +31,13 @@ export interface FanoutWorkerOptions {
   taskQueue?: string;
   /** Dependencies of the activities (LLM client, default model, clock). */
   activities?: ActivityDependencies;
+  /**
+   * Tools agents may call, made by `defineTool`. Env FANOUT_TOOLS: modules exporting them, comma-separated (what
+   * `fanout worker --tools <module>` sets). Default none.
+   */
+  tools?: Tool[];
+  /** MCP servers (stdio or Streamable HTTP) whose tools agents may call. Env FANOUT_MCP_SERVERS (JSON, or a file of it). Default none. */
+  mcpServers?: McpServerConfig[];
   /**
    * Activity slots: agent calls one worker runs at once. Agent calls wait on the network, so a worker wants
    * hundreds, not the SDK's default 100. Env FANOUT_MAX_CONCURRENT_ACTIVITIES; default 500.
@@ -142,6 +152,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const eager =
     options.maxEagerActivityReservationsPerWorkflowTask ?? countFromEnvironment('FANOUT_EAGER_ACTIVITIES') ?? maxConcurrentActivities;
   const extra = definedOnly(options.workerOptions ?? {});
+  const registry = options.activities?.tools ?? toolRegistryFor(options);
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
   // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
   const worker = await Worker.create({
@@ -150,7 +161,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     taskQueue: options.taskQueue ?? taskQueueFromEnvironment(),
     ...(identity === undefined ? {} : { identity }),
     ...(dataConverter === undefined ? {} : { dataConverter }),
-    activities: createActivities(options.activities),
+    activities: createActivities({ ...options.activities, tools: registry }),
     ...(ownWorkflows ? {} : bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
     ...(extra.tuner === undefined ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities } : {}),
     activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(20, activityPollers) },
@@ -168,5 +179,6 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
   superviseWorker(worker, worker.options.taskQueue);
+  closeToolsWhenStopped(worker, registry);
   return worker;
 }

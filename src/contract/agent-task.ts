@@ -82,6 +82,9 @@ export interface AgentCallResult {
   unpriced?: boolean;
   /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */
   pacing?: PacingReport;
+  /** An agent with tools: the model steps it took and its transcript in the payload store. */
+  steps?: number;
+  transcriptRef?: PayloadRef;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';

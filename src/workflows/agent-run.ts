@@ -9,6 +9,8 @@ import { describeMove, recordPacing, type PacingStatus } from '../contract/pacin
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
+import { runAgentChild, withAgentFields } from './agent/agent-child';
+import { runsAsAgent } from '../contract/agent-task';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
 const STOP_MESSAGES: Record<StopReason, string> = {
@@ -103,6 +105,15 @@ export class AgentRun {
     return undefined;
   }
 
+  /** What is left of the run's budgets, for an agent that shares them. */
+  budgetLeft(): { tokens?: number; costUsd?: number } {
+    const { tokenBudget, costBudgetUsd } = this.options;
+    return {
+      ...(tokenBudget === undefined ? {} : { tokens: Math.max(0, tokenBudget - this.tokensUsed) }),
+      ...(costBudgetUsd === undefined ? {} : { costUsd: Math.max(0, costBudgetUsd - this.costUsd) }),
+    };
+  }
+
   get budgetSpent(): boolean {
     return this.budgetReached() !== undefined;
   }
@@ -128,10 +139,13 @@ export class AgentRun {
     this.states[index] = 'running';
     this.emit('agent-started', task.id);
     const startedAt = Date.now();
+    // A task with tools runs as an `agent` child workflow; a plain task stays the one activity it always was.
     const execute = () =>
-      this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
-        { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
-      ]);
+      runsAsAgent(task)
+        ? runAgentChild(task, this.options, { inlineOutputBytes: this.inlineOutputBytes, ...context }, this.budgetLeft())
+        : this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
+            { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
+          ]);
     const finish = (result: AgentResult): AgentResult => {
       this.record(index, result);
       settled?.(result);
@@ -141,7 +155,7 @@ export class AgentRun {
     const call = CancellationScope.current() === this.scope ? execute() : this.scope.run(execute);
     return call.then(
       (value) => {
-        const result = succeeded(task, value, Date.now() - startedAt);
+        const result = withAgentFields(succeeded(task, value, Date.now() - startedAt), value);
         if (value.pacing) for (const move of recordPacing(this.pacing, value.pacing)) this.emit('pacing', task.id, describeMove(move));
         return finish(result);
       },

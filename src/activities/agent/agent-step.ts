@@ -15,7 +15,7 @@ import type { ChatClient } from '../llm-client';
 import { toAgentFailure } from '../provider-errors';
 import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
-import { outputInstruction, repairNote, validateAnswer } from './structured-output';
+import { outputInstruction, validateAnswer } from './structured-output';
 
 export interface AgentStepDependencies {
   llm: ChatClient;
@@ -260,7 +260,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         if ('invalid' in checked) invalid = checked.invalid;
         else output = checked.json;
       }
-      if (invalid !== undefined) answer = { invalid: repairNote(invalid) };
+      if (invalid !== undefined) answer = { invalid };
       else if (Buffer.byteLength(output) > input.inlineOutputBytes || input.storeOutput) {
         let outputRef: PayloadRef;
         try {

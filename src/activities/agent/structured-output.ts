@@ -39,8 +39,3 @@ export function validateAnswer(answer: string, schema: Record<string, unknown>):
 export function outputInstruction(schema: Record<string, unknown>): string {
   return `When you give your final answer, answer with JSON only (no prose, no code fence) that matches this JSON schema:\n${JSON.stringify(schema)}`;
 }
-
-/** The user message that sends an invalid answer back. */
-export function repairNote(invalid: string): string {
-  return `Your answer was not accepted: ${invalid}. Answer again with JSON only that matches the schema.`;
-}

@@ -4,6 +4,7 @@ import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../
 import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS } from '../../worker';
 import { startHealthServer } from '../../worker-health';
 import { relaunchWithHeapCap } from '../heap-cap';
+import { loadToolModule } from '../../tools/worker-tools';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 
 interface WorkerFlags extends ConnectionFlags {
@@ -14,6 +15,7 @@ interface WorkerFlags extends ConnectionFlags {
   shutdownGrace?: number;
   healthPort?: number;
   healthHost: string;
+  tools?: string;
   metricsPort?: number;
   metricsHost: string;
 }
@@ -24,6 +26,7 @@ export function workerCommand(): Command {
     .option('--max-concurrent <n>', 'agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default 500]', wholeNumber(1))
     .option('--pollers <n>', 'most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default 100]', wholeNumber(1))
     .option('--rate <per-second>', 'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]', positiveNumber)
+    .addOption(new Option('--tools <modules>', 'modules whose defineTool exports agents may call, comma-separated').env('FANOUT_TOOLS'))
     .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber)
     .addOption(
       new Option('--shutdown-grace <ms>', `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${DEFAULT_SHUTDOWN_GRACE_MS})`)
@@ -55,6 +58,7 @@ export function workerCommand(): Command {
       maxActivitiesPerSecond: flags.rate,
       maxTaskQueueActivitiesPerSecond: flags.queueRate,
       shutdownGraceMs,
+      ...(flags.tools === undefined ? {} : { tools: flags.tools.split(',').map((module) => module.trim()).filter(Boolean).flatMap(loadToolModule) }),
     });
     const log = (line: string) => process.stderr.write(`${line}\n`);
     const health = flags.healthPort === undefined ? undefined : await startHealthServer(worker, { port: flags.healthPort, host: flags.healthHost });

@@ -143,6 +143,8 @@ export interface AgentState extends AgentSpend {
   repairs: number;
   startedAt: number;
   model?: string;
+  /** The last event's number, so `fanout watch` reads on across runs. */
+  eventSeq?: number;
 }
 
 /** The one argument of the `agent` workflow. */

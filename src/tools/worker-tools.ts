@@ -1,0 +1,40 @@
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { toolsOfModule, type Tool } from './define-tool';
+import { mcpServersFromEnvironment, type McpServerConfig } from './mcp';
+import { ToolRegistry } from './registry';
+
+/**
+ * The worker's tool registry from its options, else the environment (FANOUT_TOOLS: modules of `defineTool` exports,
+ * comma-separated; FANOUT_MCP_SERVERS: MCP servers).
+ */
+export function toolRegistryFor(options: { tools?: readonly Tool[]; mcpServers?: readonly McpServerConfig[] }, environment: Record<string, string | undefined> = process.env): ToolRegistry {
+  const modules = environment.FANOUT_TOOLS?.split(',').map((entry) => entry.trim()).filter(Boolean) ?? [];
+  const tools = options.tools ?? modules.flatMap((module) => loadToolModule(module));
+  return new ToolRegistry(tools, options.mcpServers ?? mcpServersFromEnvironment(environment) ?? []);
+}
+
+/** The tools a module exports (a path, relative to the working directory, or a package name). */
+export function loadToolModule(module: string): Tool[] {
+  const resolved = module.startsWith('.') || path.isAbsolute(module) ? path.resolve(module) : module;
+  let exported: Record<string, unknown>;
+  try {
+    exported = require(resolved) as Record<string, unknown>;
+  } catch (error) {
+    throw new Error(`tools module ${module}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  return toolsOfModule(exported, `tools module ${module}`);
+}
+
+/** Closes the registry's MCP connections (stopping stdio servers) once the worker has stopped. */
+export function closeToolsWhenStopped(worker: Worker, registry: ToolRegistry): void {
+  if (!registry.mcp) return;
+  const check = setInterval(() => {
+    const state = worker.getState();
+    if (state === 'STOPPED' || state === 'FAILED') {
+      clearInterval(check);
+      void registry.close();
+    }
+  }, 500);
+  check.unref();
+}

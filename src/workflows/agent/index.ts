@@ -1,0 +1,2 @@
+export { agent } from './agent';
+export { agentProgressQuery, approveUpdate } from './messages';

@@ -1,0 +1,212 @@
+import path from 'node:path';
+import { z } from 'zod';
+import type { AgentTask } from '../src/contract/agent-task';
+import { defineTool, type Tool } from '../src/tools/define-tool';
+import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
+import { activityInputText, modelCalls, scheduledActivities, toolCalls } from './support/agents';
+import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+
+/** A tool whose approval times out quickly (the shared test tools wait a minute). */
+const hastyApproval = defineTool({
+  name: 'launch',
+  description: 'Launches something (needs approval within 1.5 s)',
+  input: z.object({ what: z.string() }),
+  needsApproval: { timeoutMs: 1500 },
+  run: ({ what }) => `launched ${what}`,
+});
+
+beforeAll(async () => {
+  servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
+  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
+  const shared = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
+  stack = await startTestWorker(servers, { tools: [...shared, hastyApproval] });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+const childOf = (runId: string, taskId: string) => stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`);
+
+describe('agents with tools', () => {
+  it('runs a tool-using task as a durable loop beside a plain task that stays one activity', async () => {
+    const tasks: AgentTask[] = [
+      { id: 'plain', prompt: 'just answer' },
+      {
+        id: 'researcher',
+        prompt: 'Research this [[tool:search {"q":"temporal batch","ms":400}, tool:fetch_page {"url":"https://temporal.io"}]] [[tool:search {"q":"durable agents"}]]',
+        tools: ['search', 'fetch_page'],
+      },
+    ];
+    const handle = await stack.client.startParallel(tasks, undefined, { workflowId: uniqueName('agents') });
+    const { results } = await handle.result();
+
+    expect(results.map((result) => [result.id, result.status])).toEqual([
+      ['plain', 'ok'],
+      ['researcher', 'ok'],
+    ]);
+    // The results come back in the order the model asked for them, though fetch_page finished before the slow search.
+    expect(results[1].output).toContain('from 3 tool results: search found: temporal batch | fetch_page found: https://temporal.io | search found: durable agents');
+    expect(results[1].steps).toBe(3);
+    expect(modelCalls(servers.simulator, 'researcher')).toHaveLength(3);
+    expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(2);
+    const [slow, page] = servers.simulator.log().filter((request) => request.taskId === 'tool:search:call_1_1' || request.taskId === 'tool:fetch_page:call_1_2');
+    expect(slow.arrivedAt).toBeLessThan((page.respondedAt ?? 0) + 1); // both ran at once
+
+    // The plain task kept today's shape: one callAgent activity and no child workflow.
+    const parent = await scheduledActivities(stack.client.client.workflow.getHandle(handle.workflowId));
+    expect(parent.map((activity) => activity.id)).toEqual(['agent:plain']);
+    const child = childOf(handle.workflowId, 'researcher');
+    expect((await scheduledActivities(child)).map((activity) => [activity.type, activity.summary])).toEqual([
+      ['agentStep', 'step 1'],
+      ['toolCall', 'step 1: search("temporal batch", 400)'],
+      ['toolCall', 'step 1: fetch_page("https://temporal.io")'],
+      ['agentStep', 'step 2'],
+      ['toolCall', 'step 2: search("durable agents")'],
+      ['agentStep', 'step 3'],
+    ]);
+    // History holds references: no tool result and no prompt text travels in it.
+    // Steps carry references: no tool result travels in an activity's input.
+    const inputs = await activityInputText(child);
+    expect(inputs).toContain('"step":3');
+    expect(inputs).not.toContain('found');
+  });
+
+  it('sends a failing tool back to the model as the tool result', async () => {
+    const handle = await stack.client.startParallel([{ id: 'clumsy', prompt: 'Try [[tool:broken {}]]', tools: ['broken'] }]);
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('ok');
+    expect(results[0].output).toContain('error: the broken tool is broken');
+  });
+
+  it('repairs an invalid structured answer once and returns the validated object', async () => {
+    const output = { type: 'object', properties: { title: { type: 'string' }, sources: { type: 'integer' } }, required: ['title', 'sources'] };
+    const handle = await stack.client.startParallel([{ id: 'structured', prompt: 'Report [[invalid-json 1]] [[answer-json {"title":"Agents","sources":2}]]', output }]);
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('ok');
+    expect(JSON.parse(results[0].output ?? '')).toEqual({ title: 'Agents', sources: 2 });
+    expect(modelCalls(servers.simulator, 'structured')).toHaveLength(2);
+  });
+
+  it('fails an agent whose answer stays invalid after its repairs, naming the last error', async () => {
+    const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
+    const handle = await stack.client.startParallel([{ id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 }]);
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('failed');
+    expect(results[0].error?.type).toBe('OutputInvalid');
+    expect(results[0].error?.message).toMatch(/after 1 repairs: the answer is not JSON/);
+    expect(modelCalls(servers.simulator, 'stubborn')).toHaveLength(2);
+  });
+
+  it('stops an agent at its step budget with its transcript kept', async () => {
+    const prompt = 'Loop [[repeat 5 tool:search {"q":"again"}]]';
+    const handle = await stack.client.startParallel([{ id: 'looper', prompt, tools: ['search'], maxSteps: 2 }]);
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('failed');
+    expect(results[0].error?.type).toBe('BudgetExhausted');
+    expect(results[0].error?.message).toMatch(/stopped after 2 steps: its step budget \(2\) is spent; its transcript so far is kept at /);
+    expect(modelCalls(servers.simulator, 'looper')).toHaveLength(2);
+  });
+
+  it('stops an agent at its token budget', async () => {
+    const prompt = 'Loop [[repeat 5 tool:search {"q":"again and again"}]]';
+    const handle = await stack.client.startParallel([{ id: 'spender', prompt, tools: ['search'], tokenBudget: 30 }]);
+    const { results } = await handle.result();
+    expect(results[0].error?.type).toBe('BudgetExhausted');
+    expect(results[0].error?.message).toMatch(/token budget \(30\) is spent/);
+    expect(modelCalls(servers.simulator, 'spender').length).toBeLessThan(5);
+  });
+
+  it('runs sub-agents of spawn_agents in parallel and returns their answers in task order', async () => {
+    const spawn = JSON.stringify({
+      tasks: [
+        { prompt: 'first [sim latency=600]' },
+        { prompt: 'second uses a tool [[tool:search {"q":"sub"}]]', tools: ['search'] },
+        { prompt: 'third [sim latency=10]' },
+      ],
+    });
+    const handle = await stack.client.startParallel([{ id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents', 'search'] }]);
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('ok');
+    const answer = results[0].output ?? '';
+    expect(answer.indexOf('first')).toBeLessThan(answer.indexOf('second'));
+    expect(answer.indexOf('second')).toBeLessThan(answer.indexOf('third'));
+    expect(modelCalls(servers.simulator, 'lead.1-1-2')).toHaveLength(2);
+    const [first, , third] = ['lead.1-1-1', 'lead.1-1-2', 'lead.1-1-3'].map((id) => modelCalls(servers.simulator, id)[0]);
+    expect(third.arrivedAt).toBeLessThan(first.respondedAt ?? 0); // in parallel
+  });
+
+  it('refuses spawn_agents beyond the depth limit, telling the model why', async () => {
+    const inner = JSON.stringify({ tasks: [{ prompt: 'too deep' }] });
+    const outer = JSON.stringify({ tasks: [{ prompt: `nest [[tool:spawn_agents ${inner}]]`, tools: ['spawn_agents'] }] });
+    const handle = await stack.client.client.workflow.start('agent', {
+      taskQueue: stack.taskQueue,
+      workflowId: uniqueName('deep'),
+      args: [{ task: { id: 'deep', prompt: `Go [[tool:spawn_agents ${outer}]]`, tools: ['spawn_agents'] }, inlineOutputBytes: 16_384, maxDepth: 1 }],
+    });
+    const outcome = (await handle.result()) as { status: string; output: string };
+    expect(outcome.status).toBe('ok');
+    expect(outcome.output).toContain('there is no tool \\"spawn_agents\\"');
+  });
+});
+
+describe('approvals', () => {
+  async function waitingCall(runId: string, taskId: string): Promise<string> {
+    const child = childOf(runId, taskId);
+    const progress = await waitFor('the call to wait for approval', async () => {
+      const answer = await child.query(agentProgressQuery);
+      return answer.waiting.length > 0 ? answer : undefined;
+    });
+    // Waiting holds no activity: nothing is pending on the server while the person decides.
+    expect((await child.describe()).raw.pendingActivities ?? []).toHaveLength(0);
+    return progress.waiting[0].callId;
+  }
+
+  it('runs a call once a person approves it', async () => {
+    const handle = await stack.client.startParallel([{ id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] }]);
+    const callId = await waitingCall(handle.workflowId, 'approved');
+    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+    await expect(childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })).rejects.toThrow(/no call "call_9_9" waits/);
+    await childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId, approve: true }] });
+    const { results } = await handle.result();
+    expect(results[0].output).toContain('publish found: Report A');
+    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(1);
+  });
+
+  it('sends a denial and its reason to the model instead of running the call', async () => {
+    const handle = await stack.client.startParallel([{ id: 'denied', prompt: 'Ship [[tool:publish {"title":"Report B"}]]', tools: ['publish'] }]);
+    const callId = await waitingCall(handle.workflowId, 'denied');
+    await childOf(handle.workflowId, 'denied').executeUpdate(approveUpdate, { args: [{ callId, approve: false, reason: 'not before review' }] });
+    const { results } = await handle.result();
+    expect(results[0].output).toContain('denied: a person denied the call: not before review');
+    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+  });
+
+  it('denies a call nobody approves within its timeout', async () => {
+    const handle = await stack.client.startParallel([{ id: 'ignored', prompt: 'Go [[tool:launch {"what":"rocket"}]]', tools: ['launch'] }]);
+    const { results } = await handle.result();
+    expect(results[0].output).toContain('denied: no one approved the call within 1500 ms');
+  });
+});
+
+it('continues as new in a long loop without repeating a step or a tool call', async () => {
+  const workflowId = uniqueName('long');
+  const handle = await stack.client.client.workflow.start('agent', {
+    taskQueue: stack.taskQueue,
+    workflowId,
+    args: [{ task: { id: 'long', prompt: 'Go [[repeat 5 tool:search {"q":"step"}]]', tools: ['search'] }, inlineOutputBytes: 16_384, stepsPerRun: 2 }],
+  });
+  const outcome = (await handle.result()) as { status: string; steps: number; output: string };
+  expect(outcome.status).toBe('ok');
+  expect(outcome.steps).toBe(6);
+  expect(outcome.output).toContain('from 5 tool results');
+  expect(modelCalls(servers.simulator, 'long').filter((call) => call.workflowId === workflowId)).toHaveLength(6);
+  expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === workflowId)).toHaveLength(5);
+  const first = await stack.client.client.workflow.getHandle(workflowId, handle.firstExecutionRunId).fetchHistory();
+  expect(first.events?.some((event) => event.workflowExecutionContinuedAsNewEventAttributes)).toBe(true);
+});

@@ -1,0 +1,32 @@
+import type { WorkflowHandle } from '@temporalio/client';
+import type { SimulatedRequest, Simulator } from '../../src/sim/simulator';
+import { decodePayload } from './history';
+
+/** The model calls (steps) the simulator saw for one agent task: requests sent with its task id. */
+export function modelCalls(simulator: Simulator, taskId: string): SimulatedRequest[] {
+  return simulator.log().filter((request) => request.taskId === taskId);
+}
+
+/** The tool calls the simulator saw (the test tools report each call there as `tool:<name>:<call id>`). */
+export function toolCalls(simulator: Simulator, name?: string): SimulatedRequest[] {
+  return simulator.log().filter((request) => request.taskId.startsWith(name === undefined ? 'tool:' : `tool:${name}:`));
+}
+
+/** Every activity a workflow scheduled, in order: type and summary. */
+export async function scheduledActivities(workflow: WorkflowHandle): Promise<{ type: string; summary: unknown; id: string }[]> {
+  const history = await workflow.fetchHistory();
+  return (history.events ?? []).flatMap((event) => {
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (!scheduled) return [];
+    return [{ type: scheduled.activityType?.name ?? '', id: scheduled.activityId ?? '', summary: decodePayload(event.userMetadata?.summary) }];
+  });
+}
+
+/** The inputs of every activity a workflow scheduled, decoded to text and joined: what a test searches for what steps carry. */
+export async function activityInputText(workflow: WorkflowHandle): Promise<string> {
+  const history = await workflow.fetchHistory();
+  return (history.events ?? [])
+    .flatMap((event) => event.activityTaskScheduledEventAttributes?.input?.payloads ?? [])
+    .map((payload) => JSON.stringify(decodePayload(payload)))
+    .join('\n');
+}
