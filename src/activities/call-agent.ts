@@ -22,13 +22,16 @@ export function runPrefix(): string {
   return `runs/${segmentName(workflowId)}`;
 }
 
-/** Storage failures are retried by Temporal (the activity's bounded policy), except a reference that no longer matches. */
+/**
+ * Storage failures are retried by Temporal (the activity's bounded policy): a missing payload too (PayloadUnavailable,
+ * as for a chunk's item; a store may still be filling), except a reference that can never be valid.
+ */
 export function storageFailure(error: unknown, what: string): never {
   if (error instanceof StorageError) {
     throw ApplicationFailure.create({
       type: error.code === 'NotFound' || error.code === 'Invalid' ? FailureType.PayloadUnavailable : FailureType.StorageUnavailable,
       message: `${what}: ${error.message}${error.code === 'NotFound' ? ' (is FANOUT_STORE the same store for every worker and client?)' : ''}`,
-      nonRetryable: error.code === 'NotFound' || error.code === 'Invalid',
+      nonRetryable: error.code === 'Invalid',
     });
   }
   throw error;

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
-import { FailureType } from '../contract/failure-types';
+import { FailureType, isRetryableFailure } from '../contract/failure-types';
 
 /** Longest Retry-After we follow; past it the retry policy's own backoff applies. */
 const MAX_RETRY_AFTER_MS = 60 * 60 * 1000;
@@ -73,26 +73,19 @@ export function rateLimitWaitExceeded(
     FailureType.RateLimitWaitExceeded,
     `agent "${context.taskId}" attempt ${context.attempt}: still rate-limited after waiting ${Math.round(waitedMs / 1000)} s ` +
       `(${rateLimitedResponses} responses were 429); lower the load on this provider key or raise its limits`,
-    true,
     { taskId: context.taskId, attempt: context.attempt, status: 429 },
     cause instanceof Error ? cause : undefined,
   );
 }
 
-function failure(
-  type: FailureType,
-  message: string,
-  nonRetryable: boolean,
-  details: AgentFailureDetails,
-  cause: Error | undefined,
-  nextRetryDelay?: number,
-): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable, details: [details], cause, nextRetryDelay });
+/** A failure whose retryability is the failure-type table's (src/contract/failure-types.ts), never decided here. */
+function failure(type: FailureType, message: string, details: AgentFailureDetails, cause: Error | undefined, nextRetryDelay?: number): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: !isRetryableFailure(type), details: [details], cause, nextRetryDelay });
 }
 
 /**
  * Maps whatever the provider call threw to the Temporal failure that decides whether Temporal retries it.
- * This is the one place that decides retryability: the HTTP client itself never retries.
+ * Which types are retried is the one table's (`isRetryableFailure`); the HTTP client itself never retries.
  */
 export function toAgentFailure(error: unknown, context: { taskId: string; attempt: number }): ApplicationFailure {
   const cause = error instanceof Error ? error : undefined;
@@ -100,11 +93,11 @@ export function toAgentFailure(error: unknown, context: { taskId: string; attemp
   const prefix = `agent "${context.taskId}" attempt ${context.attempt}`;
 
   if (error instanceof APIConnectionTimeoutError) {
-    return failure(FailureType.Timeout, `${prefix}: the request timed out`, false, details, cause);
+    return failure(FailureType.Timeout, `${prefix}: the request timed out`, details, cause);
   }
   if (error instanceof APIConnectionError) {
     const reason = cause?.cause instanceof Error ? `: ${cause.cause.message}` : '';
-    return failure(FailureType.ConnectionError, `${prefix}: connection failed${reason}`, false, details, cause);
+    return failure(FailureType.ConnectionError, `${prefix}: connection failed${reason}`, details, cause);
   }
   if (error instanceof APIError && typeof error.status === 'number') {
     const status = error.status;
@@ -112,24 +105,24 @@ export function toAgentFailure(error: unknown, context: { taskId: string; attemp
     const providerMessage = error.message;
     if (status === 429 && !isRateLimit(error)) {
       const message = `${prefix}: HTTP 429: ${providerMessage}; the account's quota is used up, check its plan and billing`;
-      return failure(FailureType.QuotaExceeded, message, true, withStatus, cause);
+      return failure(FailureType.QuotaExceeded, message, withStatus, cause);
     }
     const retryable = RETRYABLE_STATUS[status] ?? (status >= 500 ? FailureType.ProviderUnavailable : undefined);
     if (retryable !== undefined) {
       const delay = retryAfterMs(error.headers);
       const after = delay === undefined ? '' : ` (retry after ${delay} ms)`;
-      return failure(retryable, `${prefix}: HTTP ${status}${after}: ${providerMessage}`, false, withStatus, cause, delay);
+      return failure(retryable, `${prefix}: HTTP ${status}${after}: ${providerMessage}`, withStatus, cause, delay);
     }
     const known = NON_RETRYABLE_STATUS[status];
     const type = known?.type ?? FailureType.ClientError;
     const hint = known ? `; ${known.hint}` : '';
-    return failure(type, `${prefix}: HTTP ${status}: ${providerMessage}${hint}`, true, withStatus, cause);
+    return failure(type, `${prefix}: HTTP ${status}: ${providerMessage}${hint}`, withStatus, cause);
   }
   // By name, not instanceof: the JSON parser may live in another realm than this module.
   if (typeof error === 'object' && error !== null && (error as { name?: unknown }).name === 'SyntaxError') {
-    return failure(FailureType.MalformedResponse, `${prefix}: the response body is not valid JSON`, false, details, cause);
+    return failure(FailureType.MalformedResponse, `${prefix}: the response body is not valid JSON`, details, cause);
   }
   if (error instanceof ApplicationFailure) return error;
   const message = cause?.message ?? String(error);
-  return failure(FailureType.Unknown, `${prefix}: ${message}`, false, details, cause);
+  return failure(FailureType.Unknown, `${prefix}: ${message}`, details, cause);
 }

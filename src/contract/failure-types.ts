@@ -50,7 +50,9 @@ export const FailureType = {
   DependencyFailed: 'DependencyFailed',
   /**
    * A stored payload (prompt, output, dependency context) is missing or does not match its reference: usually a
-   * FANOUT_STORE that is not shared by every worker and client. Never retried.
+   * FANOUT_STORE that is not shared by every worker and client, or one still being set up. Retried, bounded by the
+   * retry policy (a single call and an item of a chunk alike); a reference that can never be valid is thrown with the
+   * non-retryable flag.
    */
   PayloadUnavailable: 'PayloadUnavailable',
   /** The payload store or a batch's source or sink could not be reached or written. Retried a bounded number of times. */
@@ -59,13 +61,19 @@ export const FailureType = {
   SinkChanged: 'SinkChanged',
   /** A batch's task file changed while the batch ran (a line no longer holds the task it held). Never retried. */
   SourceChanged: 'SourceChanged',
+  /** Results a batch recorded are missing from its spool: the sink would be short, so it is not written. Never retried. */
+  ResultsMissing: 'ResultsMissing',
   /** Something unclassified; see the message. */
   Unknown: 'Unknown',
 } as const;
 
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
-/** Failure types an agent activity throws that Temporal must never retry. */
+/**
+ * Failure types an agent activity throws that Temporal must never retry: the one table of what is retried, for a single
+ * call and for each item of a chunk alike (see `isRetryableFailure`). Everything else is retried, bounded by the
+ * run's retry policy.
+ */
 export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.InvalidInput,
   FailureType.RateLimitWaitExceeded,
@@ -76,7 +84,23 @@ export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.NotFound,
   FailureType.Unprocessable,
   FailureType.ClientError,
-  FailureType.PayloadUnavailable,
   FailureType.SinkChanged,
   FailureType.SourceChanged,
+  FailureType.ResultsMissing,
 ];
+
+const nonRetryableTypes: ReadonlySet<string> = new Set(NON_RETRYABLE_FAILURE_TYPES);
+
+/**
+ * Whether a failure of this type is retried: every path that decides (provider errors, a chunk's items) asks here.
+ * `nonRetryableFlag` is the failure's own `nonRetryable`, set where one instance of a retryable type can never succeed
+ * (an invalid payload reference); it only ever turns a retry off.
+ *
+ * @example
+ * isRetryableFailure('ProviderUnavailable'); // true
+ * isRetryableFailure('PayloadUnavailable', true); // false
+ */
+export function isRetryableFailure(type: string | undefined, nonRetryableFlag = false): boolean {
+  if (nonRetryableFlag) return false;
+  return type === undefined || !nonRetryableTypes.has(type);
+}
