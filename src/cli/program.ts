@@ -11,6 +11,7 @@ import { simCommand } from './commands/sim';
 import { statusCommand } from './commands/status';
 import { watchCommand } from './commands/watch';
 import { workerCommand } from './commands/worker';
+import { approveCommand } from './commands/approve';
 
 /** The `fanout` command and its subcommands. */
 export function buildProgram(): Command {
@@ -18,7 +19,7 @@ export function buildProgram(): Command {
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
     .exitOverride();
-  for (const command of [demoCommand(), runCommand(), devCommand(), statusCommand(), watchCommand(), resultsCommand(), cancelCommand(), listCommand(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
+  for (const command of [demoCommand(), runCommand(), devCommand(), statusCommand(), watchCommand(), resultsCommand(), cancelCommand(), approveCommand(), listCommand(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
     // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
     program.addCommand(command.exitOverride());
   }

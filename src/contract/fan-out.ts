@@ -48,5 +48,6 @@ export interface RunProgress {
   cost: RunCost;
   /** The workers' pacing of the run's calls: each worker's concurrency limit per model, and its last moves. */
   pacing?: PacingStatus;
-  tasks: { id: string; name: string; state: TaskState; attempts: number }[];
+  /** `agentWorkflowId`: the child workflow of a task with tools (its steps, tool calls and approvals). */
+  tasks: { id: string; name: string; state: TaskState; attempts: number; agentWorkflowId?: string }[];
 }

@@ -1,4 +1,4 @@
-import { CancellationScope, patched, setCurrentDetails, sleep } from '@temporalio/workflow';
+import { CancellationScope, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
@@ -9,7 +9,7 @@ import { describeMove, recordPacing, type PacingStatus } from '../contract/pacin
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
-import { runAgentChild, withAgentFields } from './agent/agent-child';
+import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { runsAsAgent } from '../contract/agent-task';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
@@ -221,6 +221,7 @@ export class AgentRun {
         name: task.name ?? task.id,
         state: this.states[index],
         attempts: this.results[index]?.attempts ?? (this.states[index] === 'running' ? 1 : 0),
+        ...(runsAsAgent(task) ? { agentWorkflowId: agentWorkflowId(workflowInfo().workflowId, task.id) } : {}),
       })),
     };
   }

@@ -2,6 +2,8 @@ import { Command } from 'commander';
 import { CliError, ExitCode } from '../errors';
 import { withClient, withConnection, type ConnectionFlags } from '../options';
 import { printRunResult } from '../run-result';
+import { withTranscripts } from '../agent-view';
+import { storeFromEnvironment } from '../../store';
 
 interface ResultsFlags extends ConnectionFlags {
   json?: boolean;
@@ -18,7 +20,8 @@ export function resultsCommand(): Command {
       const { status } = await handle.describe();
       if (status === 'RUNNING') throw new CliError(`run ${id} is still running; \`fanout watch ${id}\` waits for it`, ExitCode.badInput);
       if (status !== 'COMPLETED') throw new CliError(`run ${id} ended ${status.toLowerCase()}: it has no results`, ExitCode.agentsFailed);
-      await printRunResult(handle, flags);
+      // With --json, each agent's steps (its transcript, read back from the store) come with its result.
+      await printRunResult(handle, flags, flags.json ? handle.result().then((value) => withTranscripts(value as object, storeFromEnvironment().store)) : undefined);
     }),
   );
 }

@@ -2,6 +2,7 @@ import { Command } from 'commander';
 import type { RunProgress } from '../../contract/fan-out';
 import { withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
+import { formatAgents, runningAgents } from '../agent-view';
 
 interface StatusFlags extends ConnectionFlags {
   json?: boolean;
@@ -23,9 +24,12 @@ export function statusCommand(): Command {
     async (id: string, flags: StatusFlags) =>
       withClient(flags, async (fanout) => {
         const { type, status } = await fanout.getHandle(id).describe();
-        const progress = type === 'batch' ? await fanout.getBatch(id).progress() : await fanout.getHandle(id).progress();
-        if (flags.json) process.stdout.write(`${JSON.stringify({ id, type, status, progress })}\n`);
-        else process.stdout.write(`${type} ${id}: ${status.toLowerCase()}\n${type === 'batch' ? JSON.stringify(progress) : formatProgress(progress as RunProgress)}\n`);
+        const progress = type === 'batch' || type === 'agent' ? undefined : await fanout.getHandle(id).progress();
+        // Agents (tasks with tools, their sub-agents): steps, spend, and the tool calls that wait for a person.
+        const agents = type === 'batch' ? [] : await runningAgents(fanout.client.workflow, { workflowId: id, type, ...(progress ? { progress } : {}) });
+        if (flags.json) process.stdout.write(`${JSON.stringify({ id, type, status, progress: type === 'batch' ? await fanout.getBatch(id).progress() : progress, agents })}\n`);
+        else if (type === 'batch') process.stdout.write(`${type} ${id}: ${status.toLowerCase()}\n${JSON.stringify(await fanout.getBatch(id).progress())}\n`);
+        else process.stdout.write(`${type} ${id}: ${status.toLowerCase()}\n${[...(progress ? [formatProgress(progress)] : []), ...formatAgents(agents)].join('\n')}\n`);
       }),
   );
 }

@@ -5,6 +5,7 @@ import { QueryGate } from '../../client/query-gate';
 import { CliError, ExitCode } from '../errors';
 import { withClient, withConnection, type ConnectionFlags } from '../options';
 import { printRunResult } from '../run-result';
+import { formatAgentEvent, runningAgents } from '../agent-view';
 
 interface WatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -32,6 +33,22 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
       started = false;
     }
   };
+  // Steps and tool calls of the run's agents (tasks with tools, and their sub-agents), each read on from its cursor; an
+  // agent that finished since the last look is read once more for its last events, then left alone.
+  const agentCursors = new Map<string, number>();
+  const agentsDone = new Set<string>();
+  const printAgentEvents = async (progress: Awaited<ReturnType<typeof handle.progress>>): Promise<void> => {
+    const include = (task: (typeof progress.tasks)[number]) => task.state !== 'pending' && !agentsDone.has(task.id);
+    for (const { workflowId, progress: agent } of await runningAgents(handle.workflow.client, { workflowId: handle.workflowId, type: 'run', progress }, { cursors: agentCursors, include })) {
+      for (const event of agent.events) {
+        agentCursors.set(workflowId, event.seq);
+        if (bar && started) bar.stop();
+        started = false;
+        process.stdout.write(`${flags.json ? JSON.stringify({ agent: workflowId, ...event }) : formatAgentEvent(agent.taskId, event)}\n`);
+      }
+    }
+    for (const task of progress.tasks) if (task.agentWorkflowId !== undefined && task.state !== 'pending' && task.state !== 'running') agentsDone.add(task.id);
+  };
   // Queries are billed actions on Temporal Cloud; a free describe says whether the run moved since the last ones.
   const gate = new QueryGate(handle, { minIntervalMs: 2000 });
   while (!closed) {
@@ -39,6 +56,7 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
       if (await gate.due()) {
         await printEvents();
         const progress = await handle.progress();
+        if (progress.tasks.some((task) => task.agentWorkflowId !== undefined)) await printAgentEvents(progress);
         const payload = { ok: progress.succeeded, failed: progress.failed, running: progress.running };
         if (bar && !started) {
           bar.start(progress.total, progress.done, payload);
@@ -54,6 +72,10 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
   started = false;
   // The last events (the final agents, run-finished) land with the close; a closed run still answers queries.
   await printEvents().catch(() => undefined);
+  await handle
+    .progress()
+    .then((progress) => (progress.tasks.some((task) => task.agentWorkflowId !== undefined) ? printAgentEvents(progress) : undefined))
+    .catch(() => undefined);
   const { status } = await handle.describe();
   if (status !== 'COMPLETED') throw new CliError(`run ${handle.workflowId} ended ${status.toLowerCase()}`, ExitCode.agentsFailed);
   await printRunResult(handle, { json: flags.json }, result);

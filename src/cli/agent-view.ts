@@ -1,0 +1,73 @@
+import type { WorkflowClient } from '@temporalio/client';
+import type { AgentResult } from '../contract/agent-task';
+import type { RunProgress } from '../contract/fan-out';
+import type { PayloadStore } from '../store';
+import { agentProgressQuery } from '../workflows/agent/messages';
+import type { AgentProgress } from '../workflows/agent/types';
+
+/** A running agent (of a run, or a sub-agent of one) and what it reports. */
+export interface RunningAgent {
+  workflowId: string;
+  progress: AgentProgress;
+}
+
+/** Sub-agents nest at most this deep (DEFAULT_MAX_AGENT_DEPTH is 2); the walk stops here whatever a run says. */
+const MAX_WALK_DEPTH = 8;
+
+/**
+ * The running agents of a run, sub-agents included, each with its progress (events after `cursors[id]`). `root` is the
+ * run's id: a fan-out, DAG or fan-in (its tasks with tools are agents; those `include` picks, by default the running
+ * ones) or an agent itself.
+ */
+export async function runningAgents(
+  workflows: WorkflowClient,
+  root: { workflowId: string; type: string; progress?: RunProgress },
+  { cursors = new Map<string, number>(), include = (task: RunProgress['tasks'][number]) => task.state === 'running' } = {},
+): Promise<RunningAgent[]> {
+  const found: RunningAgent[] = [];
+  const visit = async (workflowId: string, depth: number): Promise<void> => {
+    let progress: AgentProgress;
+    try {
+      progress = await workflows.getHandle(workflowId).query(agentProgressQuery, cursors.get(workflowId) ?? 0);
+    } catch {
+      return; // not started yet, or closed and gone: nothing to show
+    }
+    found.push({ workflowId, progress });
+    if (depth < MAX_WALK_DEPTH) await Promise.all(progress.children.map((child) => visit(child, depth + 1)));
+  };
+  if (root.type === 'agent') await visit(root.workflowId, 0);
+  else {
+    const agents = (root.progress?.tasks ?? []).filter((task) => task.agentWorkflowId !== undefined && include(task));
+    await Promise.all(agents.map((task) => visit(task.agentWorkflowId as string, 0)));
+  }
+  return found;
+}
+
+/** Lines for `fanout status`: each running agent's spend, and every call that waits for a person. */
+export function formatAgents(agents: readonly RunningAgent[]): string[] {
+  return agents.flatMap(({ workflowId, progress }) => [
+    `  agent ${progress.taskId} (${workflowId}): ${progress.steps} steps, ${progress.toolCalls} tool calls, ${progress.usage.totalTokens} tokens, $${progress.costUsd}`,
+    ...progress.waiting.map(
+      (call) => `    waiting for approval: ${call.callId} ${call.summary} (step ${call.step}; denied at ${new Date(call.deadline).toISOString()}) -> fanout approve ${workflowId} ${call.callId}`,
+    ),
+  ]);
+}
+
+/** A run's results with each agent's transcript read back from the store: what `fanout results --json` prints. */
+export async function withTranscripts<T extends { results?: AgentResult[]; synthesis?: AgentResult }>(value: T, store: PayloadStore): Promise<T> {
+  const expand = async (result: AgentResult) => {
+    if (!result.transcriptRef) return result;
+    const refs = JSON.parse(await store.get(result.transcriptRef)) as Parameters<PayloadStore['get']>[0][];
+    return { ...result, transcript: await Promise.all(refs.map(async (ref) => JSON.parse(await store.get(ref)) as unknown)) };
+  };
+  return {
+    ...value,
+    ...(value.results ? { results: await Promise.all(value.results.map(expand)) } : {}),
+    ...(value.synthesis ? { synthesis: await expand(value.synthesis) } : {}),
+  };
+}
+
+/** One agent event as `fanout watch` prints it. */
+export function formatAgentEvent(taskId: string, event: AgentProgress['events'][number]): string {
+  return `${new Date(event.at).toISOString().slice(11, 23)} ${event.type} ${taskId} step ${event.step}: ${event.detail}`;
+}

@@ -1,0 +1,48 @@
+import { Command } from 'commander';
+import type { RunProgress } from '../../contract/fan-out';
+import { approveUpdate } from '../../workflows/agent/messages';
+import { runningAgents } from '../agent-view';
+import { CliError, describeError, ExitCode } from '../errors';
+import { withClient, withConnection, type ConnectionFlags } from '../options';
+
+interface ApproveFlags extends ConnectionFlags {
+  deny?: string;
+}
+
+/**
+ * `fanout approve <run> <call> [--deny "why"]`: answers a tool call that waits for a person. `<run>` is the agent's
+ * workflow id (as `fanout status` prints it) or the run it belongs to, when only one of its agents waits on `<call>`.
+ */
+export function approveCommand(): Command {
+  return withConnection(
+    new Command('approve')
+      .description('approve (or --deny) a tool call an agent waits on; `fanout status <run>` lists them')
+      .argument('<run>', "the agent's workflow id, or its run's")
+      .argument('<call>', 'the call id')
+      .option('--deny <why>', 'deny the call; the model reads why'),
+  ).action(async (run: string, callId: string, flags: ApproveFlags) =>
+    withClient(flags, async (fanout) => {
+      const client = fanout.client;
+      const description = await client.workflow.getHandle(run).describe();
+      let target = run;
+      if (description.type !== 'agent') {
+        const progress = (await client.workflow.getHandle(run).query('progress')) as RunProgress;
+        const waiting = (await runningAgents(client.workflow, { workflowId: run, type: description.type, progress })).filter((agent) =>
+          agent.progress.waiting.some((call) => call.callId === callId),
+        );
+        if (waiting.length === 0) throw new CliError(`no agent of run ${run} waits on call ${callId}; \`fanout status ${run}\` lists the calls that wait`, ExitCode.badInput);
+        if (waiting.length > 1) {
+          throw new CliError(`call ${callId} waits in ${waiting.length} agents; name one: ${waiting.map((agent) => agent.workflowId).join(', ')}`, ExitCode.badInput);
+        }
+        target = waiting[0].workflowId;
+      }
+      const decision = { callId, approve: flags.deny === undefined, ...(flags.deny === undefined ? {} : { reason: flags.deny }) };
+      try {
+        await client.workflow.getHandle(target).executeUpdate(approveUpdate, { args: [decision] });
+      } catch (error) {
+        throw new CliError(describeError(error), ExitCode.badInput);
+      }
+      process.stdout.write(`${flags.deny === undefined ? 'approved' : 'denied'} ${callId} of ${target}\n`);
+    }),
+  );
+}
