@@ -22,6 +22,14 @@ import { getBatch, recoverStoppedBatch, resumeBatch, startBatch, type BatchHandl
 import { checkInputSize, offloadLargePrompts, resolveRunResult } from './payloads';
 import { checkWorkflowId } from './workflow-id';
 
+/** What the client calls runs, and how many it lists, when the caller says nothing. */
+export const FANOUT_CLIENT_DEFAULTS = {
+  /** A run's workflow id is `<prefix>-<8 random hex digits>`, the prefix by workflow type. */
+  workflowIdPrefix: { fanOut: 'fanout', dag: 'dag', fanOutFanIn: 'fanin', batch: 'batch' },
+  /** Runs `listRuns` returns. */
+  listLimit: 20,
+} as const;
+
 /** Where and how to start runs. Every field has an environment fallback. */
 export interface FanoutClientOptions {
   /** An existing client (its connection stays yours to close). Default: one made from `temporal`. */
@@ -75,7 +83,7 @@ export interface RunListing {
 
 /** What `FanoutClient.listRuns` lists. */
 export interface ListRunsOptions {
-  /** Most runs to return; default 20. */
+  /** Most runs to return; default `FANOUT_CLIENT_DEFAULTS.listLimit` (20). */
   limit?: number;
   /** Only runs started with this name (search attribute FanoutName; check `hasNameAttribute()` first). */
   name?: string;
@@ -178,7 +186,7 @@ export class FanoutClient {
    */
   async startParallel(tasks: AgentTask[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<FanOutHandle> {
     const validated = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
-    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('fanout'));
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOut));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     checkInputSize(input, 'the tasks');
     const names = input.tasks.map((task) => task.name ?? task.id);
@@ -196,7 +204,7 @@ export class FanoutClient {
   /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
   async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
     const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
-    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('dag'));
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.dag));
     const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
     return this.startRun<DagResult>('dag', input, workflowId, start.summary ?? `DAG of ${nodes.length} agents`, start.name);
   }
@@ -204,7 +212,7 @@ export class FanoutClient {
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
   async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
     const validated = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
-    const workflowId = checkWorkflowId(start.workflowId ?? newRunId('fanin'));
+    const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOutFanIn));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     return this.startRun<FanOutFanInResult>('fanOutFanIn', input, workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
   }
@@ -234,7 +242,7 @@ export class FanoutClient {
 
   /** Recent runs of every type, newest first. */
   async listRuns(options: ListRunsOptions = {}): Promise<RunListing[]> {
-    const limit = options.limit ?? 20;
+    const limit = options.limit ?? FANOUT_CLIENT_DEFAULTS.listLimit;
     const types = `(${RUN_TYPES.map((type) => `WorkflowType = '${type}'`).join(' OR ')})`;
     const query = options.name === undefined ? types : `${types} AND FanoutName = '${options.name.replace(/'/g, "\\'")}'`;
     const runs: RunListing[] = [];
@@ -247,7 +255,7 @@ export class FanoutClient {
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
   startBatch(request: StartBatchRequest): Promise<BatchHandle> {
-    return startBatch(this.client, this.taskQueue, request, () => newRunId('batch'), (name) => this.searchAttributesFor(name), this.store.storage);
+    return startBatch(this.client, this.taskQueue, request, () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch), (name) => this.searchAttributesFor(name), this.store.storage);
   }
 
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */

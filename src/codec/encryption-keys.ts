@@ -1,6 +1,6 @@
+import type { Environment } from '../config/environment';
 import type { EncryptionKey } from './encryption-codec';
 
-type Environment = Record<string, string | undefined>;
 
 const KEY_BYTES = 32;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;

@@ -1,5 +1,6 @@
 import type { PayloadCodec } from '@temporalio/common';
 import { EncryptionCodec } from './encryption-codec';
+import type { Environment } from '../config/environment';
 import { encryptionKeysFromEnvironment } from './encryption-keys';
 
 export { EncryptionCodec, ENCRYPTED_ENCODING, KEY_ID_METADATA_KEY } from './encryption-codec';
@@ -8,7 +9,6 @@ export { encryptionKeysFromEnvironment } from './encryption-keys';
 export { startCodecServer, DEFAULT_CODEC_CORS_ORIGINS } from './codec-server';
 export type { CodecServer, CodecServerOptions } from './codec-server';
 
-type Environment = Record<string, string | undefined>;
 
 /** The payload codec configured by FANOUT_ENCRYPTION_KEYS (or FANOUT_ENCRYPTION_KEY + _ID); undefined when none is. */
 export function codecFromEnvironment(environment: Environment = process.env): EncryptionCodec | undefined {

@@ -27,7 +27,8 @@ export interface TemporalConnectionConfig {
 
 export const DEFAULT_TASK_QUEUE = 'fanout';
 
-type Environment = Record<string, string | undefined>;
+/** The variables a `xFromEnvironment` function reads: `process.env` by default, any record in tests. */
+export type Environment = Record<string, string | undefined>;
 
 /** Reads an optional positive integer variable, failing with a message that names it. */
 export function integerFromEnvironment(name: string, environment: Environment = process.env): number | undefined {

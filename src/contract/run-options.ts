@@ -72,24 +72,33 @@ export interface ResolvedRunOptions {
  */
 export const RATE_LIMIT_WAIT_MS = 10 * 60_000;
 
-export const DEFAULT_RETRY: Required<RetryOptions> = {
-  maximumAttempts: 5,
-  initialIntervalMs: 1000,
-  backoffCoefficient: 2,
-  maximumIntervalMs: 30_000,
+/**
+ * The defaults of the run options (the others have none). The workflows apply them, so a new value changes what runs
+ * do: gate it with `patched()` where it changes their commands (CONTRIBUTING.md).
+ */
+export const RUN_OPTION_DEFAULTS: Readonly<Pick<ResolvedRunOptions, 'maxParallel' | 'errorPolicy' | 'retry' | 'agentTimeoutMs'>> = {
+  maxParallel: MAX_IN_FLIGHT_PER_RUN,
+  errorPolicy: 'continue',
+  retry: {
+    maximumAttempts: 5,
+    initialIntervalMs: 1000,
+    backoffCoefficient: 2,
+    maximumIntervalMs: 30_000,
+  },
+  agentTimeoutMs: 120_000,
 };
 
 export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunOptions {
   return {
-    maxParallel: options?.maxParallel ?? MAX_IN_FLIGHT_PER_RUN,
-    errorPolicy: options?.errorPolicy ?? 'continue',
+    maxParallel: options?.maxParallel ?? RUN_OPTION_DEFAULTS.maxParallel,
+    errorPolicy: options?.errorPolicy ?? RUN_OPTION_DEFAULTS.errorPolicy,
     retry: {
-      maximumAttempts: options?.retry?.maximumAttempts ?? DEFAULT_RETRY.maximumAttempts,
-      initialIntervalMs: options?.retry?.initialIntervalMs ?? DEFAULT_RETRY.initialIntervalMs,
-      backoffCoefficient: options?.retry?.backoffCoefficient ?? DEFAULT_RETRY.backoffCoefficient,
-      maximumIntervalMs: options?.retry?.maximumIntervalMs ?? DEFAULT_RETRY.maximumIntervalMs,
+      maximumAttempts: options?.retry?.maximumAttempts ?? RUN_OPTION_DEFAULTS.retry.maximumAttempts,
+      initialIntervalMs: options?.retry?.initialIntervalMs ?? RUN_OPTION_DEFAULTS.retry.initialIntervalMs,
+      backoffCoefficient: options?.retry?.backoffCoefficient ?? RUN_OPTION_DEFAULTS.retry.backoffCoefficient,
+      maximumIntervalMs: options?.retry?.maximumIntervalMs ?? RUN_OPTION_DEFAULTS.retry.maximumIntervalMs,
     },
-    agentTimeoutMs: options?.agentTimeoutMs ?? 120_000,
+    agentTimeoutMs: options?.agentTimeoutMs ?? RUN_OPTION_DEFAULTS.agentTimeoutMs,
     heartbeatTimeoutMs: options?.heartbeatTimeoutMs,
     runTimeoutMs: options?.runTimeoutMs,
     tokenBudget: options?.tokenBudget,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { childOf, parseLocation } from '../contract/location';
+import type { Environment } from '../config/environment';
 import type { PayloadRef } from '../contract/payload-ref';
 import { FileStorage } from './file-storage';
 import { StorageError, type ObjectStorage } from './object-storage';
@@ -10,7 +11,6 @@ import type { S3Storage } from './s3-storage';
 export { StorageError, type ObjectStorage } from './object-storage';
 export { FileStorage } from './file-storage';
 
-type Environment = Record<string, string | undefined>;
 
 /**
  * Routes each location to local files or S3 by its scheme. The S3 client is made on first use, and the AWS SDK loaded

@@ -1,5 +1,5 @@
 import { Command } from 'commander';
-import { RUN_TYPES } from '../../client/fanout-client';
+import { FANOUT_CLIENT_DEFAULTS, RUN_TYPES } from '../../client/fanout-client';
 import { CliError, ExitCode } from '../errors';
 import { wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 
@@ -14,7 +14,7 @@ export function listCommand(): Command {
   return withConnection(
     new Command('list')
       .description(`recent runs (${RUN_TYPES.join(', ')}), newest first`)
-      .option('--limit <n>', 'how many', wholeNumber(1, 1000), 20)
+      .option('--limit <n>', 'how many', wholeNumber(1, 1000), FANOUT_CLIENT_DEFAULTS.listLimit)
       .option('--name <name>', 'only runs of this name (search attribute FanoutName)')
       .option('--json', 'print JSON'),
   ).action(async (flags: ListFlags) =>

@@ -1,10 +1,11 @@
 import { Command } from 'commander';
-import { FanoutClient, type RunHandle } from '../../client/fanout-client';
+import { FANOUT_CLIENT_DEFAULTS, FanoutClient, type RunHandle } from '../../client/fanout-client';
 import { readRunFile } from '../../client/task-file';
 import type { DagResult, FanOutFanInResult } from '../../contract/dag';
 import { temporalUiUrl } from '../../config/environment';
 import type { FanOutOptions, FanOutResult } from '../../contract/fan-out';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
+import { RUN_OPTION_DEFAULTS } from '../../contract/run-options';
 import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from '../../contract/validation';
 import { ExitCode } from '../errors';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
@@ -49,11 +50,11 @@ export function runCommand(): Command {
     .argument('<file>', 'tasks: .jsonl (one task per line) or .json (an array, or { "tasks": [...], "options": {...} })')
     .option('-p, --parallel <n>', `most agents in flight at once (1-${MAX_IN_FLIGHT_PER_RUN})`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
     .option('--fail-fast', 'cancel the other agents at the first failure that will not be retried')
-    .option('--attempts <n>', 'attempts per agent, the first included (default 5)', wholeNumber(1, 100))
+    .option('--attempts <n>', `attempts per agent, the first included (default ${RUN_OPTION_DEFAULTS.retry.maximumAttempts})`, wholeNumber(1, 100))
     .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
     .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
     .option('--budget-usd <dollars>', 'once the answered calls cost this much, cancel the calls in flight and skip the rest (costBudgetUsd)', positiveNumber)
-    .option('--id <workflow-id>', 'workflow id of the run (default fanout-<random>)')
+    .option('--id <workflow-id>', `workflow id of the run (default ${FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOut}-<random>)`)
     .option('--name <name>', 'a name to find the run by (fanout list --name; search attribute FanoutName)')
     .option('--watch', 'show a progress bar and live events while it runs')
     .option('--json', 'print the result as JSON')
