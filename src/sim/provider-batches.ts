@@ -35,6 +35,8 @@ export interface ProviderBatchStats {
   /** Items answered (a success line in an output file or a results file), counted once per batch when it ends. */
   itemsAnswered: number;
   cancelled: number;
+  /** Requests for an output, error or results file, counted when they arrive. */
+  downloadsStarted: number;
   byProvider: Record<'openai' | 'anthropic', { batchesCreated: number; itemsAnswered: number }>;
   /** Every batch created, in order: id, provider, metadata and item count. */
   batches: { id: string; provider: 'openai' | 'anthropic'; metadata: Record<string, string>; items: number; status: string }[];
@@ -171,6 +173,7 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       itemsSubmitted: 0,
       itemsAnswered: 0,
       cancelled: 0,
+      downloadsStarted: 0,
       byProvider: { openai: { batchesCreated: 0, itemsAnswered: 0 }, anthropic: { batchesCreated: 0, itemsAnswered: 0 } },
       batches: [],
     };
@@ -415,6 +418,7 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       return send(response, 200, { id: file.id, object: 'file', deleted: true });
     }
     if (!match[2]) return send(response, 200, fileObject(file));
+    stats.downloadsStarted += 1;
     await delay(config.latencyMs.download);
     response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.data.length });
     response.end(file.data);
@@ -502,6 +506,7 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (match[2] === '/results') {
       advance(batch);
       if (!batch.ended?.results) return send(response, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'simulated: the batch has not ended' } });
+      stats.downloadsStarted += 1;
       await delay(config.latencyMs.download);
       response.writeHead(200, { 'content-type': 'application/binary', 'content-length': Buffer.byteLength(batch.ended.results) });
       response.end(batch.ended.results);

@@ -1,0 +1,88 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ProviderBatchStats } from '../src/sim/provider-batches';
+import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
+import { batchDirectory, readSink } from './support/batch-files';
+import { spawnWorker, type WorkerProcess } from './support/processes';
+import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+const workers: WorkerProcess[] = [];
+
+beforeAll(async () => {
+  servers = await startTestServers();
+});
+
+afterAll(async () => {
+  for (const worker of workers) await worker.stop();
+  await servers?.stop();
+});
+
+const ITEMS = 20;
+
+/**
+ * Runs a one-part provider batch on a worker process, SIGKILLs it when `killWhen` holds, finishes on a second worker
+ * process, and returns the result with the simulator's counters.
+ */
+async function crashAt(phase: string, killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>) => Promise<boolean> | boolean) {
+  const taskQueue = uniqueName(`pb-crash-${phase}`);
+  const env = { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key' };
+  const first = await spawnWorker({ address: servers.server.address, taskQueue, env });
+  workers.push(first);
+  const directory = batchDirectory();
+  const source = path.join(directory, 'tasks.jsonl');
+  const tasks = Array.from({ length: ITEMS }, (_, index) => ({ id: `${phase}-${index}`, prompt: `item ${index}` }));
+  writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
+  const batchId = uniqueName(`pb-${phase}`);
+  const handle = await servers.server.client.workflow.start('providerBatch', {
+    taskQueue,
+    workflowId: batchId,
+    args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300, maxPollIntervalMs: 1000 } } satisfies ProviderBatchInput],
+  });
+  await waitFor(`the ${phase} phase`, () => killWhen(servers.simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress')), { timeoutMs: 60_000 });
+  await first.kill();
+  workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+  const result = (await handle.result()) as ProviderBatchResult;
+  const lines = result.segments.flatMap((segment) => readSink(segment));
+  return { result, lines, ids: tasks.map((task) => task.id), stats: servers.simulator.batchStats() };
+}
+
+function configure(providerBatches: NonNullable<Parameters<TestServers['simulator']['configure']>[0]>['providerBatches']): void {
+  servers.simulator.configure({ providerBatches });
+  servers.simulator.reset();
+}
+
+describe('a worker SIGKILLed during the provider-batch route', () => {
+  it('while uploading: the upload it finished is used, one provider batch is created, every id written once', async () => {
+    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 4000, create: 0, download: 0 } });
+    const { lines, ids, stats } = await crashAt('upload', (stats) => stats.filesUploaded >= 1);
+    expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('while creating: the retried submit finds the batch by its metadata instead of creating a second', async () => {
+    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 4000, download: 0 } });
+    const { lines, ids, stats } = await crashAt('create', (stats) => stats.batchesCreated >= 1);
+    expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('while waiting between polls: the next worker goes on polling the same batch', async () => {
+    // 10 simulated seconds per real one, 100 simulated seconds per batch: 10 s, most of it after the kill.
+    configure({ speed: 10, processingSeconds: { min: 100, max: 100 } });
+    const { lines, ids, stats, result } = await crashAt('poll', async (stats, progress) => stats.batchesCreated === 1 && (await progress()).providerBatches[0]?.status === 'in_progress');
+    expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(result.providerBatches).toHaveLength(1);
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('while downloading: the results are downloaded again and the part segment rewritten, each id once', async () => {
+    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 0, download: 4000 } });
+    const { lines, ids, stats } = await crashAt('download', (stats) => stats.downloadsStarted >= 1);
+    expect(stats.downloadsStarted).toBeGreaterThanOrEqual(2);
+    expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(lines).toHaveLength(ITEMS);
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+});

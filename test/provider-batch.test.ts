@@ -1,0 +1,216 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { BatchResultLine } from '../src/contract/batch';
+import { BUILT_IN_PRICES, priceOf } from '../src/pricing';
+import { AnthropicBatches } from '../src/provider-batch/anthropic-batches';
+import { OpenAiBatches } from '../src/provider-batch/openai-batches';
+import type { SimulatorConfigInput } from '../src/sim/config';
+import { Storage } from '../src/store';
+import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
+import { batchDirectory, readSink } from './support/batch-files';
+import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let worker: TestWorker;
+
+/** Simulated time at 1,000 x: a batch of 100-300 simulated seconds answers in 0.1-0.3 s. */
+const FAST: SimulatorConfigInput = { providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } } };
+
+beforeAll(async () => {
+  servers = await startTestServers({ simulator: FAST });
+  const storage = new Storage();
+  const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
+  const anthropic = new Anthropic({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''), maxRetries: 0 });
+  worker = await startTestWorker(servers, {
+    activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai), anthropic: new AnthropicBatches(storage, anthropic) } },
+  });
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await servers?.stop();
+});
+
+beforeEach(() => {
+  servers.simulator.configure(FAST);
+  servers.simulator.reset();
+});
+
+function writeTaskFile(directory: string, tasks: { id: string; prompt: string; model?: string }[]): string {
+  const file = path.join(directory, 'tasks.jsonl');
+  writeFileSync(file, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
+  return file;
+}
+
+function linesOf(result: Pick<ProviderBatchResult, 'segments'>): BatchResultLine[] {
+  return result.segments.flatMap((segment) => readSink(segment));
+}
+
+function retryIds(result: ProviderBatchResult): string[] {
+  if (result.retry === undefined) return [];
+  return readFileSync(result.retry, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => (JSON.parse(line) as { id: string }).id);
+}
+
+async function start(input: Omit<ProviderBatchInput, 'batchId' | 'spool'> & { spool?: string }) {
+  const batchId = uniqueName('pb');
+  const spool = input.spool ?? path.join(batchDirectory(), 'spool');
+  const handle = await servers.server.client.workflow.start('providerBatch', {
+    taskQueue: worker.taskQueue,
+    workflowId: batchId,
+    args: [{ batchId, spool, ...input, options: { pollIntervalMs: 200, maxPollIntervalMs: 1000, ...input.options } } satisfies ProviderBatchInput],
+  });
+  return { handle, spool, batchId };
+}
+
+it('answers every item exactly once through OpenAI batches split by part, at half the standard price', async () => {
+  const directory = batchDirectory();
+  // Ids the providers' custom_id rules refuse are sent under mapped ids and come back under their own.
+  const tasks = Array.from({ length: 25 }, (_, index) => ({ id: index % 5 === 0 ? `doc/${index}.txt` : `item-${index}`, prompt: `summarise ${index}` }));
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 10 } });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  const lines = linesOf(result);
+  expect(lines.map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).sort());
+  expect(lines.every((line) => line.status === 'ok' && line.output?.startsWith('[simulated batch] answer to: summarise'))).toBe(true);
+  expect(result).toMatchObject({ succeeded: 25, failed: 0 });
+  expect(result.retry).toBeUndefined();
+  expect(result.providerBatches.map((batch) => [batch.provider, batch.status, batch.counts.total])).toEqual([
+    ['openai', 'completed', 10],
+    ['openai', 'completed', 10],
+    ['openai', 'completed', 5],
+  ]);
+  const standard = lines.reduce((sum, line) => sum + (priceOf(line.model ?? '', line.usage, BUILT_IN_PRICES) ?? 0), 0);
+  expect(result.cost.usd).toBeCloseTo(standard / 2, 9);
+  expect(result.savingsUsd).toBeCloseTo(standard / 2, 9);
+  expect(result.tokens.total).toBe(lines.reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
+  const stats = servers.simulator.batchStats();
+  expect(stats).toMatchObject({ batchesCreated: 3, filesUploaded: 3, itemsAnswered: 25 });
+  // No chat completion was sent: every answer came through the batch API.
+  expect(servers.simulator.log()).toHaveLength(0);
+});
+
+it('hands expired and retryably errored items back for a sync retry, and writes items that failed for good once', async () => {
+  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+  const directory = batchDirectory();
+  const tasks = [
+    { id: 'fine-1', prompt: 'fine' },
+    { id: 'late', prompt: 'late [sim batch=expired]' },
+    { id: 'flaky', prompt: 'flaky [sim batch=error-500]' },
+    { id: 'bad', prompt: 'bad [sim batch=error-400]' },
+    { id: 'fine-2', prompt: 'fine' },
+  ];
+  const { handle } = await start({ source: writeTaskFile(directory, tasks) });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  const lines = linesOf(result);
+  expect(lines.map((line) => [line.id, line.status]).sort()).toEqual([
+    ['bad', 'failed'],
+    ['fine-1', 'ok'],
+    ['fine-2', 'ok'],
+  ]);
+  expect(retryIds(result).sort()).toEqual(['flaky', 'late']);
+  // Each retry line says where its task is in the source, so the sync path can read it without a scan.
+  const source = readFileSync(path.join(directory, 'tasks.jsonl'));
+  for (const line of readFileSync(result.retry as string, 'utf8').split('\n').filter(Boolean)) {
+    const retry = JSON.parse(line) as { id: string; offset: number; length: number };
+    expect((JSON.parse(source.subarray(retry.offset, retry.offset + retry.length).toString()) as { id: string }).id).toBe(retry.id);
+  }
+  expect(result).toMatchObject({ succeeded: 2, failed: 1 });
+  expect(result.providerBatches[0].status).toBe('expired');
+});
+
+it('runs claude-* tasks through Anthropic Message Batches and the rest through OpenAI, one model per part', async () => {
+  const directory = batchDirectory();
+  const tasks = [
+    ...Array.from({ length: 6 }, (_, index) => ({ id: `c-${index}`, prompt: `claude ${index}`, model: 'claude-haiku-4-5' })),
+    ...Array.from({ length: 4 }, (_, index) => ({ id: `o-${index}`, prompt: `openai ${index}`, model: 'gpt-4o-mini' })),
+    { id: 'c-late', prompt: 'late [sim batch=expired]', model: 'claude-haiku-4-5' },
+  ];
+  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+  const { handle } = await start({ source: writeTaskFile(directory, tasks) });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  const lines = linesOf(result);
+  expect(lines.map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).filter((id) => id !== 'c-late').sort());
+  expect(lines.find((line) => line.id === 'c-0')).toMatchObject({ status: 'ok', model: 'claude-haiku-4-5' });
+  expect(retryIds(result)).toEqual(['c-late']);
+  expect(result.providerBatches.map((batch) => [batch.provider, batch.status]).sort()).toEqual([
+    ['anthropic', 'ended'],
+    ['openai', 'completed'],
+  ]);
+  expect(servers.simulator.batchStats().byProvider).toEqual({ openai: { batchesCreated: 1, itemsAnswered: 4 }, anthropic: { batchesCreated: 1, itemsAnswered: 6 } });
+  const claude = priceOf('claude-haiku-4-5', lines.find((line) => line.id === 'c-0')?.usage, BUILT_IN_PRICES, 'batch');
+  expect(lines.find((line) => line.id === 'c-0')?.costUsd).toBe(claude);
+});
+
+it('waits out token_limit_exceeded and submits the refused part again once earlier batches have drained', async () => {
+  // Each task's prompt is 2 words: a part of 5 enqueues 10 tokens, and the limit holds one part at a time.
+  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 500, max: 800 }, enqueuedTokenLimit: 12 } });
+  const directory = batchDirectory();
+  const tasks = Array.from({ length: 10 }, (_, index) => ({ id: `t-${index}`, prompt: `task ${index}` }));
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 5, maxActiveParts: 2 } });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  expect(linesOf(result).map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).sort());
+  const refused = result.providerBatches.filter((batch) => batch.status === 'failed');
+  expect(refused.length).toBeGreaterThanOrEqual(1);
+  expect(result.providerBatches.filter((batch) => batch.status === 'completed')).toHaveLength(2);
+  expect(servers.simulator.batchStats().itemsAnswered).toBe(10);
+});
+
+it('past its deadline cancels the provider batch, keeps what it answered and hands the rest back', async () => {
+  // 40 s of simulated time per batch at 10 x: 4 s; the deadline comes after about half of it.
+  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
+  const directory = batchDirectory();
+  const tasks = Array.from({ length: 40 }, (_, index) => ({ id: `d-${index}`, prompt: `item ${index}` }));
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { deadlineMs: 2000 } });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  const answered = linesOf(result).map((line) => line.id);
+  const handedBack = retryIds(result);
+  expect(answered.length).toBeGreaterThan(0);
+  expect(handedBack.length).toBeGreaterThan(0);
+  expect([...answered, ...handedBack].sort()).toEqual(tasks.map((task) => task.id).sort());
+  expect(result.providerBatches[0].status).toBe('cancelled');
+  expect(servers.simulator.batchStats()).toMatchObject({ cancelled: 1, itemsAnswered: answered.length });
+});
+
+it('cancelled, cancels its provider batches and writes every result that came back before it ends', async () => {
+  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
+  const directory = batchDirectory();
+  const tasks = Array.from({ length: 30 }, (_, index) => ({ id: `x-${index}`, prompt: `item ${index}` }));
+  const { handle, spool } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 15 } });
+  await waitFor('some items to be answered', async () => {
+    const progress = await handle.query<ProviderBatchProgress>('providerBatchProgress');
+    return progress.providerBatches.length === 2 && progress.providerBatches.every((batch) => batch.counts.succeeded > 0);
+  });
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow(WorkflowFailedError);
+
+  const stats = servers.simulator.batchStats();
+  expect(stats.cancelled).toBe(2);
+  expect(stats.batches.map((batch) => batch.status)).toEqual(['cancelled', 'cancelled']);
+  const segments = ['seg-part-00000.jsonl', 'seg-part-00001.jsonl'].map((name) => path.join(spool, name)).filter((file) => existsSync(file));
+  const lines = segments.flatMap((segment) => readSink(segment));
+  expect(lines.length).toBe(stats.itemsAnswered);
+  expect(lines.length).toBeGreaterThan(0);
+  expect(new Set(lines.map((line) => line.id)).size).toBe(lines.length);
+});
+
+it('skips the ids a resume already has ok', async () => {
+  const directory = batchDirectory();
+  const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `r-${index}`, prompt: `item ${index}` }));
+  const kept = path.join(directory, 'kept.jsonl');
+  writeFileSync(kept, ['r-0', 'r-1'].map((id) => JSON.stringify({ id, status: 'ok', output: 'earlier', attempts: 1, durationMs: 1 })).join('\n') + '\n');
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), skipIds: kept });
+  const result = (await handle.result()) as ProviderBatchResult;
+  expect(linesOf(result).map((line) => line.id).sort()).toEqual(['r-2', 'r-3', 'r-4', 'r-5']);
+  expect(servers.simulator.batchStats().itemsSubmitted).toBe(4);
+});
