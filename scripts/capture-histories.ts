@@ -22,6 +22,7 @@ import { writeTasks } from '../test/support/batch-files';
 import { historyToJson } from '../test/support/history-json';
 import { startTestServers, startTestWorker, type TestWorker } from '../test/support/test-stack';
 import { waitFor } from '../test/support/wait-for';
+import { agentScenarios } from './agent-scenarios';
 
 const FIXTURES = path.resolve(__dirname, '..', 'test', 'fixtures', 'histories');
 
@@ -181,6 +182,7 @@ const scenarios: Scenario[] = [
       return handle.workflow;
     },
   },
+  ...agentScenarios,
 ];
 
 /** Every run of the workflow's chain, first to last: from the latest run back along each run's continued-from id. */

@@ -1,6 +1,8 @@
 import path from 'node:path';
 import { z } from 'zod';
-import type { AgentTask } from '../src/contract/agent-task';
+import type { AgentResult, AgentTask } from '../src/contract/agent-task';
+import { withTranscripts } from '../src/cli/agent-view';
+import { storeFromEnvironment } from '../src/store';
 import { defineTool, type Tool } from '../src/tools/define-tool';
 import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
 import { activityInputText, modelCalls, scheduledActivities, toolCalls } from './support/agents';
@@ -133,9 +135,15 @@ describe('agents with tools', () => {
     const handle = await stack.client.startParallel([{ id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents', 'search'] }]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
-    const answer = results[0].output ?? '';
-    expect(answer.indexOf('first')).toBeLessThan(answer.indexOf('second'));
-    expect(answer.indexOf('second')).toBeLessThan(answer.indexOf('third'));
+    // The spawn_agents result in the transcript: every sub-agent's answer, in task order.
+    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & { transcript: { role: string; content: string }[] })[];
+    const spawned = JSON.parse(withSteps.transcript.find((message) => message.role === 'tool')?.content ?? '[]') as { id: string; status: string; output: string }[];
+    expect(spawned.map((agent) => [agent.id, agent.status])).toEqual([
+      ['lead.1-1-1', 'ok'],
+      ['lead.1-1-2', 'ok'],
+      ['lead.1-1-3', 'ok'],
+    ]);
+    expect(spawned[1].output).toContain('search found: sub');
     expect(modelCalls(servers.simulator, 'lead.1-1-2')).toHaveLength(2);
     const [first, , third] = ['lead.1-1-1', 'lead.1-1-2', 'lead.1-1-3'].map((id) => modelCalls(servers.simulator, id)[0]);
     expect(third.arrivedAt).toBeLessThan(first.respondedAt ?? 0); // in parallel
@@ -151,7 +159,9 @@ describe('agents with tools', () => {
     });
     const outcome = (await handle.result()) as { status: string; output: string };
     expect(outcome.status).toBe('ok');
-    expect(outcome.output).toContain('there is no tool \\"spawn_agents\\"');
+    // The sub-agent at depth 1 is not offered spawn_agents; its call is answered with why.
+    const nested = (await stack.client.client.workflow.getHandle(`${handle.workflowId}/sub-1-1-1`).result()) as { output: string };
+    expect(nested.output).toContain('error: there is no tool "spawn_agents"');
   });
 });
 
@@ -171,7 +181,10 @@ describe('approvals', () => {
     const handle = await stack.client.startParallel([{ id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] }]);
     const callId = await waitingCall(handle.workflowId, 'approved');
     expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
-    await expect(childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })).rejects.toThrow(/no call "call_9_9" waits/);
+    const refused = await childOf(handle.workflowId, 'approved')
+      .executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })
+      .then(() => undefined, (error: unknown) => error as { cause?: { message?: string } });
+    expect(refused?.cause?.message).toMatch(/no call "call_9_9" waits for approval .*; waiting: call_1_1/);
     await childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId, approve: true }] });
     const { results } = await handle.result();
     expect(results[0].output).toContain('publish found: Report A');

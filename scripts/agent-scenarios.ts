@@ -1,0 +1,80 @@
+/**
+ * Capture scenarios of the `agent` workflow, and of a fan-out whose task has tools (its agent child), for
+ * scripts/capture-histories.ts. The worker loads the test tools (test/support/agent-tools.js, through FANOUT_TOOLS,
+ * read when the script creates its worker) so that tool calls and an approval are in the histories.
+ */
+import path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { TestWorker } from '../test/support/test-stack';
+import { waitFor } from '../test/support/wait-for';
+import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
+
+process.env.FANOUT_TOOLS = path.resolve(__dirname, '..', 'test', 'support', 'agent-tools.js');
+
+interface AgentScenario {
+  name: string;
+  run(stack: TestWorker, id: string): Promise<WorkflowHandle>;
+}
+
+function check(condition: boolean, scenario: string, what: string): void {
+  if (!condition) throw new Error(`scenario ${scenario} did not ${what}; its fixture would not show what its name says`);
+}
+
+const startAgent = (stack: TestWorker, workflowId: string, input: Record<string, unknown>) =>
+  stack.client.client.workflow.start('agent', { taskQueue: stack.taskQueue, workflowId, args: [{ inlineOutputBytes: 16_384, ...input }] });
+
+export const agentScenarios: AgentScenario[] = [
+  {
+    // Parallel tool calls, a failing tool, two sub-agents, and a call approved by a person.
+    name: 'agent-tools',
+    async run(stack, workflowId) {
+      const spawn = JSON.stringify({ tasks: [{ prompt: 'sub one' }, { prompt: 'sub two [[tool:search {"q":"s"}]]', tools: ['search'] }] });
+      const prompt = `Research [[tool:search {"q":"a"}, tool:fetch_page {"url":"b"}, tool:broken {}]] [[tool:spawn_agents ${spawn}]] [[tool:publish {"title":"t"}]]`;
+      const handle = await startAgent(stack, workflowId, { task: { id: 'researcher', prompt, tools: ['search', 'fetch_page', 'broken', 'spawn_agents', 'publish'] } });
+      const waiting = await waitFor('the publish call to wait for approval', async () => (await handle.query(agentProgressQuery)).waiting[0]);
+      await handle.executeUpdate(approveUpdate, { args: [{ callId: waiting.callId, approve: true }] });
+      const outcome = (await handle.result()) as { status: string; steps: number };
+      check(outcome.status === 'ok' && outcome.steps === 4, this.name, 'answer after 4 steps');
+      return handle;
+    },
+  },
+  {
+    // A structured answer repaired once, a denied approval, and continue-as-new every 2 steps (a chain of runs).
+    name: 'agent-continue-as-new',
+    async run(stack, workflowId) {
+      const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
+      const prompt = 'Go [[tool:search {"q":"1"}]] [[tool:publish {"title":"no"}]] [[invalid-json 1]] [[answer-json {"title":"done"}]]';
+      const handle = await startAgent(stack, workflowId, { task: { id: 'long', prompt, tools: ['search', 'publish'], output }, stepsPerRun: 2 });
+      const waiting = await waitFor('the publish call to wait for approval', async () => (await handle.query(agentProgressQuery)).waiting[0]);
+      await handle.executeUpdate(approveUpdate, { args: [{ callId: waiting.callId, approve: false, reason: 'not now' }] });
+      const outcome = (await handle.result()) as { status: string; output: string };
+      check(outcome.status === 'ok' && outcome.output === '{"title":"done"}', this.name, 'answer with the repaired object');
+      return stack.client.client.workflow.getHandle(workflowId);
+    },
+  },
+  {
+    name: 'agent-cancelled',
+    async run(stack, workflowId) {
+      const handle = await startAgent(stack, workflowId, { task: { id: 'slow', prompt: 'Wait [[tool:search {"q":"long","ms":60000}]]', tools: ['search'] } });
+      await waitFor('the tool call to start', async () => (await handle.query(agentProgressQuery)).events.some((event) => event.type === 'tool-call'));
+      await handle.cancel();
+      const error = await handle.result().then(() => undefined, (failure: unknown) => failure);
+      check(/cancel/i.test(String((error as { cause?: unknown })?.cause ?? error)), this.name, 'end cancelled');
+      return handle;
+    },
+  },
+  {
+    // A fan-out with a plain task and a task with tools: the plain one an activity, the other an agent child.
+    name: 'fanout-agents',
+    async run(stack, workflowId) {
+      const tasks = [
+        { id: 'plain', prompt: 'plain [sim latency=10]' },
+        { id: 'agent', prompt: 'Use [[tool:search {"q":"x"}]]', tools: ['search'] },
+      ];
+      const handle = await stack.client.startParallel(tasks, undefined, { workflowId });
+      const { results } = await handle.result();
+      check(results.every((result) => result.status === 'ok'), this.name, 'succeed');
+      return handle.workflow;
+    },
+  },
+];

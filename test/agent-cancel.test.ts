@@ -1,0 +1,37 @@
+import type { AgentTask } from '../src/contract/agent-task';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+
+beforeAll(async () => {
+  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
+  stack = await startTestWorker(servers);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+it('cancels a 10-agent fan-out whose agents each run three sub-agents, leaving no request open', async () => {
+  const spawn = JSON.stringify({ tasks: [1, 2, 3].map((index) => ({ prompt: `part ${index} [sim latency=120000]` })) });
+  const tasks: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({ id: `lead-${index}`, prompt: `Split [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents'] }));
+  const handle = await stack.client.startParallel(tasks);
+  await waitFor('30 sub-agents to be calling the model', () => servers.simulator.stats().inFlight === 30, { timeoutMs: 60_000 });
+
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow();
+  // Cancellation waited for every child and activity; the last connections close within moments.
+  await waitFor('no request open at the simulator', () => servers.simulator.stats().inFlight === 0, { timeoutMs: 3000 });
+  const subAgents = servers.simulator.log().filter((request) => /^lead-\d\.1-1-\d$/.test(request.taskId));
+  expect(subAgents).toHaveLength(30);
+  expect(subAgents.every((request) => request.clientClosedAt !== undefined)).toBe(true);
+  const client = stack.client.client.workflow;
+  const statuses = await Promise.all(
+    tasks.flatMap((task) => [`${handle.workflowId}/agent:${task.id}`, ...[1, 2, 3].map((index) => `${handle.workflowId}/agent:${task.id}/sub-1-1-${index}`)]).map(async (id) => (await client.getHandle(id).describe()).status.name),
+  );
+  expect(statuses).toHaveLength(40);
+  expect(new Set(statuses)).toEqual(new Set(['CANCELLED']));
+});
