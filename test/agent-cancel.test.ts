@@ -16,8 +16,11 @@ afterAll(async () => {
 });
 
 it('cancels a 10-agent fan-out whose agents each run three sub-agents, leaving no request open', async () => {
-  const spawn = JSON.stringify({ tasks: [1, 2, 3].map((index) => ({ prompt: `part ${index} [sim latency=120000]` })) });
+  const spawn = JSON.stringify({ tasks: [1, 2, 3].map((index) => ({ prompt: `part ${index}` })) });
   const tasks: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({ id: `lead-${index}`, prompt: `Split [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents'] }));
+  // The sub-agents' model calls take two minutes (a marker in their prompts would slow their parents' calls too).
+  const slow = Object.fromEntries(tasks.flatMap((task) => [1, 2, 3].map((index) => [`${task.id}.1-1-${index}`, 120_000])));
+  servers.simulator.configure({ latency: { minMs: 10, maxMs: 10 }, latencyByTask: slow });
   const handle = await stack.client.startParallel(tasks);
   await waitFor('30 sub-agents to be calling the model', () => servers.simulator.stats().inFlight === 30, { timeoutMs: 60_000 });
 
