@@ -55,8 +55,9 @@ export const agentScenarios: AgentScenario[] = [
   {
     name: 'agent-cancelled',
     async run(stack, workflowId) {
-      const handle = await startAgent(stack, workflowId, { task: { id: 'slow', prompt: 'Wait [[tool:search {"q":"long","ms":60000}]]', tools: ['search'] } });
-      await waitFor('the tool call to start', async () => (await handle.query(agentProgressQuery)).events.some((event) => event.type === 'tool-call'));
+      // Every model step of this agent takes a minute: it is cancelled during its first.
+      const handle = await startAgent(stack, workflowId, { task: { id: 'slow', prompt: 'Wait [sim latency=60000] [[tool:search {"q":"long"}]]', tools: ['search'] } });
+      await waitFor('the first step to be in flight', async () => ((await handle.describe()).raw.pendingActivities?.length ?? 0) > 0);
       await handle.cancel();
       const error = await handle.result().then(() => undefined, (failure: unknown) => failure);
       check(/cancel/i.test(String((error as { cause?: unknown })?.cause ?? error)), this.name, 'end cancelled');
