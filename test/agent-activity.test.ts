@@ -1,6 +1,8 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import OpenAI from 'openai';
 import { createActivities } from '../src/activities';
+import { completeTask, type AgentCallDependencies } from '../src/activities/agent-call';
 import { createLlmClient } from '../src/activities/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-task';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
@@ -101,6 +103,46 @@ describe('the agent activity over real HTTP', () => {
     const refused = createActivities({ llm: createLlmClient({ baseURL, apiKey: 'k' }) });
     const failure = await failureOf(environment.run(refused.callAgent, { id: 'refused', prompt: 'x' }));
     expect(failure.type).toBe('ConnectionError');
+    expect(failure.nonRetryable).toBe(false);
+  });
+});
+
+describe('one call inside an activity that runs several (a batch lane)', () => {
+  function dependencies(llm = createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' })): AgentCallDependencies {
+    return { llm, defaultModel: 'sim-model', clock: () => performance.now(), heartbeatIntervalMs: 1000 };
+  }
+
+  it('sends and returns the item\'s own attempt when the caller names it', async () => {
+    const environment = new MockActivityEnvironment({ attempt: 1 });
+    const result: AgentCallResult = await environment.run(() => completeTask({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }));
+    expect(result.attempt).toBe(4);
+    expect(simulator.log().filter((entry) => entry.taskId === 'own-attempt').map((entry) => entry.attempt)).toEqual([4]);
+  });
+
+  it('aborts the HTTP request when the caller\'s signal aborts, with that signal\'s reason', async () => {
+    const environment = new MockActivityEnvironment();
+    const lane = new AbortController();
+    const running = environment.run(() => completeTask({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }));
+    await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'lane-ended'));
+    lane.abort(new Error('the lane ended'));
+    await expect(running).rejects.toThrow('the lane ended');
+    await waitFor('the simulator to see the connection close', () => simulator.log().find((entry) => entry.taskId === 'lane-ended')?.clientClosedAt);
+  });
+
+  it('lets the request\'s own deadline rule over the HTTP client\'s timeout (600 s by default, 300 ms here)', async () => {
+    const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 10_000 });
+    const llm = new OpenAI({ baseURL: simulator.baseUrl, apiKey: 'k', maxRetries: 0, timeout: 300 });
+    const result: AgentCallResult = await environment.run(() => completeTask({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)));
+    expect(result.output).toContain('[simulated]');
+  });
+});
+
+describe('a stored prompt that cannot be read', () => {
+  it('fails PayloadUnavailable and is retried (bounded by the policy), as an item of a chunk is', async () => {
+    const environment = new MockActivityEnvironment();
+    const missing = { uri: '/nonexistent/temporal-fanout/prompt', bytes: 10, sha256: 'a'.repeat(64) };
+    const failure = await failureOf(environment.run(activities().callAgent, { task: { id: 'gone', prompt: '', contentRef: missing }, inlineOutputBytes: 1000 }));
+    expect(failure.type).toBe('PayloadUnavailable');
     expect(failure.nonRetryable).toBe(false);
   });
 });

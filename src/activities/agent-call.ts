@@ -36,11 +36,21 @@ export interface AgentCallDependencies {
   rateLimitWaitMs?: number;
 }
 
+/** How one call inside the current activity differs from the activity's own (a batch lane runs several items per activity). */
+export interface CompleteTaskOptions {
+  /** The call's own start-to-close budget, ms (its request deadline plus rate-limit waits). Default: the activity's. */
+  attemptMs?: number;
+  /** The item's real attempt: sent as `x-fanout-attempt`, named in failures and returned. Default: the activity's. */
+  attempt?: number;
+  /** Aborts the call too (besides the activity's cancellation); the call then throws this signal's reason. */
+  signal?: AbortSignal;
+}
+
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
-function correlationHeaders(task: AgentTask, info: Context['info']): Record<string, string> {
+function correlationHeaders(task: AgentTask, attempt: number, info: Context['info']): Record<string, string> {
   return {
     'x-fanout-task-id': task.id,
-    'x-fanout-attempt': String(info.attempt),
+    'x-fanout-attempt': String(attempt),
     'x-fanout-workflow-id': info.workflowExecution?.workflowId ?? '',
   };
 }
@@ -66,8 +76,11 @@ function workerIdentity(context: Context): string {
   }
 }
 
-/** Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. */
-function keepInTouch(context: Context, intervalMs: number): () => void {
+/**
+ * Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. The
+ * watchdog may also `abort` the call: when this worker has been cut off from Temporal for so long that its peers retry it.
+ */
+function keepInTouch(context: Context, intervalMs: number, abort: (reason: unknown) => void): () => void {
   const { info } = context;
   let client;
   try {
@@ -85,6 +98,7 @@ function keepInTouch(context: Context, intervalMs: number): () => void {
         activityId: info.activityId,
         attempt: info.attempt,
         poke: () => context.heartbeat(),
+        abort,
       }),
     );
   }
@@ -97,6 +111,9 @@ function keepInTouch(context: Context, intervalMs: number): () => void {
   }
   return () => stops.forEach((stop) => stop());
 }
+
+/** How far past our own request deadline the HTTP client's timeout is set, so ours always fires first. */
+const CLIENT_TIMEOUT_MARGIN_MS = 5000;
 
 function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -119,11 +136,14 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
  * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
  * Other failures are mapped to Temporal failures, which decide retries.
  */
-export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies, call: { attemptMs?: number } = {}): Promise<AgentCallResult> {
+export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies, call: CompleteTaskOptions = {}): Promise<AgentCallResult> {
   const context = Context.current();
   const { info } = context;
-  const { attempt } = info;
-  const signal = context.cancellationSignal;
+  const attempt = call.attempt ?? info.attempt;
+  // Whatever ends the call: the activity's cancellation, the caller's signal, or the watchdog (a cut-off worker).
+  const callAbort = new AbortController();
+  const signal = callAbort.signal;
+  const unlink = linkAborts(callAbort, [context.cancellationSignal, call.signal]);
   const failureContext = { taskId: task.id, attempt };
   const model = task.model ?? dependencies.defaultModel;
   const pacer = dependencies.pacer ?? defaultPacer();
@@ -146,7 +166,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
     { role: 'user' as const, content: task.prompt },
   ];
   const { promptTokens, reservedTokens } = estimateRequestTokens(messages, task.maxTokens, pacer.options.defaultCompletionTokens);
-  const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs);
+  const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs, (reason) => callAbort.abort(reason));
   let rateLimitedResponses = 0;
   const outOfWaitBudget = (cause: unknown) => rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
   try {
@@ -174,7 +194,14 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
               ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
               ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
             },
-            { signal: request.signal, headers: correlationHeaders(task, info) },
+            {
+              signal: request.signal,
+              headers: correlationHeaders(task, attempt, info),
+              // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
+              // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
+              timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
+              maxRetries: 0,
+            },
           )
           .withResponse();
         const choice = completion?.choices?.[0];
@@ -242,7 +269,24 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   } finally {
     waitBudget.clear();
     stopWatching();
+    unlink();
   }
+}
+
+/** Aborts `target` when any source aborts, with its reason; the returned function removes the listeners. */
+function linkAborts(target: AbortController, sources: readonly (AbortSignal | undefined)[]): () => void {
+  const links: (() => void)[] = [];
+  for (const source of sources) {
+    if (!source) continue;
+    if (source.aborted) {
+      target.abort(source.reason);
+      break;
+    }
+    const onAbort = () => target.abort(source.reason);
+    source.addEventListener('abort', onAbort, { once: true });
+    links.push(() => source.removeEventListener('abort', onAbort));
+  }
+  return () => links.forEach((unlinkOne) => unlinkOne());
 }
 
 /**

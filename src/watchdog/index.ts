@@ -56,4 +56,15 @@ export function superviseWorker(worker: Worker, taskQueue: string): void {
     }
   }, 500);
   check.unref();
+  // Stopped before run() settles, not up to 500 ms after: its caller may close the connection next, and a presence poll
+  // still open on it would fail (NativePromiseDroppedError) and be reported as if something were wrong.
+  const run = worker.run.bind(worker);
+  worker.run = async () => {
+    try {
+      await run();
+    } finally {
+      clearInterval(check);
+      await watchdog.stop();
+    }
+  };
 }

@@ -17,6 +17,18 @@ export const PRESENCE_QUEUE = 'temporal-fanout-presence';
 const POLL_MS = 5000;
 /** A presence table younger than this is reused. */
 const TABLE_TTL_MS = 1000;
+/** After a failed poll the next waits this long, doubling per failure up to MAX_RETRY_MS: an unreachable server costs nothing. */
+const FIRST_RETRY_MS = 500;
+/** Short enough that a server back from an outage sees this worker again well within the lost-worker threshold. */
+const MAX_RETRY_MS = 5000;
+/** While polls keep failing, a warning at most this often. */
+const WARN_EVERY_MS = 60_000;
+
+/** What a closed connection rejects with: nothing will ever answer again, so polling ends quietly. */
+function connectionClosed(error: unknown): boolean {
+  const name = (error as { name?: unknown } | null)?.name;
+  return name === 'NativePromiseDroppedError' || name === 'IllegalStateError';
+}
 
 const { TaskQueueKind, TaskQueueType } = temporal.api.enums.v1;
 
@@ -33,16 +45,31 @@ export interface PresenceTable {
   lastPoll: Map<string, number>;
 }
 
+/** What presence tells its owner: polls failing (at most one warning a minute while they do) and polls working again. */
+export interface PresenceEvents {
+  failing(error: unknown, failures: number): void;
+  recovered(failures: number): void;
+}
+
 export class Presence {
   private polling: Promise<void> | undefined;
   private stopping = new AbortController();
   private table: { at: number; value: Promise<PresenceTable> } | undefined;
+  private contactAt = 0;
 
   constructor(
     private readonly client: Client,
     readonly identity: string,
-    private readonly onError: (error: unknown) => void,
+    private readonly events: PresenceEvents,
   ) {}
+
+  /**
+   * When (local clock, ms) the server last proved it saw this worker poll: the start of the latest poll it answered.
+   * Counted from when polling started, so a worker that was idle is not taken for one cut off.
+   */
+  get lastContactAt(): number {
+    return this.contactAt;
+  }
 
   private get namespace(): string {
     return this.client.options.namespace;
@@ -54,7 +81,21 @@ export class Presence {
     this.stopping = new AbortController();
     const signal = this.stopping.signal;
     const connection = this.client.connection;
+    this.contactAt = Date.now();
+    const pause = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const timer = setTimeout(done, ms);
+        timer.unref();
+        signal.addEventListener('abort', done, { once: true });
+        function done() {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+      });
     const loop = async (): Promise<void> => {
+      let failures = 0;
+      let warnedAt = Number.NEGATIVE_INFINITY;
       while (!signal.aborted) {
         const startedAt = Date.now();
         try {
@@ -69,17 +110,24 @@ export class Presence {
               }),
             ),
           );
+          this.contactAt = startedAt;
+          if (failures > 0) this.events.recovered(failures);
+          failures = 0;
         } catch (error) {
-          if (signal.aborted) return;
+          if (signal.aborted || connectionClosed(error)) return;
           // An expired deadline is the normal end of an empty poll (DEADLINE_EXCEEDED, or CANCELLED from the worker's
-          // native connection); anything else is worth a line and a pause.
+          // native connection), but proves no contact: a server that cannot be reached ends polls the same way.
           const code = (error as { code?: unknown }).code;
           if (code !== 4 && code !== 1) {
-            this.onError(error);
-            await new Promise((resolve) => setTimeout(resolve, 1000).unref());
+            failures += 1;
+            if (Date.now() - warnedAt >= WARN_EVERY_MS) {
+              warnedAt = Date.now();
+              this.events.failing(error, failures);
+            }
+            await pause(Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** Math.min(failures - 1, 10)));
           }
         }
-        if (Date.now() - startedAt < 200) await new Promise((resolve) => setTimeout(resolve, 200).unref());
+        if (Date.now() - startedAt < 200) await pause(200);
       }
     };
     this.polling = loop().finally(() => {
@@ -111,6 +159,7 @@ export class Presence {
         ),
       )
       .then((response) => {
+        this.contactAt = Math.max(this.contactAt, now);
         const lastPoll = new Map<string, number>();
         for (const poller of response.pollers ?? []) {
           const at = timestampMillis(poller.lastAccessTime);

@@ -1,0 +1,171 @@
+import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { CallWatchdog, type CallWatchdogOptions } from '../src/watchdog/call-watchdog';
+import { PRESENCE_QUEUE } from '../src/watchdog/presence';
+import { waitFor } from './support/wait-for';
+
+/**
+ * The watchdog against a scripted Temporal: what its reads answer (or how they fail) is set per test, and what it did
+ * (describes, failed calls, log lines) is recorded. The same code runs against the dev server in the economics and
+ * worker tests; these cover what a real server cannot be made to do on cue.
+ */
+const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
+
+interface Script {
+  poll: () => Promise<unknown>;
+  describe: () => Promise<unknown>;
+  pollers: () => { identity: string; lastAccessTime: { seconds: number } }[];
+}
+
+function fakeClient(script: Script) {
+  const record = { describes: 0, polls: 0, failed: [] as { activityId: string; type?: string }[], warnings: [] as string[], infos: [] as string[] };
+  const connection = {
+    withAbortSignal: <R>(signal: AbortSignal, fn: () => Promise<R>) =>
+      new Promise<R>((resolve, reject) => {
+        if (signal.aborted) return reject(new Error('aborted'));
+        signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+        fn().then(resolve, reject);
+      }),
+    withDeadline: <R>(_deadline: number, fn: () => Promise<R>) => fn(),
+  };
+  const client = {
+    options: { namespace: 'default', identity: 'me' },
+    connection,
+    workflowService: {
+      pollWorkflowTaskQueue: () => {
+        record.polls += 1;
+        return script.poll();
+      },
+      describeWorkflowExecution: () => {
+        record.describes += 1;
+        return script.describe();
+      },
+      describeTaskQueue: (request: { taskQueue: { name: string } }) => {
+        expect(request.taskQueue.name).toBe(PRESENCE_QUEUE);
+        return Promise.resolve({ pollers: script.pollers() });
+      },
+    },
+    activity: {
+      fail: (id: { activityId: string }, failure: ApplicationFailure) => {
+        record.failed.push({ activityId: id.activityId, type: failure.type ?? undefined });
+        return Promise.resolve();
+      },
+      reportCancellation: () => Promise.resolve(),
+    },
+    workflow: { list: async function* () {} },
+  };
+  const logger = { info: (message: string) => record.infos.push(message), warn: (message: string) => record.warnings.push(message) };
+  return { client: client as unknown as Client, record, logger };
+}
+
+const options: CallWatchdogOptions = { watchIntervalMs: 100, lostAfterMs: 400, sweepIntervalMs: 60_000, sweepConcurrency: 1, idleMs: 60_000 };
+const idlePoll = () => new Promise((resolve) => setTimeout(() => resolve({}), 50));
+const unavailable = () => Promise.reject(Object.assign(new Error('14 UNAVAILABLE: connection refused'), { code: 14 }));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+const watchdogs: CallWatchdog[] = [];
+afterEach(async () => {
+  for (const watchdog of watchdogs.splice(0)) await watchdog.stop();
+});
+
+function start(script: Script, overrides: Partial<CallWatchdogOptions> = {}) {
+  const fake = fakeClient(script);
+  const watchdog = new CallWatchdog(fake.client, 'me', { ...options, ...overrides }, fake.logger);
+  watchdogs.push(watchdog);
+  return { watchdog, ...fake };
+}
+
+function runningDescription(activities: unknown[] = []) {
+  return Promise.resolve({
+    workflowExecutionInfo: { status: WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING },
+    pendingActivities: activities,
+  });
+}
+
+const call = (activityId: string, abort?: (reason: unknown) => void) => ({
+  workflowId: 'wf',
+  runId: 'run',
+  activityId,
+  attempt: 1,
+  poke: () => undefined,
+  ...(abort ? { abort } : {}),
+});
+
+describe('a worker cut off from Temporal', () => {
+  it('aborts its own calls with a retryable WorkerLost once its presence polls have failed for longer than the lost-worker threshold', async () => {
+    let reachable = true;
+    const { watchdog, record } = start({
+      poll: () => (reachable ? idlePoll() : unavailable()),
+      describe: () => (reachable ? runningDescription() : unavailable()),
+      pollers: () => [],
+    });
+    const reasons: unknown[] = [];
+    watchdog.register(call('a', (reason) => reasons.push(reason)));
+    watchdog.register(call('a', (reason) => reasons.push(reason)));
+    // In touch: polls answer, nothing is aborted however long it runs.
+    await sleep(options.lostAfterMs * 2);
+    expect(reasons).toEqual([]);
+
+    reachable = false;
+    const cutAt = Date.now();
+    await waitFor('both calls of the activity to be aborted', () => reasons.length === 2, { timeoutMs: 5000 });
+    expect(Date.now() - cutAt).toBeGreaterThanOrEqual(options.lostAfterMs);
+    for (const reason of reasons) {
+      expect(reason).toBeInstanceOf(ApplicationFailure);
+      expect((reason as ApplicationFailure).type).toBe('WorkerLost');
+      expect((reason as ApplicationFailure).nonRetryable).toBe(false);
+    }
+    expect(record.warnings.filter((line) => line.startsWith('cut off from Temporal'))).toHaveLength(1);
+  });
+
+  it('backs off while its reads fail: a few polls and describes a second, one warning each, not one per retry', async () => {
+    const { watchdog, record } = start({ poll: unavailable, describe: unavailable, pollers: () => [] }, { lostAfterMs: 600_000 });
+    watchdog.register(call('a'));
+    await sleep(4000);
+    // Unthrottled, these were a describe every 100 ms and a poll every 1.2 s with a warning each.
+    expect(record.describes).toBeLessThan(12);
+    expect(record.polls).toBeLessThan(12);
+    expect(record.warnings).toHaveLength(2);
+  });
+});
+
+describe('a dead worker\'s call when describes fail for a while', () => {
+  it('is failed on the dead worker\'s behalf as soon as describes work again', async () => {
+    let throttled = true;
+    const dead = {
+      activityId: 'theirs',
+      state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+      attempt: 1,
+      lastWorkerIdentity: 'dead',
+      lastStartedTime: { seconds: nowSeconds() - 120 },
+    };
+    const { watchdog, record } = start({
+      poll: idlePoll,
+      describe: () => (throttled ? Promise.reject(Object.assign(new Error('8 RESOURCE_EXHAUSTED'), { code: 8 })) : runningDescription([dead])),
+      pollers: () => [
+        { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
+        { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
+      ],
+    });
+    watchdog.register(call('mine'));
+    await sleep(1500);
+    expect(record.failed).toEqual([]);
+    throttled = false;
+    await waitFor('the dead worker\'s call to be failed', () => record.failed.length === 1, { timeoutMs: 10_000 });
+    expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
+    expect(record.infos).toContain('describes work again');
+  });
+});
+
+describe('stopping', () => {
+  it('says nothing when the connection closes under an open presence poll', async () => {
+    const dropped = Object.assign(new Error('Native promise dropped'), { name: 'NativePromiseDroppedError' });
+    const { watchdog, record } = start({ poll: () => Promise.reject(dropped), describe: () => runningDescription(), pollers: () => [] });
+    watchdog.register(call('a'))();
+    await sleep(500);
+    expect(record.polls).toBe(1);
+    expect(record.warnings).toEqual([]);
+  });
+});
