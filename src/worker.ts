@@ -76,6 +76,8 @@ export interface FanoutWorkerOptions {
    * default 30000: most chat completions finish well within it, and it matches Kubernetes' default
    * terminationGracePeriodSeconds. Give the platform's kill timeout a few seconds more than this (docker-compose.yml
    * sets stop_grace_period), or the process is killed mid-call and the calls wait for their heartbeat timeout instead.
+   * A worker whose server does not answer stops anyway: `run()` rejects SHUTDOWN_FORCE_MARGIN_MS after the grace
+   * (`workerOptions.shutdownForceTime` to change), and `fanout worker` exits a little after that whatever is left.
    */
   shutdownGraceMs?: number;
   /**
@@ -95,6 +97,11 @@ export interface FanoutWorkerOptions {
 
 /** How long in-flight agent calls may finish after shutdown starts, ms (see `FanoutWorkerOptions.shutdownGraceMs`). */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+/**
+ * After the grace, cancelled calls report back to Temporal; when it does not answer (gone, unreachable) the SDK would
+ * wait for it forever, so `run()` gives up this long after the grace (the SDK's `shutdownForceTime`) and rejects.
+ */
+export const SHUTDOWN_FORCE_MARGIN_MS = 3000;
 
 /** Finds a prebuilt workflow bundle, so a worker starts in a second instead of bundling for several. */
 function findWorkflowBundle(explicit: string | undefined): string | undefined {
@@ -170,6 +177,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     maxEagerActivityReservationsPerWorkflowTask: eager,
     maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
     shutdownGraceTime: shutdownGraceMs,
+    shutdownForceTime: shutdownGraceMs + SHUTDOWN_FORCE_MARGIN_MS,
     ...extra,
     // Merged, not replaced: the agent-call metrics (src/metrics/) wrap whatever activity interceptors the caller adds.
     interceptors: {

@@ -43,9 +43,10 @@ export function heapCapToApply(environment: Environment = process.env, execArgv:
 /**
  * Re-launches this command in a child with the heap cap and supervises it, or returns false to run here. On true the
  * child has exited and this process has taken its exit code (or is being ended by the child's signal); the caller
- * does nothing more. In the child it ties the child's life to the parent's first.
+ * does nothing more. In the child it ties the child's life to the parent's first. `killAfterSignalMs`: a child still
+ * running this long after a forwarded signal is SIGKILLed (it bounds the child's own shutdown, should that hang).
  */
-export async function relaunchWithHeapCap(): Promise<boolean> {
+export async function relaunchWithHeapCap(options: { killAfterSignalMs?: number } = {}): Promise<boolean> {
   if (process.env[CAPPED_MARKER] === '1' && process.send !== undefined) dieWithParent();
   const megabytes = heapCapToApply();
   if (megabytes === undefined) return false;
@@ -58,13 +59,24 @@ export async function relaunchWithHeapCap(): Promise<boolean> {
     // twice (directly and forwarded). The SDK drops its handler after the first, so the second would kill it mid-drain.
     detached: true,
   });
-  // Every signal goes to the child, which shuts down as a single-process worker would; this process waits for it.
-  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  // Every signal goes to the child, which shuts down as a single-process worker would; this process waits for it, for
+  // at most `killAfterSignalMs`.
+  let killTimer: NodeJS.Timeout | undefined;
+  const forward = (signal: NodeJS.Signals) => {
+    child.kill(signal);
+    if (killTimer === undefined && options.killAfterSignalMs !== undefined) {
+      killTimer = setTimeout(() => {
+        process.stderr.write(`worker still running ${options.killAfterSignalMs} ms after ${signal}; killing it\n`);
+        child.kill('SIGKILL');
+      }, options.killAfterSignalMs);
+    }
+  };
   for (const signal of FORWARDED_SIGNALS) process.on(signal, forward);
   const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
     child.once('error', reject);
     child.once('exit', (exitCode, exitSignal) => resolve([exitCode, exitSignal]));
   }).finally(() => {
+    clearTimeout(killTimer);
     for (const name of FORWARDED_SIGNALS) process.removeListener(name, forward);
   });
   if (signal === null) {

@@ -1,11 +1,20 @@
 import { Command, Option } from 'commander';
 import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-client';
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
-import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS } from '../../worker';
+import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS, SHUTDOWN_FORCE_MARGIN_MS } from '../../worker';
 import { startHealthServer } from '../../worker-health';
+import { ExitCode } from '../exit';
 import { relaunchWithHeapCap } from '../heap-cap';
 import { loadToolModule } from '../../tools/worker-tools';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+
+/**
+ * A worker told to stop is gone this long after its grace, whatever still runs or waits on a server that does not
+ * answer: the SDK gives up first (SHUTDOWN_FORCE_MARGIN_MS), then the process exits, and a `fanout worker` launcher
+ * kills its child should even that not happen. Exiting closes the calls' connections, so nothing outlives the process.
+ */
+const EXIT_MARGIN_MS = SHUTDOWN_FORCE_MARGIN_MS + 2000;
+const KILL_MARGIN_MS = EXIT_MARGIN_MS + 3000;
 
 interface WorkerFlags extends ConnectionFlags {
   maxConcurrent?: number;
@@ -43,11 +52,11 @@ export function workerCommand(): Command {
     .addOption(new Option('--metrics-host <host>', 'address of the metrics endpoint').env('FANOUT_METRICS_HOST').default('0.0.0.0'));
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
+    const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;
     // By default the worker runs in a child with a capped heap (src/cli/heap-cap.ts); this process only supervises it.
-    if (await relaunchWithHeapCap()) return;
+    if (await relaunchWithHeapCap({ killAfterSignalMs: shutdownGraceMs + KILL_MARGIN_MS })) return;
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
-    const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;
     // src/cli/main.ts installs the runtime with the metrics endpoint before this runs (it must precede any connection).
     const metrics = flags.metricsPort === undefined ? undefined : { port: flags.metricsPort, host: flags.metricsHost };
     const worker = await createFanoutWorker({
@@ -62,9 +71,15 @@ export function workerCommand(): Command {
     });
     const log = (line: string) => process.stderr.write(`${line}\n`);
     const health = flags.healthPort === undefined ? undefined : await startHealthServer(worker, { port: flags.healthPort, host: flags.healthHost });
-    // The SDK's own signal handlers start the shutdown; this only says what the wait is for.
-    const announceStop = (signal: string) =>
+    // The SDK's own signal handlers start the shutdown; this says what the wait is for, and bounds it.
+    const announceStop = (signal: string) => {
       log(`${signal}: worker stopping; ${worker.getStatus().numInFlightActivities} agent calls in flight get up to ${shutdownGraceMs} ms to finish`);
+      const deadline = setTimeout(() => {
+        log(`worker not stopped ${shutdownGraceMs + EXIT_MARGIN_MS} ms after ${signal} (is Temporal unreachable?); exiting, which ends the calls still open`);
+        process.exit(ExitCode.error);
+      }, shutdownGraceMs + EXIT_MARGIN_MS);
+      deadline.unref();
+    };
     process.once('SIGTERM', announceStop);
     process.once('SIGINT', announceStop);
     const provider = providerFromEnvironment();
