@@ -1,7 +1,11 @@
 import { hostname } from 'node:os';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import type OpenAI from 'openai';
 import type { APIError } from 'openai';
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { RequestOptions } from 'openai/internal/request-options';
+import { responsesAsChat } from '../provider-batch/responses-api';
 import type { AgentCallResult, AgentTask } from '../contract/agent-task';
 import { FailureType } from '../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
@@ -44,6 +48,15 @@ export interface CompleteTaskOptions {
   attempt?: number;
   /** Aborts the call too (besides the activity's cancellation); the call then throws this signal's reason. */
   signal?: AbortSignal;
+  /**
+   * `flex`: OpenAI's flex tier (batch prices, slower; a 429 `resource_unavailable` when capacity is short, waited out with
+   * backoff inside the attempt). Default: the provider's standard tier.
+   */
+  serviceTier?: 'flex';
+  /** Epoch ms from which a flex call is sent at the standard tier instead: the batch's deadline is near. */
+  standardTierFromMs?: number;
+  /** `responses`: the call goes to /v1/responses (responses-api.ts). Default `chat`: /v1/chat/completions. */
+  api?: 'chat' | 'responses';
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -185,25 +198,28 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
       const request = linkedSignal(signal, Math.ceil(deadlineMs));
       const startedAt = dependencies.clock();
+      const flex = call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
-        const { data: completion, response } = await dependencies.llm.chat.completions
-          .create(
-            {
-              model,
-              messages,
-              ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
-              ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
-            },
-            {
-              signal: request.signal,
-              headers: correlationHeaders(task, attempt, info),
-              // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
-              // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
-              timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
-              maxRetries: 0,
-            },
-          )
-          .withResponse();
+        const params = {
+          model,
+          messages,
+          ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
+          ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+          ...(flex ? { service_tier: 'flex' as const } : {}),
+        };
+        const { data: completion, response } = await sendRequest(
+          dependencies.llm,
+          call.api,
+          params,
+          {
+            signal: request.signal,
+            headers: correlationHeaders(task, attempt, info),
+            // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
+            // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
+            timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
+            maxRetries: 0,
+          },
+        );
         const choice = completion?.choices?.[0];
         if (!choice || typeof choice.message !== 'object' || choice.message === null) {
           release({ kind: 'failed', headers: response.headers });
@@ -225,6 +241,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
             : undefined,
           attempt,
           durationMs: Math.round(dependencies.clock() - startedAt),
+          ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
           ...(pacing ? { pacing } : {}),
         };
       } catch (error) {
@@ -249,11 +266,13 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
         }
         rateLimitedResponses += 1;
         const retryAfter = retryAfterMs(error.headers);
-        release({ kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter });
+        // Flex capacity running short is not the key's rate limit: the pacer is not taught it, the call backs off here.
+        const flexRefused = flex && isFlexUnavailable(error);
+        release(flexRefused ? { kind: 'abandoned' } : { kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter });
         // Without a budget (an old schedule), the 429 goes back to Temporal's retry policy as it always did.
         if (rateLimitWaitMs === 0) throw toAgentFailure(error, failureContext);
         // Paced, the key is now paused for the Retry-After and the next acquire waits; unpaced, wait here.
-        if (!keyPacer) {
+        if (!keyPacer || flexRefused) {
           const backoff = Math.max(100, retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5)));
           try {
             await abortableDelay(backoff, waitSignal);
@@ -287,6 +306,19 @@ function linkAborts(target: AbortController, sources: readonly (AbortSignal | un
     links.push(() => source.removeEventListener('abort', onAbort));
   }
   return () => links.forEach((unlinkOne) => unlinkOne());
+}
+
+/** Sends the request to chat completions, or to the Responses API (answer shaped as a chat completion). */
+function sendRequest(llm: ChatClient, api: CompleteTaskOptions['api'], params: ChatCompletionCreateParamsNonStreaming, options: RequestOptions) {
+  if (api !== 'responses') return llm.chat.completions.create(params, options).withResponse();
+  if (!('responses' in llm)) throw ApplicationFailure.nonRetryable('the worker\'s LLM client has no Responses API (api: "responses")', FailureType.InvalidInput);
+  return responsesAsChat(llm as Pick<OpenAI, 'responses'>, params, options);
+}
+
+/** OpenAI's 429 when flex capacity is short (`resource_unavailable`), as against a rate limit. */
+function isFlexUnavailable(error: APIError): boolean {
+  const body = error.error as { code?: unknown } | undefined;
+  return error.code === 'resource_unavailable' || body?.code === 'resource_unavailable';
 }
 
 /**

@@ -80,6 +80,8 @@ export interface AgentCallResult {
   costUsd?: number;
   /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
   unpriced?: boolean;
+  /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
+  serviceTier?: string;
   /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */
   pacing?: PacingReport;
   /** An agent with tools: the model steps it took and its transcript in the payload store. */

@@ -38,7 +38,7 @@ export function priceOf(model: string, usage: TokenUsage | undefined, table: Pri
 export type CostFields = { costUsd: number; unpriced?: never } | { costUsd?: never; unpriced: true };
 
 /** Adds the cost fields to a call's result. */
-export function withCost<T extends { model: string; usage?: TokenUsage }>(call: T, table: PriceTable, tier: PriceTier = 'standard'): T & CostFields {
-  const costUsd = priceOf(call.model, call.usage, table, tier);
+export function withCost<T extends { model: string; usage?: TokenUsage; serviceTier?: string }>(call: T, table: PriceTable, tier?: PriceTier): T & CostFields {
+  const costUsd = priceOf(call.model, call.usage, table, tier ?? (call.serviceTier === 'flex' ? 'flex' : 'standard'));
   return costUsd === undefined ? { ...call, unpriced: true } : { ...call, costUsd };
 }

@@ -21,6 +21,12 @@ export const providerBatchSimSchema = z.strictObject({
   errorRate: z.number().min(0).max(1).default(0),
   /** Most prompt tokens (words) of one model enqueued in unfinished OpenAI batches; over it a new batch fails `token_limit_exceeded`. */
   enqueuedTokenLimit: z.number().int().min(1).optional(),
+  /**
+   * Probability per chat completion sent with `service_tier: "flex"` of a 429 `resource_unavailable` (OpenAI's answer
+   * when flex capacity is short), rolled from the seed per task and request. A prompt marker `[sim flex-busy=N]` refuses
+   * the first N flex requests of its task instead. Standard-tier requests are never refused this way.
+   */
+  flexUnavailableRate: z.number().min(0).max(1).default(0),
   /** Real ms each request of a phase waits before it is answered (the work is done on arrival): for crash tests. */
   latencyMs: z.strictObject({ upload: z.number().min(0).default(0), create: z.number().min(0).default(0), download: z.number().min(0).default(0) }).default({ upload: 0, create: 0, download: 0 }),
 });
@@ -152,7 +158,14 @@ function answerTo(prompt: string): string {
 
 const ANTHROPIC_CUSTOM_ID = /^[a-zA-Z0-9_-]{1,64}$/;
 
+const FLEX_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)*\s+flex-busy=(\d+)(?:\s+[a-z-]+=[^\s\]]+)*\s*\]/;
+
 export interface ProviderBatchesSimulator {
+  /**
+   * For a chat completion: true when it asked for the flex tier and flex capacity is "short" for it (marker or rate);
+   * the simulator then answers 429 resource_unavailable. Counts flex requests per task.
+   */
+  flexRefused(body: { service_tier?: unknown }, taskId: string, prompt: string): boolean;
   /** Answers the request when its path is one of the batch APIs; false otherwise. */
   handle(request: IncomingMessage, response: ServerResponse, path: string): Promise<boolean>;
   stats(): ProviderBatchStats;
@@ -515,7 +528,17 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     return send(response, 200, anthropicBatch(batch, baseUrl));
   }
 
+  let flexRequests = new Map<string, number>();
+
   return {
+    flexRefused(body, taskId, prompt) {
+      if (body.service_tier !== 'flex') return false;
+      const count = (flexRequests.get(taskId) ?? 0) + 1;
+      flexRequests.set(taskId, count);
+      const marked = FLEX_MARKER.exec(prompt)?.[1];
+      if (marked !== undefined) return count <= Number(marked);
+      return roll(options.seed(), 'flex', taskId, count) < options.config().flexUnavailableRate;
+    },
     async handle(request, response, path) {
       const url = new URL(request.url ?? '/', 'http://simulator');
       if (path === '/v1/files' || path.startsWith('/v1/files/')) await openAiFiles(request, response, path, url);
@@ -531,6 +554,7 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     reset: () => {
       files = new Map();
       batches = new Map();
+      flexRequests = new Map();
       stats = emptyStats();
     },
   };

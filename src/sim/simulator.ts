@@ -10,6 +10,7 @@ import {
   type SimulatorConfigInput,
 } from './config';
 import { scriptedCompletion } from './tool-calls';
+import { chatReplyAsResponse, responsesRequestAsChat } from '../provider-batch/responses-api';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
 import { rateLimitTokens, SimulatedRateLimiter, type Admission, type RateLimitKind, type RateLimiterSnapshot } from './rate-limits';
 
@@ -86,6 +87,7 @@ function sendJson(response: ServerResponse, status: number, body: unknown, heade
 
 interface ChatRequestBody {
   model?: string;
+  service_tier?: string;
   messages?: { role?: string; content?: unknown }[];
   max_tokens?: number;
   max_completion_tokens?: number;
@@ -174,7 +176,7 @@ export async function startSimulator(
     return Math.round(minMs + roll(config.seed, 'latency', taskId) * (maxMs - minMs));
   }
 
-  async function chatCompletion(request: IncomingMessage, response: ServerResponse): Promise<void> {
+  async function chatCompletion(request: IncomingMessage, response: ServerResponse, api: 'chat' | 'responses' = 'chat'): Promise<void> {
     const arrivedAt = Date.now();
     inFlight += 1;
     maxInFlight = Math.max(maxInFlight, inFlight);
@@ -214,7 +216,8 @@ export async function startSimulator(
     const text = await readBody(request);
     let body: ChatRequestBody;
     try {
-      body = JSON.parse(text) as ChatRequestBody;
+      const parsed = JSON.parse(text) as Record<string, unknown>;
+      body = (api === 'responses' ? responsesRequestAsChat(parsed) : parsed) as ChatRequestBody;
     } catch {
       entry.outcome = 400;
       sendJson(response, 400, { error: { message: 'simulated: request body is not JSON', type: 'invalid_request_error' } });
@@ -254,6 +257,12 @@ export async function startSimulator(
     // Computed when the answer is written, after its charge is settled: what the client reads is current.
     const rateLimitHeaders = (): Record<string, string> => admitted?.headers() ?? {};
 
+    if (providerBatches.flexRefused(body, entry.taskId, prompt)) {
+      entry.outcome = 429;
+      settleTokens(pending.promptTokens);
+      sendJson(response, 429, { error: { message: 'simulated: Resource unavailable for the flex tier; retry later or use the default tier', type: 'rate_limit_error', param: null, code: 'resource_unavailable' } }, rateLimitHeaders());
+      return;
+    }
     const fault = chooseFault(entry.taskId, entry.taskRequest, prompt);
     entry.fault = fault.kind;
     entry.latencyMs = latencyFor(entry.taskId, prompt);
@@ -300,15 +309,17 @@ export async function startSimulator(
       const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
       const completionTokens = countTokens(output);
       settleTokens(pending.promptTokens + completionTokens);
-      sendJson(response, 200, {
+      const reply = {
         id: `chatcmpl-sim-${entry.seq}`,
         object: 'chat.completion',
         created: Math.floor(Date.now() / 1000),
         model: body.model ?? 'sim-model',
         system_fingerprint: 'simulated',
+        service_tier: body.service_tier === 'flex' ? 'flex' : 'default',
         choices: [{ index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null }],
         usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
-      }, rateLimitHeaders());
+      };
+      sendJson(response, 200, api === 'responses' ? chatReplyAsResponse(reply) : reply, rateLimitHeaders());
     }, entry.latencyMs);
   }
 
@@ -348,6 +359,7 @@ export async function startSimulator(
     const path = (request.url ?? '/').split('?')[0];
     const handle = async () => {
       if (request.method === 'POST' && path === '/v1/chat/completions') return chatCompletion(request, response);
+      if (request.method === 'POST' && path === '/v1/responses') return chatCompletion(request, response, 'responses');
       if (await providerBatches.handle(request, response, path)) return;
       if (request.method === 'GET' && path === '/v1/models') {
         return sendJson(response, 200, {
