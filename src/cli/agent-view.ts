@@ -69,5 +69,5 @@ export async function withTranscripts<T extends { results?: AgentResult[]; synth
 
 /** One agent event as `fanout watch` prints it. */
 export function formatAgentEvent(taskId: string, event: AgentProgress['events'][number]): string {
-  return `${new Date(event.at).toISOString().slice(11, 23)} ${event.type} ${taskId} step ${event.step}: ${event.detail}`;
+  return `${new Date(event.at).toISOString().slice(11, 23)} ${taskId} step ${event.step} ${event.type}: ${event.detail}`;
 }
