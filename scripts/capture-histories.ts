@@ -23,6 +23,9 @@ import { historyToJson } from '../test/support/history-json';
 import { startTestServers, startTestWorker, type TestWorker } from '../test/support/test-stack';
 import { waitFor } from '../test/support/wait-for';
 import { agentScenarios } from './agent-scenarios';
+import type { SimulatorConfigInput } from '../src/sim/config';
+import { startSimulator, type Simulator } from '../src/sim/simulator';
+import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult, ProviderBatchRouteOptions } from '../src/workflows/provider-batch';
 
 const FIXTURES = path.resolve(__dirname, '..', 'test', 'fixtures', 'histories');
 
@@ -183,7 +186,59 @@ const scenarios: Scenario[] = [
     },
   },
   ...agentScenarios,
+  ...providerBatchScenarios(),
 ];
+
+/**
+ * The provider-batch route: one answered part, one part with an expired item handed back (its retry file joined), and a
+ * run cancelled while its batches run (cancel, collect, rethrow). Their provider batches go to a simulator of their own,
+ * which the worker's batch clients reach through OPENAI_BASE_URL (read when the first of them is made).
+ */
+function providerBatchScenarios(): Scenario[] {
+  let simulator: Promise<Simulator> | undefined;
+  const batchSimulator = async (config: SimulatorConfigInput): Promise<Simulator> => {
+    simulator ??= startSimulator(config).then((started) => {
+      process.env.OPENAI_BASE_URL = started.baseUrl;
+      process.env.OPENAI_API_KEY = 'fixtures';
+      return started;
+    });
+    const started = await simulator;
+    started.configure(config);
+    started.reset();
+    return started;
+  };
+  const start = async (stack: TestWorker, workflowId: string, directory: string, count: number, prompt: (index: number) => string, options: ProviderBatchRouteOptions) => {
+    const source = writeTasks(directory, count, prompt, workflowId);
+    const input: ProviderBatchInput = { batchId: workflowId, source, spool: path.join(directory, `${workflowId}.spool`), options: { pollIntervalMs: 200, maxPollIntervalMs: 500, ...options } };
+    return stack.client.client.workflow.start('providerBatch', { taskQueue: stack.taskQueue, workflowId, args: [input] });
+  };
+  return [
+    {
+      name: 'provider-batch',
+      async run(stack, workflowId, directory) {
+        await batchSimulator({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1000 } });
+        const handle = await start(stack, workflowId, directory, 6, (index) => (index === 4 ? 'late [sim batch=expired]' : `item ${index}`), { maxRequestsPerPart: 3 });
+        const result = (await handle.result()) as ProviderBatchResult;
+        expectThat(result.succeeded === 5 && result.retry !== undefined && result.providerBatches.length === 2, this.name, 'answer 5 items in 2 parts and hand 1 back');
+        return handle;
+      },
+    },
+    {
+      name: 'provider-batch-cancelled',
+      async run(stack, workflowId, directory) {
+        const started = await batchSimulator({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
+        const handle = await start(stack, workflowId, directory, 6, (index) => `item ${index}`, {});
+        await waitFor('the provider batch to be created', () => started.batchStats().batchesCreated === 1);
+        await waitFor('a poll to see it running', async () => (await handle.query<ProviderBatchProgress>('providerBatchProgress')).providerBatches[0]?.status === 'in_progress');
+        await handle.cancel();
+        const { error } = await outcomeOf(handle.result());
+        expectThat(isCancelled(error) && started.batchStats().cancelled >= 1, this.name, 'end cancelled, its provider batch cancelled');
+        await started.close();
+        return handle;
+      },
+    },
+  ];
+}
 
 /** Every run of the workflow's chain, first to last: from the latest run back along each run's continued-from id. */
 async function chainOf(handle: WorkflowHandle): Promise<string[]> {
