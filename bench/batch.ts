@@ -79,7 +79,7 @@ async function bigScenario(server: DevServer): Promise<string> {
     const sink = path.join(directory, 'big.jsonl');
     const batchId = `big-${Date.now()}`;
     const startedAt = performance.now();
-    const handle = await client.startBatch({ source, sink, batchId, options: { concurrency: 200, pageSize: 500, flushEvery: 500 } });
+    const handle = await client.startBatch({ source, sink, batchId, options: { concurrency: 200, pageSize: 500 } });
     let rssPeak = 0;
     const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, peakRssMb(worker.pid as number))), 2000);
     const summary = await handle.result();

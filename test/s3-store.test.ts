@@ -123,7 +123,7 @@ describe('a batch on two machines that share no disk', () => {
     await storage.write(source, Array.from({ length: 300 }, (_, index) => JSON.stringify({ id: `s3-${index}`, prompt: `item ${index}` })).join('\n'));
 
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue, store: new PayloadStore(storage, bucketUri('store')) });
-    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000, flushEvery: 25 } });
+    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
     await waitFor('a third of the batch to finish', async () => (await handle.progress()).done >= 100, { timeoutMs: 60_000 });
     await first.kill();
     const summary = await handle.result();
@@ -158,7 +158,7 @@ describe('a batch on two machines that share no disk', () => {
     writeFileSync(source, Array.from({ length: 200 }, (_, index) => JSON.stringify({ id: `d-${index}`, prompt: `x [sim latency=300]` })).join('\n'));
     const sink = bucketUri(`${uniqueName('down')}/results.jsonl`);
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue, store: new PayloadStore(storage, bucketUri('store')) });
-    const handle = await client.startBatch({ source, sink, options: { concurrency: 10, storageAttempts: 2, flushEvery: 5 } });
+    const handle = await client.startBatch({ source, sink, options: { concurrency: 10, storageAttempts: 2 } });
     await waitFor('some results', async () => (await handle.progress()).done >= 10, { timeoutMs: 60_000 });
     await s3.stop();
     await expect(handle.result()).rejects.toThrow();

@@ -10,7 +10,8 @@ import { createFanoutWorker } from '../src/worker';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { decodePayload } from './support/history';
 import { ROOT } from './support/paths';
-import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { useTestServers } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 /**
@@ -23,7 +24,7 @@ const BEFORE_PATCH = 'b6324a738a872a903c38afaa75e3a120a7f38ff7';
 const PATCH_ID = 'batch-progress-memo';
 const NONDETERMINISM = temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR;
 
-let servers: TestServers;
+const suite = useTestServers({ simulator: { latency: { minMs: 200, maxMs: 300 } } });
 let scratch: string;
 let oldBundle: string;
 
@@ -57,13 +58,13 @@ function patchIdOf(event: temporal.api.history.v1.IHistoryEvent): string | undef
 /** A worker in this process on `taskQueue` running the workflow bundle at `bundle`. */
 async function startWorker(taskQueue: string, bundle: string, identity: string): Promise<{ stop(): Promise<void> }> {
   const worker = await createFanoutWorker({
-    connection: servers.server.nativeConnection,
+    connection: suite.servers.server.nativeConnection,
     taskQueue,
     identity,
     workflowBundlePath: bundle,
     heartbeatThrottleMs: 300,
     shutdownGraceMs: 5_000,
-    activities: { llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: 'test-key' }) },
+    activities: { llm: createLlmClient({ baseURL: suite.servers.simulator.baseUrl, apiKey: 'test-key' }) },
   });
   const running = worker.run();
   return {
@@ -76,11 +77,10 @@ async function startWorker(taskQueue: string, bundle: string, identity: string):
 
 beforeAll(async () => {
   scratch = mkdtempSync(path.join(tmpdir(), 'fanout-versioning-'));
-  [servers, oldBundle] = await Promise.all([startTestServers({ simulator: { latency: { minMs: 200, maxMs: 300 } } }), bundleAt(BEFORE_PATCH)]);
+  oldBundle = await bundleAt(BEFORE_PATCH);
 });
 
-afterAll(async () => {
-  await servers?.stop();
+afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -89,7 +89,7 @@ describe('deploying a patched batch workflow while a batch runs', () => {
     const newBundle = process.env.FANOUT_WORKFLOW_BUNDLE;
     if (!newBundle) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
     const taskQueue = uniqueName('tq');
-    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+    const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
     const directory = batchDirectory();
     const source = writeTasks(directory, 40, (index) => `item ${index}`, 'deploy');
     const sink = path.join(directory, 'deploy.out.jsonl');
@@ -97,11 +97,11 @@ describe('deploying a patched batch workflow while a batch runs', () => {
     const oldWorker = await startWorker(taskQueue, oldBundle, 'old-code');
     let newWorker: { stop(): Promise<void> } | undefined;
     try {
-      const handle = await client.startBatch({ source, sink, options: { concurrency: 4, pageSize: 10, flushEvery: 4 } });
+      const handle = await client.startBatch({ source, sink, options: { concurrency: 4, pageSize: 10 } });
       await waitFor('the old worker to finish about a third of the batch', async () => (await handle.progress()).done >= 12);
       await oldWorker.stop();
       // No worker answers queries now: the simulator says how far the old worker got.
-      const answered = () => servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
+      const answered = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
       expect(answered().length).toBeGreaterThanOrEqual(12);
       expect(answered().length).toBeLessThan(40);
       // The old code does not know the patch: nothing of it in the run so far.

@@ -1,32 +1,51 @@
-import { setMaxListeners } from 'node:events';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
 import type { PacingReport } from '../contract/pacing';
-import { FailureType, NON_RETRYABLE_FAILURE_TYPES } from '../contract/failure-types';
-import { segmentName } from '../contract/location';
+import { FailureType, isRetryableFailure } from '../contract/failure-types';
 import { InvalidInputError } from '../contract/validation';
-import { assembleSink, carryOkLines, keptSegment, okIds, writeItemLine, writeSegment, type FlushItem } from '../batch/result-sink';
-import { readEntries, readTaskAt, scanTaskSource, SourceChanged } from '../batch/task-source';
+import {
+  assembleSink,
+  carryOkLines,
+  journaled,
+  journalItem,
+  probeWritable,
+  removeLeftovers,
+  SegmentMissing,
+  sealedLines,
+  sealLane,
+  todoFile,
+  type AssembledSink,
+  type LaneLedger,
+} from '../batch/spool';
+import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../batch/task-source';
+import { decodeLine } from '../batch/lines';
 import { StorageError, type ObjectStorage } from '../store';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
+import { recordLaneCall } from '../metrics/activity-interceptor';
 import { completeTask, type AgentCallDependencies } from './agent-call';
 import { RecentCalls } from './recent-calls';
 
-function invalid(error: InvalidInputError): ApplicationFailure {
-  return ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
+/** Longest error message kept in a result line: a gateway's HTML error page must not fill the sink or a payload. */
+export const MAX_ERROR_MESSAGE_CHARS = 1000;
+
+export function clipped(message: string): string {
+  return message.length <= MAX_ERROR_MESSAGE_CHARS ? message : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}… (${message.length} characters)`;
 }
 
+/** Storage activities heartbeat every 3 s once they have run that long (their heartbeat timeout is 10 s). */
+const STORAGE_HEARTBEAT_MS = 3000;
 /**
- * Heartbeats every 3 s while `work` runs, so a worker that dies mid-way is noticed within the activity's short heartbeat
- * timeout (10 s) instead of its start-to-close timeout. The first heartbeat waits those 3 s too: the heartbeat timeout
- * already runs from the start, and most page reads and flushes end sooner, so they cost no heartbeat (a billed action).
+ * A lane heartbeats every 15 s once it has run that long: with the lane's 45 s heartbeat timeout, Temporal retries a
+ * dead worker's lane within a minute even when nothing else notices, and a lane shorter than 15 s sends none.
  */
-async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
+const LANE_HEARTBEAT_MS = 15_000;
+
+async function heartbeating<T>(everyMs: number, work: () => Promise<T>): Promise<T> {
   const context = Context.current();
-  const timer = setInterval(() => context.heartbeat(), STORAGE_HEARTBEAT_MS);
+  const timer = setInterval(() => context.heartbeat(), everyMs);
   try {
     return await work();
   } finally {
@@ -34,46 +53,45 @@ async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
   }
 }
 
-const STORAGE_HEARTBEAT_MS = 3000;
-
-/** Maps what batch I/O throws to failures with stable types: bad input and changed files are never retried. */
+/** Maps what batch I/O throws to failures with stable types: bad input, changed files and lost results are never retried. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof InvalidInputError) throw invalid(error);
-    if (error instanceof SourceChanged) throw ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
-    if (error instanceof StorageError) {
-      throw ApplicationFailure.create({
-        type: error.code === 'Unavailable' ? FailureType.StorageUnavailable : FailureType.PayloadUnavailable,
-        message: error.message,
-        // A missing object or a refused permission is worth a few retries (a store being set up); the policy bounds them.
-        nonRetryable: error.code === 'Invalid',
-      });
-    }
-    throw error;
+    throw asFailure(error);
   }
 }
 
-/** Ok ids a resume skips, read once per worker process from the resume's segment 0. */
-const skipSets = new Map<string, Promise<Set<string>>>();
-function skipSet(storage: ObjectStorage, spool: string | undefined): Promise<Set<string>> | undefined {
-  if (spool === undefined) return undefined;
-  const uri = keptSegment(spool);
-  let set = skipSets.get(uri);
-  if (!set) {
-    set = okIds(storage, uri);
-    set.catch(() => skipSets.delete(uri));
-    skipSets.set(uri, set);
+function asFailure(error: unknown): unknown {
+  // A stream's own error (a missing segment) comes back wrapped by the store that was writing it.
+  if (error instanceof StorageError && error.cause instanceof SegmentMissing) return asFailure(error.cause);
+  if (error instanceof InvalidInputError) {
+    return ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
   }
-  return set;
+  if (error instanceof SourceChanged) return ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
+  if (error instanceof SegmentMissing) return ApplicationFailure.create({ type: FailureType.ResultsMissing, message: error.message, nonRetryable: true });
+  if (error instanceof StorageError) {
+    return ApplicationFailure.create({
+      type: error.code === 'Unavailable' ? FailureType.StorageUnavailable : FailureType.PayloadUnavailable,
+      message: error.message,
+      // A missing object or a refused permission is worth a few retries (a store being set up); the policy bounds them.
+      nonRetryable: error.code === 'Invalid',
+    });
+  }
+  return error;
 }
 
 export interface ScanResult {
+  /** Items this batch (or this resume) runs. */
   total: number;
+  /** Items already ok in the sink when a resume began. */
   alreadyOk: number;
-  /** The source's first page, when the scan was asked for it (`firstPageSize`): the batch starts without reading it. */
-  firstPage?: BatchPage;
+  /** The file the batch runs: the source, or a resume's copy of the task lines still to run. */
+  file: string;
+  /** Its size when scanned: a batch runs exactly that, and a file that changes size fails it (SourceChanged). */
+  fileBytes: number;
+  /** The file's first page, so the batch starts without reading it. */
+  firstPage: BatchPage;
   /** How long this worker's recent calls of the first task's model took, ms (RecentCalls), if it made enough lately. */
   typicalCallMs?: number;
 }
@@ -84,164 +102,271 @@ export interface BatchPage {
   eof: boolean;
 }
 
-export interface BatchItemResult {
-  id: string;
+/** An item a lane could not finish in this attempt for a reason worth another (a retryable failure). */
+export interface LaneRetry {
+  entry: BatchEntry;
+  /** Attempts made so far, this one included. */
   attempts: number;
-  durationMs: number;
-  usage?: TokenUsage;
-  /** US dollars of the call; absent when `unpriced` (see AgentCallResult). */
-  costUsd?: number;
-  unpriced?: boolean;
-  /** The result line, when small enough to travel inline. */
-  line?: BatchResultLine;
-  /** Where the result line is stored, when it is large. */
-  lineRef?: string;
-  /** Bytes of the line in the sink. */
-  bytes: number;
+}
+
+/** What a lane reports. Its result lines are in its segment of the spool, never here. */
+export interface LaneResult {
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  costUsd: number;
+  unpricedCalls: number;
+  /** Items to run again, each as a lane of its own, with the attempts they have left. */
+  retry: LaneRetry[];
+  /** Items not run because the lane was cancelled: a resume runs them. */
+  notRun: number;
+  /** The lane's calls' total duration and count, ms, for the batch's moving average. */
+  callMsTotal: number;
+  calls: number;
   /** The worker's pacing, when it moved or was last reported over 5 s ago (see AgentCallResult). */
   pacing?: PacingReport;
 }
 
-/** One item of a chunk: its result, or why it failed (the workflow decides whether it runs again). */
-export type BatchChunkItem =
-  | { ok: BatchItemResult; failed?: undefined }
-  | { ok?: undefined; failed: { id: string; type: string; message: string; retryable: boolean; durationMs: number } };
-
-export interface BatchChunkResult {
-  /** In the order of the chunk's entries. */
-  items: BatchChunkItem[];
+export interface LaneInput {
+  /** The file the batch runs (ScanResult.file) and its scanned size. */
+  file: string;
+  fileBytes: number;
+  spool: string;
+  /** The lane's name (spool.laneName): its journal and segment. */
+  lane: string;
+  entries: BatchEntry[];
+  /** Calls at once: 1 but for very wide batches. */
+  parallel: number;
+  /** Each call's budget, ms: its request deadline plus the rate-limit wait (agentTimeoutMs + RATE_LIMIT_WAIT_MS). */
+  itemAttemptMs: number;
+  /** Attempts an item retried on its own had before this lane (its header then says its real attempt). */
+  priorAttempts?: number;
+  /** The run's maximumAttempts, so a lane knows when an item has none left. */
+  maximumAttempts: number;
+  /** The batch's id, which the lane's calls name in `x-fanout-workflow-id`. */
+  batchId: string;
 }
 
-/** The activities of the `batch` workflow: reading the source in pages, running items, writing the sink. */
+function emptyResult(): LaneResult {
+  return { succeeded: 0, failed: 0, tokens: { prompt: 0, completion: 0, total: 0 }, costUsd: 0, unpricedCalls: 0, retry: [], notRun: 0, callMsTotal: 0, calls: 0 };
+}
+
+function tally(result: LaneResult, text: string): void {
+  const line = JSON.parse(text) as BatchResultLine;
+  if (line.status === 'ok') result.succeeded += 1;
+  else result.failed += 1;
+  result.tokens.prompt += line.usage?.promptTokens ?? 0;
+  result.tokens.completion += line.usage?.completionTokens ?? 0;
+  result.tokens.total += line.usage?.totalTokens ?? 0;
+  result.costUsd += line.costUsd ?? 0;
+  if (line.unpriced) result.unpricedCalls += 1;
+}
+
+function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
+  const failure = error instanceof ApplicationFailure ? error : undefined;
+  const type = failure?.type ?? FailureType.Unknown;
+  return { type, message: clipped(error instanceof Error ? error.message : String(error)), retryable: isRetryableFailure(type, failure?.nonRetryable ?? false) };
+}
+
+function failedLine(id: string, error: { type: string; message: string }, attempts: number, durationMs: number): string {
+  const line: BatchResultLine = { id, status: 'failed', error: { type: error.type, message: error.message }, attempts, durationMs };
+  return JSON.stringify(line);
+}
+
+/** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
 export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
   const { storage } = dependencies;
   const recentCalls = new RecentCalls(dependencies.clock);
 
-  async function runItem(source: string, spool: string, entry: BatchEntry, inlineLineBytes: number, attemptMs?: number): Promise<BatchItemResult> {
-    const task = await mapped(() => readTaskAt(storage, source, entry));
-    const startedAt = dependencies.clock();
-    const call = withCost(await completeTask(task, dependencies, { attemptMs }), dependencies.prices);
-    const cost = call.unpriced ? { unpriced: true } : { costUsd: call.costUsd };
-    const line: BatchResultLine = {
-      id: task.id,
-      status: 'ok',
-      output: call.output ?? '',
-      attempts: call.attempt,
-      durationMs: Math.round(dependencies.clock() - startedAt),
-      usage: call.usage,
-      ...cost,
-      model: call.model,
-    };
-    recentCalls.record(task.model ?? dependencies.defaultModel, line.durationMs);
-    const text = JSON.stringify(line);
-    const bytes = Buffer.byteLength(text, 'utf8') + 1;
-    const summary = { id: task.id, attempts: call.attempt, durationMs: line.durationMs, usage: call.usage, ...cost, bytes, ...(call.pacing ? { pacing: call.pacing } : {}) };
-    if (bytes <= inlineLineBytes) return { ...summary, line };
-    const lineRef = await mapped(() => writeItemLine(storage, spool, segmentName(task.id), text));
-    return { ...summary, lineRef };
+  /** The lane's items as stored, read in one range and checked to be the ones its page named. */
+  async function readLane(input: LaneInput): Promise<Buffer[]> {
+    const size = await storage.size(input.file);
+    if (size !== input.fileBytes) {
+      throw new SourceChanged(`the task file ${input.file} changed while the batch ran: it is ${size ?? 'no longer there'} bytes, it was ${input.fileBytes}`);
+    }
+    const first = input.entries[0];
+    const last = input.entries[input.entries.length - 1];
+    const range = await storage.readRange(input.file, first.offset, last.offset + last.length - first.offset);
+    return input.entries.map((entry) => range.subarray(entry.offset - first.offset, entry.offset - first.offset + entry.length));
+  }
+
+  function taskOf(input: LaneInput, entry: BatchEntry, raw: Buffer) {
+    const { task } = parseTaskLine(raw.length === entry.length ? decodeLine(raw) : undefined, `${input.file} at byte ${entry.offset}`);
+    if (!task || task.id !== entry.id) {
+      throw new SourceChanged(`the task file ${input.file} changed while the batch ran: byte ${entry.offset} no longer holds task "${entry.id}"`);
+    }
+    return task;
   }
 
   return {
     /**
-     * Validates the whole source; a resume first carries the ok lines of the sink (and of any leftover spool) over. Asked
-     * for it, returns the first page too (one activity fewer before the first call), and the worker's recent call length.
+     * Validates the whole task file and returns its first page. A resume first carries the ok lines of the sink (and of
+     * spools stopped runs left) into its own spool, and copies the task lines still to run to `todo.jsonl`, which the
+     * batch then runs: no set of ids is kept anywhere while it runs.
      */
-    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean; firstPageSize?: number }): Promise<ScanResult> {
-      return heartbeating(() =>
+    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean; firstPageSize: number }): Promise<ScanResult> {
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(async () => {
-          let kept = 0;
-          if (input.resume) kept = await carryOkLines(storage, input.sink, input.spool);
-          else if (((await storage.size(input.sink)) ?? 0) > 0) {
+          let file = input.source;
+          let alreadyOk = 0;
+          if (input.resume) {
+            const ok = await carryOkLines(storage, input.sink, input.spool);
+            alreadyOk = ok.size;
+            await scanTaskSource(storage, input.source);
+            file = todoFile(input.spool);
+            await copyTasks(storage, input.source, file, ok);
+          } else if (((await storage.size(input.sink)) ?? 0) > 0) {
             throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another sink' }]);
-          } else await storage.checkWritable(input.sink);
-          const skip = await skipSet(storage, input.resume ? input.spool : undefined);
-          const scan = await scanTaskSource(storage, input.source, { skip });
+          } else {
+            await probeWritable(storage, input.sink);
+          }
+          const scan = await scanTaskSource(storage, file);
+          const fileBytes = (await storage.size(file)) ?? 0;
           const typicalCallMs = recentCalls.typicalMs(scan.firstModel ?? dependencies.defaultModel);
           return {
-            total: scan.toRun,
-            alreadyOk: kept,
-            ...(input.firstPageSize === undefined ? {} : { firstPage: await readEntries(storage, input.source, 0, input.firstPageSize, skip) }),
+            total: scan.tasks,
+            alreadyOk,
+            file,
+            fileBytes,
+            firstPage: await readEntries(storage, file, 0, input.firstPageSize, fileBytes),
             ...(typicalCallMs === undefined ? {} : { typicalCallMs }),
           };
         }),
       );
     },
 
-    async readBatchPage(input: { source: string; offset: number; limit: number; resumeSpool?: string }): Promise<BatchPage> {
-      return heartbeating(() => mapped(async () => readEntries(storage, input.source, input.offset, input.limit, await skipSet(storage, input.resumeSpool))));
+    async readBatchPage(input: { file: string; fileBytes: number; offset: number; limit: number }): Promise<BatchPage> {
+      return heartbeating(STORAGE_HEARTBEAT_MS, () => mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.fileBytes)));
     },
 
     /**
-     * Runs one item: reads its task from the source (checking it is still the one the page named), calls the model,
-     * and returns the result line, or a reference to it when it is larger than `inlineLineBytes`.
+     * Runs a lane: its items one after another (`parallel` at once), each answer journaled in the spool before the next
+     * call, so a retried attempt (a lost or killed worker) calls only what has no answer yet. Whatever ends it, the lane
+     * first aborts the calls it still has open. Cancelled (the batch cancelled, failed fast, or out of budget), it
+     * writes what it has and returns, so those answers reach the sink and the cost. A retryable failure of one item in a
+     * lane of several goes back to the workflow, which runs the item again as a lane of its own; a lane of one item
+     * throws it, so Temporal's retry policy (and the provider's Retry-After) decides.
      */
-    async runBatchItem(input: { source: string; spool: string; entry: BatchEntry; inlineLineBytes: number }): Promise<BatchItemResult> {
-      return runItem(input.source, input.spool, input.entry, input.inlineLineBytes);
-    },
-
-    /**
-     * Runs several items in one activity, `parallel` at a time, for short calls, where one activity per item would cost
-     * more in Temporal round trips than the calls themselves take. Each item's failure comes back as that item's outcome
-     * (the workflow runs a retryable one again as its own activity); a changed source, and the chunk's cancellation,
-     * end the whole chunk.
-     */
-    async runBatchChunk(input: {
-      source: string;
-      spool: string;
-      entries: BatchEntry[];
-      inlineLineBytes: number;
-      parallel?: number;
-      /** Each item's own budget (request deadline plus rate-limit wait), ms; by default the chunk's start-to-close. */
-      itemAttemptMs?: number;
-    }): Promise<BatchChunkResult> {
+    async runBatchLane(input: LaneInput): Promise<LaneResult> {
       const context = Context.current();
-      const { cancellationSignal } = context;
-      // Each call in flight links two listeners to the activity's signal (its wait budget and its request), and unlinks
-      // them when it ends: `parallel` calls at once are expected, not a leak for Node to warn about.
-      setMaxListeners(Math.max(10, 3 * (input.parallel ?? input.entries.length)), cancellationSignal);
-      const runOne = async (entry: BatchEntry): Promise<BatchChunkItem> => {
-        const startedAt = dependencies.clock();
-        try {
-          return { ok: await runItem(input.source, input.spool, entry, input.inlineLineBytes, input.itemAttemptMs) };
-        } catch (error) {
-          if (cancellationSignal.aborted) throw error;
-          const type = error instanceof ApplicationFailure ? (error.type ?? FailureType.Unknown) : FailureType.Unknown;
-          if (type === FailureType.SourceChanged || type === FailureType.SinkChanged) throw error;
-          const nonRetryable = (error instanceof ApplicationFailure && error.nonRetryable) || (NON_RETRYABLE_FAILURE_TYPES as readonly string[]).includes(type);
-          const message = error instanceof Error ? error.message : String(error);
-          return { failed: { id: entry.id, type, message, retryable: !nonRetryable, durationMs: Math.round(dependencies.clock() - startedAt) } };
-        }
-      };
-      // `parallel` calls at once, the next item starting as one ends.
-      const items: BatchChunkItem[] = new Array(input.entries.length);
-      let next = 0;
-      const slot = async (): Promise<void> => {
-        while (next < input.entries.length && !cancellationSignal.aborted) {
-          const index = next++;
-          items[index] = await runOne(input.entries[index]);
-        }
-      };
-      // A run with a heartbeat timeout hears from the whole chunk on a timer: its calls heartbeat only while one is in flight
-      // long enough, and a chunk of many short ones (and their reads between) outlasts the timeout without a word.
-      const heartbeatTimeoutMs = context.info.heartbeatTimeoutMs ?? 0;
-      const timer = heartbeatTimeoutMs > 0 ? setInterval(() => context.heartbeat(), heartbeatTimeoutMs * 0.4) : undefined;
-      try {
-        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel ?? input.entries.length, input.entries.length)) }, slot));
-      } finally {
-        clearInterval(timer);
+      const result = emptyResult();
+      const sealed = await mapped(() => sealedLines(storage, input.spool, input.lane));
+      if (sealed) {
+        // An earlier attempt sealed the lane and its completion was lost: report what it wrote.
+        for (const text of sealed) tally(result, text);
+        return result;
       }
-      if (cancellationSignal.aborted) throw cancellationSignal.reason;
-      return { items };
+      const done = context.info.attempt > 1 ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
+      for (const text of done.values()) tally(result, text);
+      const raws = await mapped(() => readLane(input));
+      const lane = new AbortController();
+      const onCancel = () => lane.abort(context.cancellationSignal.reason);
+      context.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+      const attempts = (input.priorAttempts ?? 0) + context.info.attempt;
+      const single = input.entries.length === 1;
+      let fatal: unknown;
+      let next = 0;
+      const runOne = async (index: number): Promise<void> => {
+        const entry = input.entries[index];
+        const task = taskOf(input, entry, raws[index]);
+        const startedAt = dependencies.clock();
+        let text: string;
+        try {
+          const call = withCost(await completeTask(task, dependencies, { attemptMs: input.itemAttemptMs, attempt: attempts, signal: lane.signal, runId: input.batchId }), dependencies.prices);
+          const durationMs = Math.round(dependencies.clock() - startedAt);
+          const line: BatchResultLine = {
+            id: task.id,
+            status: 'ok',
+            output: call.output ?? '',
+            attempts,
+            durationMs,
+            usage: call.usage,
+            ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+            model: call.model,
+          };
+          recentCalls.record(task.model ?? dependencies.defaultModel, durationMs);
+          recordLaneCall({ model: call.model, status: 'ok', attempt: attempts, seconds: durationMs / 1000, ...(call.usage ? { usage: call.usage } : {}), ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }) });
+          result.callMsTotal += durationMs;
+          result.calls += 1;
+          if (call.pacing) result.pacing = call.pacing;
+          text = JSON.stringify(line);
+        } catch (error) {
+          if (lane.signal.aborted) throw error;
+          const failure = failureOf(error);
+          const retrying = failure.retryable && attempts < input.maximumAttempts;
+          recordLaneCall({ model: task.model ?? dependencies.defaultModel, status: retrying ? 'retrying' : 'failed', failureType: failure.type, attempt: attempts, seconds: (dependencies.clock() - startedAt) / 1000 });
+          if (retrying) {
+            if (single) throw error;
+            result.retry.push({ entry, attempts });
+            return;
+          }
+          text = failedLine(entry.id, failure, attempts, Math.round(dependencies.clock() - startedAt));
+        }
+        // The answer is durable before the lane takes its next item: a crash from here on cannot cost this call again.
+        await mapped(() => journalItem(storage, input.spool, input.lane, index, text));
+        tally(result, text);
+      };
+      const slot = async (): Promise<void> => {
+        while (fatal === undefined && !lane.signal.aborted && next < input.entries.length) {
+          const index = next++;
+          if (done.has(index)) continue;
+          try {
+            await runOne(index);
+          } catch (error) {
+            fatal ??= error;
+            // Whatever ends the lane ends its other calls first: nothing it started outlives it.
+            lane.abort(error);
+          }
+        }
+      };
+      const heartbeat = setInterval(() => context.heartbeat(), LANE_HEARTBEAT_MS);
+      try {
+        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
+      } finally {
+        clearInterval(heartbeat);
+        context.cancellationSignal.removeEventListener('abort', onCancel);
+        lane.abort(new Error('lane ended'));
+      }
+      if (context.cancellationSignal.aborted && !context.cancellationDetails?.cancelRequested) {
+        // Timed out, lost or shut down: not sealed, so the next attempt carries on from the journal.
+        throw context.cancellationSignal.reason;
+      }
+      if (fatal !== undefined && !context.cancellationSignal.aborted) throw asFailure(fatal);
+      result.notRun = input.entries.length - result.succeeded - result.failed - result.retry.length;
+      // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
+      await mapped(() => sealLane(storage, input.spool, input.lane));
+      return result;
     },
 
-    /** Writes one numbered segment of results; repeating it (a retry, or a stale attempt) writes the same segment. */
-    async flushBatchResults(input: { spool: string; sequence: number; items: FlushItem[] }): Promise<{ bytes: number }> {
-      return heartbeating(() => mapped(async () => ({ bytes: await writeSegment(storage, input.spool, input.sequence, input.items) })));
+    /**
+     * Closes a lane that ended without sealing itself (its attempts spent, or a lane of one item that failed): writes
+     * its segment from its journal, with `failure` as the line of every item that has no answer there.
+     */
+    async sealBatchLane(input: { spool: string; lane: string; entries: BatchEntry[]; failure: { type: string; message: string }; attempts: number }): Promise<LaneResult> {
+      return mapped(async () => {
+        const done = await journaled(storage, input.spool, input.lane);
+        const failure = { type: input.failure.type, message: clipped(input.failure.message) };
+        const extra = input.entries.filter((_, index) => !done.has(index)).map((entry) => failedLine(entry.id, failure, input.attempts, 0));
+        const result = emptyResult();
+        for (const text of await sealLane(storage, input.spool, input.lane, extra)) tally(result, text);
+        return result;
+      });
     },
 
-    /** Concatenates the segments into the sink and removes the spool (finished, cancelled and failed batches alike). */
-    async finishBatch(input: { sink: string; spool: string; segments: number }): Promise<{ sinkBytes: number }> {
-      return heartbeating(() => mapped(async () => ({ sinkBytes: await assembleSink(storage, input.sink, input.spool, input.segments) })));
+    /**
+     * Writes the sink from the spool and counts what it holds (finished, cancelled and failed batches alike); a resume's
+     * sink replaces the one it resumed, whose stopped runs' spools then go.
+     */
+    async finishBatch(input: { sink: string; spool: string; ledger: LaneLedger; extra?: string[]; resumed: boolean }): Promise<AssembledSink> {
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(async () => {
+          const assembled = await assembleSink(storage, input.sink, input.spool, input.ledger, input.extra);
+          if (input.resumed) await removeLeftovers(storage, input.sink, input.spool.slice(`${input.sink}.parts/`.length));
+          return assembled;
+        }),
+      );
     },
   };
 }
+
+export type { TokenUsage };

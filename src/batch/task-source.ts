@@ -99,25 +99,28 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
   return { tasks, toRun, ...(firstModel === undefined ? {} : { firstModel }) };
 }
 
-/** Up to `limit` entries from byte `offset` on, skipping ids in `skip`; `nextOffset` is where the next page starts. */
+/**
+ * Up to `limit` entries from byte `offset` on, and none past byte `end` (the size the batch scanned: lines appended later
+ * are not the batch's); `nextOffset` is where the next page starts.
+ */
 export async function readEntries(
   storage: ObjectStorage,
   uri: string,
   offset: number,
   limit: number,
-  skip?: ReadonlySet<string>,
+  end = Number.POSITIVE_INFINITY,
 ): Promise<{ entries: BatchEntry[]; nextOffset: number; eof: boolean }> {
   const entries: BatchEntry[] = [];
   let nextOffset = offset;
   try {
     for await (const line of linesOf(storage, uri, offset, 0)) {
+      if (line.offset >= end) break;
       if (entries.length >= limit) return { entries, nextOffset, eof: false };
       nextOffset = line.offset + line.length + 1;
       if (line.text !== undefined && line.text.trim() === '') continue;
       const { task, issues } = parseTaskLine(line.text, `${uri} at byte ${line.offset}`);
       if (!task) throw new InvalidInputError(issues);
-      if (skip?.has(task.id)) continue;
-      entries.push({ id: task.id, name: task.name ?? task.id, offset: line.offset, length: line.length, line: line.line });
+      entries.push({ id: task.id, offset: line.offset, length: line.length });
     }
   } catch (error) {
     if (error instanceof InvalidInputError) throw error;
@@ -126,15 +129,26 @@ export async function readEntries(
   return { entries, nextOffset, eof: true };
 }
 
+/** Copies the task lines of `source` whose ids are not in `skip` to `target`, streamed (a resume's tasks still to run). */
+export async function copyTasks(storage: ObjectStorage, source: string, target: string, skip: ReadonlySet<string>): Promise<number> {
+  let copied = 0;
+  async function* kept(): AsyncGenerator<string> {
+    for await (const line of linesOf(storage, source)) {
+      if (line.text === undefined || line.text.trim() === '') continue;
+      const { task } = parseTaskLine(line.text, `${source} line ${line.line}`);
+      if (task && !skip.has(task.id)) {
+        copied += 1;
+        yield `${line.text}\n`;
+      }
+    }
+  }
+  try {
+    await storage.writeStream(target, kept());
+  } catch (error) {
+    unreadable(source, error);
+  }
+  return copied;
+}
+
 /** The source no longer holds, at an entry's place, the task the batch read there: it was changed under the batch. */
 export class SourceChanged extends Error {}
-
-/** The task stored at an entry's place in the source, checked to be the one the page named. */
-export async function readTaskAt(storage: ObjectStorage, uri: string, entry: Pick<BatchEntry, 'id' | 'offset' | 'length'>): Promise<AgentTask> {
-  const raw = await storage.readRange(uri, entry.offset, entry.length);
-  const { task } = parseTaskLine(raw.length === entry.length ? decodeLine(raw) : undefined, `${uri} at byte ${entry.offset}`);
-  if (!task || task.id !== entry.id) {
-    throw new SourceChanged(`the task file ${uri} changed while the batch ran: byte ${entry.offset} no longer holds task "${entry.id}"`);
-  }
-  return task;
-}

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { assembleLeftover, spoolOf } from '../batch/result-sink';
+import { assembleLeftover, probeWritable, spoolOf } from '../batch/spool';
 import { scanTaskSource } from '../batch/task-source';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
@@ -8,6 +8,7 @@ import { checkWorkflowId } from './workflow-id';
 import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../contract/batch';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
+import { windowProgressQuery } from '../workflows/batch/messages';
 
 /** What starts a batch. */
 export interface StartBatchRequest {
@@ -26,20 +27,55 @@ export interface BatchHandle {
   /** True when the id existed already and this handle attached to it. */
   readonly attached: boolean;
   progress(): Promise<BatchProgress>;
-  /** Cancels the in-flight calls; every finished result stays in the sink. */
-  cancel(): Promise<void>;
+  /**
+   * Cancels the batch: its calls in flight are aborted, and every answered one is written to the sink. Returns once the
+   * batch has ended (so no call of it starts after), unless `wait` is false.
+   */
+  cancel(options?: { wait?: boolean }): Promise<void>;
   /** Waits for the batch to end and returns its summary (results are in the sink). */
   result(): Promise<BatchSummary>;
   readonly workflow: WorkflowHandle;
 }
 
-function toBatchHandle(workflow: WorkflowHandle, attached: boolean): BatchHandle {
+/** The batch's progress: its own counts (windows that ended) plus those of its windows still running. */
+async function progressOf(client: Client, workflow: WorkflowHandle): Promise<BatchProgress> {
+  const base = await workflow.query(batchProgressQuery);
+  const windows = await Promise.all(
+    (base.runningWindows ?? []).map((id) => client.workflow.getHandle(id).query(windowProgressQuery).catch(() => undefined)),
+  );
+  const progress = { ...base, tokens: { ...base.tokens }, cost: base.cost ? { ...base.cost } : undefined };
+  for (const window of windows) {
+    if (!window) continue;
+    progress.succeeded += window.counters.succeeded;
+    progress.failed += window.counters.failed;
+    progress.tokens.prompt += window.counters.tokens.prompt;
+    progress.tokens.completion += window.counters.tokens.completion;
+    progress.tokens.total += window.counters.tokens.total;
+    if (progress.cost) {
+      progress.cost.usd += window.counters.cost.usd;
+      progress.cost.unpricedCalls += window.counters.cost.unpricedCalls;
+    }
+    progress.inFlight += window.inFlight;
+    progress.historyLength = Math.max(progress.historyLength, window.historyLength);
+    if (window.pacing) progress.pacing = window.pacing;
+  }
+  progress.done = progress.succeeded + progress.failed;
+  progress.pending = Math.max(0, progress.total - progress.done - progress.inFlight);
+  progress.callsPerSecond = (progress.done * 1000) / Math.max(1, progress.elapsedMs);
+  progress.etaSeconds = progress.callsPerSecond > 0 ? Math.max(0, progress.total - progress.done) / progress.callsPerSecond : null;
+  return progress;
+}
+
+function toBatchHandle(client: Client, workflow: WorkflowHandle, attached: boolean): BatchHandle {
   return {
     batchId: workflow.workflowId,
     attached,
     workflow,
-    progress: () => workflow.query(batchProgressQuery),
-    cancel: () => workflow.cancel().then(() => undefined),
+    progress: () => progressOf(client, workflow),
+    cancel: async ({ wait = true } = {}) => {
+      await workflow.cancel();
+      if (wait) await workflow.result().catch(() => undefined);
+    },
     result: () => workflow.result() as Promise<BatchSummary>,
   };
 }
@@ -70,7 +106,8 @@ async function checkSink(storage: ObjectStorage, source: string, sink: string): 
   if (await storage.isDirectory(sink)) refuse('is a directory; --out needs a file name, e.g. results.jsonl');
   if (((await storage.size(sink)) ?? 0) > 0) refuse('already holds results; resume that batch, or choose another --out');
   try {
-    await storage.checkWritable(sink);
+    // Created and removed, not judged from permission bits, which say yes for /proc.
+    await probeWritable(storage, sink);
   } catch (error) {
     if (error instanceof StorageError) refuse(`cannot be written (${error.message.slice(sink.length + 2)})`);
     throw error;
@@ -90,7 +127,7 @@ export async function startBatch(
   storage: ObjectStorage,
 ): Promise<BatchHandle> {
   const batchId = checkWorkflowId(request.batchId ?? newId(), 'the batch id');
-  if (await exists(client, batchId)) return toBatchHandle(client.workflow.getHandle(batchId), true);
+  if (await exists(client, batchId)) return toBatchHandle(client, client.workflow.getHandle(batchId), true);
   const input: BatchInput = validateBatchInput({
     batchId,
     source: located(request.source),
@@ -111,9 +148,9 @@ export async function startBatch(
       workflowIdConflictPolicy: 'USE_EXISTING',
       ...(await searchAttributes(batchId)),
     });
-    return toBatchHandle(workflow, false);
+    return toBatchHandle(client, workflow, false);
   } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return toBatchHandle(client.workflow.getHandle(batchId), true);
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return toBatchHandle(client, client.workflow.getHandle(batchId), true);
     throw error;
   }
 }
@@ -137,11 +174,11 @@ export async function resumeBatch(client: Client, taskQueue: string, batchId: st
     staticSummary: `Resume of batch ${batchId}`,
     workflowIdReusePolicy: 'ALLOW_DUPLICATE',
   });
-  return toBatchHandle(workflow, false);
+  return toBatchHandle(client, workflow, false);
 }
 
 export function getBatch(client: Client, batchId: string): BatchHandle {
-  return toBatchHandle(client.workflow.getHandle(batchId), true);
+  return toBatchHandle(client, client.workflow.getHandle(batchId), true);
 }
 
 /**

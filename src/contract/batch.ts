@@ -2,35 +2,37 @@ import type { PacingStatus } from './pacing';
 import { z } from 'zod';
 import type { AgentResult } from './agent-task';
 import type { RunCost } from './metrics';
-import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
 
+/** Most items one activity (a lane) may run. */
+export const MAX_ITEMS_PER_ACTIVITY = 100;
+/** Most calls a batch keeps in flight. */
+export const MAX_BATCH_CONCURRENCY = 5000;
+
 /**
  * Options of a batch: the run options (less `maxParallel` and `runTimeoutMs`) and the paging knobs. `tokenBudget` and
- * `costBudgetUsd` count the whole batch across its runs (continue-as-new) but not what a resumed batch spent before.
+ * `costBudgetUsd` count the whole batch across its runs but not what a resumed batch spent before.
  */
-/** Most items one activity may run at once. */
-export const MAX_ITEMS_PER_ACTIVITY = 16;
-
 export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true }).extend({
   /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
-  concurrency: z.number().int().min(1).max(MAX_IN_FLIGHT_PER_RUN).optional(),
+  concurrency: z.number().int().min(1).max(MAX_BATCH_CONCURRENCY).optional(),
   /** Items read per page of the task file. Default 200. */
   pageSize: z.number().int().min(1).max(1000).optional(),
-  /** Results written to the sink per flush. Default 100. */
-  flushEvery: z.number().int().min(1).max(1000).optional(),
   /**
    * Attempts of each read or write of the source, sink and spool before the batch gives up and ends FAILED with the
    * storage's error. Default 10 (about a minute and a half of retrying).
    */
   storageAttempts: z.number().int().min(1).max(100).optional(),
-  /** Continue-as-new after this many pages (otherwise when Temporal suggests it, or the history budget is reached). */
+  /**
+   * Hand over to a new window workflow after this many pages (otherwise when Temporal suggests it, or the history budget
+   * is reached). The new window starts at once; the old one's calls run on, so the window never drains.
+   */
   pagesPerRun: z.number().int().min(1).optional(),
   /**
-   * Most items one activity runs at once (a chunk). Default: chosen from the calls' durations so far, 1 (an activity per
-   * item) for calls of 2 s or more, up to 8 for calls of 250 ms or less. A chunk's items share one activity's overhead
-   * and, on a lost worker, its retry. Set 1 to always run an activity per item.
+   * Most items one activity (a lane) runs, one after another. Default: chosen by the batch (about 45 s of calls, fewer
+   * as the batch nears its end, at most 100). Each answer is recorded as it comes, so a lane's depth costs nothing on a
+   * crash. Set 1 to run an activity per item.
    */
   itemsPerActivity: z.number().int().min(1).max(MAX_ITEMS_PER_ACTIVITY).optional(),
 });
@@ -63,9 +65,16 @@ export interface ResolvedBatchOptions {
   concurrency: number;
   storageAttempts: number;
   pageSize: number;
-  flushEvery: number;
   pagesPerRun: number | undefined;
   itemsPerActivity: number | undefined;
+}
+
+/**
+ * Entries a page read asks for: the batch's pageSize, but at least two per call slot (so a wide batch's first wave starts
+ * at full width from the scan's page), unless pagesPerRun counts pages (then pages are exactly pageSize).
+ */
+export function pageLimit(options: ResolvedBatchOptions): number {
+  return options.pagesPerRun === undefined ? Math.max(options.pageSize, Math.min(4000, options.concurrency * 2)) : options.pageSize;
 }
 
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
@@ -73,7 +82,6 @@ export function resolveBatchOptions(options: BatchOptions | undefined): Resolved
     concurrency: options?.concurrency ?? 50,
     storageAttempts: options?.storageAttempts ?? 10,
     pageSize: options?.pageSize ?? 200,
-    flushEvery: options?.flushEvery ?? 100,
     pagesPerRun: options?.pagesPerRun,
     itemsPerActivity: options?.itemsPerActivity,
   };
@@ -82,45 +90,24 @@ export function resolveBatchOptions(options: BatchOptions | undefined): Resolved
 /** Where an item sits in the task file: the workflow carries only this, never the prompt. */
 export interface BatchEntry {
   id: string;
-  name: string;
-  /** Byte offset and length of its line in the source. */
+  /** Byte offset and length of its line in the file the batch runs. */
   offset: number;
   length: number;
-  line: number;
 }
 
 /** One line of the result sink: an agent's result without its display name, ok or failed (cancelled items are not written). */
 export type BatchResultLine = Omit<AgentResult, 'name' | 'status' | 'finishReason'> & { status: 'ok' | 'failed' };
 
-/** Counters carried from run to run across continue-as-new. */
-export interface BatchState {
-  /** Byte offset in the source of the next item to start. */
-  cursor: number;
-  /** Items this batch (or this resume) has to run. */
-  total: number;
-  /** Items already ok in the sink when a resume began. */
-  alreadyOk: number;
+/** What a batch's items have come to so far. */
+export interface BatchCounters {
   succeeded: number;
   failed: number;
   tokens: { prompt: number; completion: number; total: number };
-  /** Spend of the items answered so far (absent in state carried by a run from before costs were tracked). */
-  cost?: RunCost;
-  /** The spool this chain of runs writes its segments to (see batch/result-sink.ts). */
-  spool: string;
-  /** Number of the next segment to write; segments 0..segments-1 are written. */
-  segments: number;
-  /** Bytes of results written so far. */
-  sinkBytes: number;
-  /** True for a resume: segment 0 holds the ok lines carried over, whose ids are skipped. */
-  resumed: boolean;
-  startedAtMs: number;
-  runs: number;
-  largestRunHistory: number;
-  stoppedBy?: BatchStopReason;
-  /** The workers' pacing as the items' results reported it (carried, so a status after a continue-as-new still shows it). */
-  pacing?: PacingStatus;
-  /** Moving average of the calls' durations, ms, which shapes chunks (absent before the first answer, and from older runs). */
-  callMs?: number;
+  cost: RunCost;
+}
+
+export function emptyCounters(): BatchCounters {
+  return { succeeded: 0, failed: 0, tokens: { prompt: 0, completion: 0, total: 0 }, cost: { usd: 0, unpricedCalls: 0 } };
 }
 
 /** Why a batch stopped before running every item: a failure under fail-fast, or its token or cost budget reached. */
@@ -147,6 +134,8 @@ export interface BatchProgress {
   elapsedMs: number;
   /** The workers' pacing of the batch's calls: each worker's concurrency limit per model, and its last moves. */
   pacing?: PacingStatus;
+  /** Workflow ids of the batch's windows that are running; the client adds their progress to the batch's. */
+  runningWindows?: string[];
 }
 
 /** What `batch` returns. Results are in the sink, not here. */

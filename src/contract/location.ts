@@ -33,7 +33,29 @@ export function childOf(base: string, name: string): string {
   return `${base.replace(/\/+$/, '')}/${name}`;
 }
 
-/** A name safe as one path segment on every store: task ids may hold `/`, `:` or be `..`. */
+/** FNV-1a, 32 bits, as 8 hex digits: a short, deterministic tag (no crypto in workflow code). */
+function shortHash(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let index = 0; index < text.length; index += 1) {
+    hash ^= text.charCodeAt(index);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash.toString(16).padStart(8, '0');
+}
+
+/** Longest name segmentName returns (file systems allow 255 bytes). */
+const MAX_SEGMENT_NAME = 200;
+
+/**
+ * A name safe as one path segment on every store, and one to one: task ids may hold `/`, `:`, be `..`, or differ only in
+ * case (on a case-insensitive disk `A` and `a` would share a file). Everything but lowercase letters, digits, `_` and `-`
+ * is written `~xx` (its UTF-8 bytes in hex); a long name is cut and tagged with a hash of the whole id.
+ */
 export function segmentName(text: string): string {
-  return encodeURIComponent(text).replace(/\./g, '%2E').replace(/%/g, '~');
+  let name = '';
+  for (const byte of new TextEncoder().encode(text)) {
+    const char = String.fromCharCode(byte);
+    name += /[a-z0-9_-]/.test(char) ? char : `~${byte.toString(16).padStart(2, '0')}`;
+  }
+  return name.length <= MAX_SEGMENT_NAME ? name : `${name.slice(0, MAX_SEGMENT_NAME - 9)}-${shortHash(text)}`;
 }

@@ -1,5 +1,4 @@
 import { Context } from '@temporalio/activity';
-import type { BatchChunkResult } from '../activities/batch-activities';
 import type { MetricMeter } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory } from '@temporalio/worker';
 import { FailureType } from '../contract/failure-types';
@@ -10,7 +9,27 @@ import { answerOf, failureOf, requestOf } from './call-outcome';
 import { PacerRateLimitReader } from './pacer-rate-limits';
 
 /** The activities that call a model; the batch and storage activities around them are not agent calls. */
-export const METERED_ACTIVITY_TYPES: ReadonlySet<string> = new Set(['callAgent', 'runBatchItem', 'runBatchChunk']);
+export const METERED_ACTIVITY_TYPES: ReadonlySet<string> = new Set(['callAgent']);
+
+/** One call a batch lane made (a lane runs many calls in one activity, so it reports each one itself). */
+export interface LaneCall {
+  model: string;
+  status: 'ok' | 'failed' | 'retrying';
+  failureType?: string;
+  attempt: number;
+  seconds: number;
+  usage?: { promptTokens: number; completionTokens: number; totalTokens: number };
+  costUsd?: number;
+  unpriced?: boolean;
+}
+
+/** Set by the metrics interceptor of this process, if any. */
+let meterLaneCall: ((call: LaneCall) => void) | undefined;
+
+/** Meters one call of a batch lane, where this worker exports metrics (a no-op where it does not). */
+export function recordLaneCall(call: LaneCall): void {
+  meterLaneCall?.(call);
+}
 
 /** How often 429s the pacer waited out are copied into the counter while calls are still waiting, ms. */
 const PACER_SYNC_MS = 5000;
@@ -61,49 +80,16 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
     for (const [model, count] of pacerRateLimits.increments()) target.providerRateLimited(count, { model });
   };
 
-  /** A chunk is several calls in one activity: each is counted as its own call, with its own outcome. */
-  const meterChunk = async (request: unknown, labels: ActivityLabels, run: () => Promise<unknown>): Promise<unknown> => {
+  meterLaneCall = (call) => {
     const context = Context.current();
     const { info } = context;
-    const calls = Math.max(1, (request as { entries?: unknown[] } | undefined)?.entries?.length ?? 1);
-    const startedAt = performance.now();
-    const seconds = () => (performance.now() - startedAt) / 1000;
-    let target: AgentMetrics | undefined;
-    safely(context, 'the start of a chunk', () => {
-      target = instruments();
-      for (let call = 0; call < calls; call += 1) target.started(labels);
+    safely(context, 'a call of a lane', () => {
+      const target = instruments();
+      const labels: ActivityLabels = { namespace: info.namespace, task_queue: info.taskQueue, activity_type: info.activityType };
+      target.started(labels);
+      target.finished(labels, call);
+      syncPacer(target);
     });
-    try {
-      const result = (await run()) as BatchChunkResult;
-      safely(context, 'a finished chunk', () => {
-        for (const item of result.items) {
-          if (item.ok) {
-            const answer = answerOf(item.ok);
-            target?.finished(labels, {
-              model: answer.model ?? 'unknown',
-              status: 'ok',
-              attempt: info.attempt,
-              seconds: item.ok.durationMs / 1000,
-              ...(answer.usage ? { usage: answer.usage } : {}),
-              ...(answer.costUsd === undefined ? {} : { costUsd: answer.costUsd }),
-              ...(answer.unpriced ? { unpriced: true } : {}),
-            });
-          } else {
-            const { type, retryable, durationMs } = item.failed;
-            target?.finished(labels, { model: 'unknown', status: retryable ? 'retrying' : 'failed', failureType: type, attempt: info.attempt, seconds: durationMs / 1000 });
-          }
-        }
-        if (target) syncPacer(target);
-      });
-      return result;
-    } catch (error) {
-      safely(context, 'a failed chunk', () => {
-        const { status, failureType } = failureOf(error, info, context.cancellationSignal.aborted);
-        for (let call = 0; call < calls; call += 1) target?.finished(labels, { model: 'unknown', status, failureType, attempt: info.attempt, seconds: seconds() });
-        if (target) syncPacer(target);
-      });
-      throw error;
-    }
   };
 
   return (context) => {
@@ -113,7 +99,6 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
       inbound: {
         execute: async (input, next) => {
           const labels: ActivityLabels = { namespace: info.namespace, task_queue: info.taskQueue, activity_type: info.activityType };
-          if (info.activityType === 'runBatchChunk') return meterChunk(input.args[0], labels, () => next(input));
           // A batch item names its model only in its result; until then (and when it fails) it is "unknown".
           const requested = requestOf(input.args[0]).model ?? (info.activityType === 'callAgent' ? defaultModel : undefined);
           const startedAt = performance.now();

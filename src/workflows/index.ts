@@ -1,4 +1,4 @@
-export { batch } from './batch';
+export { batch, batchWindow } from './batch';
 export { dag } from './dag';
 export { fanOut } from './fan-out';
 export { fanOutFanIn } from './fan-out-fan-in';

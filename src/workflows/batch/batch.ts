@@ -1,0 +1,242 @@
+import {
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  ChildWorkflowCancellationType,
+  condition,
+  getExternalWorkflowHandle,
+  isCancellation,
+  ParentClosePolicy,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  startChild,
+  upsertMemo,
+  workflowInfo,
+  type ChildWorkflowHandle,
+} from '@temporalio/workflow';
+import type { Activities } from '../../activities';
+import { emptyCounters, pageLimit, resolveBatchOptions, type BatchCounters, type BatchInput, type BatchProgress, type BatchStopReason, type BatchSummary } from '../../contract/batch';
+import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
+import { childOf } from '../../contract/location';
+import { roundUsd } from '../../contract/metrics';
+import type { PacingStatus } from '../../contract/pacing';
+import { validateBatchInput } from '../../contract/validation';
+import { validateOrFail } from '../input';
+import { batchProgressQuery } from '../messages';
+import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
+import { batchWindow, type WindowInput, type WindowResult } from './window';
+
+function addCounters(total: BatchCounters, part: BatchCounters): void {
+  total.succeeded += part.succeeded;
+  total.failed += part.failed;
+  total.tokens.prompt += part.tokens.prompt;
+  total.tokens.completion += part.tokens.completion;
+  total.tokens.total += part.tokens.total;
+  total.cost.usd = roundUsd(total.cost.usd + part.cost.usd);
+  total.cost.unpricedCalls += part.cost.unpricedCalls;
+}
+
+/**
+ * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
+ * a JSONL sink. The batch scans the file, then runs it through windows (child workflows, `batchWindow`): a window keeps
+ * the calls in flight, and near its history budget hands over to a successor that starts at once while its own calls
+ * run on, so the batch never drains and its histories stay small whatever its size. Results are journaled by the lanes
+ * as they answer and assembled into the sink at the end, whatever the end (finished, cancelled, failed fast, out of
+ * budget, failed); a resume runs only what is not ok yet.
+ */
+export async function batch(input: BatchInput): Promise<BatchSummary> {
+  const parsed = validateOrFail(validateBatchInput, input);
+  const { source, sink, batchId } = parsed;
+  const options = resolveBatchOptions(parsed.options);
+  const info = workflowInfo();
+  const resumed = parsed.resume ?? false;
+  const io = proxyActivities<Activities>({
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: { initialInterval: '1 second', maximumInterval: '15 seconds', maximumAttempts: options.storageAttempts, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES] },
+  });
+  // The first run id names the spool, so a resume (a new run of the same id) never mixes its results with an older run's.
+  const spool = childOf(`${sink}.parts`, info.firstExecutionRunId);
+  const startedAtMs = Date.now();
+
+  let phase: BatchProgress['state'] = 'scanning';
+  let total = 0;
+  let alreadyOk = 0;
+  const counters = emptyCounters();
+  const lanesPerWindow: number[] = [];
+  const unsealed: string[] = [];
+  const running = new Map<number, { workflowId: string; scope: CancellationScope }>();
+  /** Each window's start, resolved with its handle once it runs (undefined if it never did). */
+  const started = new Map<number, Promise<ChildWorkflowHandle<typeof batchWindow> | undefined>>();
+  let largestRunHistory = 0;
+  const handOvers: HandOver[] = [];
+  let stoppedBy: BatchStopReason | undefined;
+  let fatal: { type: string; message: string } | undefined;
+  let pacing: PacingStatus | undefined;
+  let changed = 0;
+
+  setHandler(handOverSignal, (handOver) => {
+    handOvers.push(handOver);
+    changed += 1;
+  });
+  setHandler(batchProgressQuery, (): BatchProgress => {
+    const done = counters.succeeded + counters.failed;
+    const elapsedMs = Math.max(1, Date.now() - startedAtMs);
+    return {
+      batchId,
+      state: phase,
+      total,
+      done,
+      succeeded: counters.succeeded,
+      failed: counters.failed,
+      inFlight: 0,
+      pending: Math.max(0, total - done),
+      alreadyOk,
+      callsPerSecond: (done * 1000) / elapsedMs,
+      etaSeconds: null,
+      tokens: counters.tokens,
+      cost: counters.cost,
+      runs: lanesPerWindow.length,
+      historyLength: workflowInfo().historyLength,
+      elapsedMs,
+      runningWindows: [...running.values()].map((window) => window.workflowId),
+      ...(pacing ? { pacing } : {}),
+    };
+  });
+
+  const scan = await io.scanBatchSource({ source, sink, spool, resume: resumed, firstPageSize: pageLimit(options) });
+  total = scan.total;
+  alreadyOk = scan.alreadyOk;
+  phase = 'running';
+  setCurrentDetails(`batch ${batchId}: ${total} items, concurrency ${options.concurrency}`);
+
+  const windowId = (window: number) => `${batchId}/${info.firstExecutionRunId}/window-${window}`;
+  const results: Promise<void>[] = [];
+  const startWindow = async (window: number, from: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>): Promise<void> => {
+    const scope = new CancellationScope();
+    const workflowId = windowId(window);
+    running.set(window, { workflowId, scope });
+    lanesPerWindow[window] = 0;
+    const windowInput: WindowInput = {
+      batchId,
+      batchWorkflowId: info.workflowId,
+      window,
+      file: scan.file,
+      fileBytes: scan.fileBytes,
+      spool,
+      options: parsed.options,
+      ...from,
+    };
+    const starting = scope
+      .run(() =>
+        startChild(batchWindow, {
+          workflowId,
+          args: [windowInput],
+          cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+          parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+          staticSummary: `window ${window} of batch ${batchId}`,
+        }),
+      )
+      .catch((error: unknown) => {
+        running.delete(window);
+        if (!isCancellation(error)) fatal ??= { type: 'WindowNotStarted', message: error instanceof Error ? error.message : String(error) };
+        changed += 1;
+        return undefined;
+      });
+    started.set(window, starting);
+    const handle = await starting;
+    if (!handle) return;
+    results.push(
+      scope
+        .run(() => handle.result())
+        .then(
+          async (result: WindowResult) => {
+            lanesPerWindow[window] = result.lanes;
+            unsealed.push(...result.unsealed);
+            addCounters(counters, result.counters);
+            largestRunHistory = Math.max(largestRunHistory, result.historyLength);
+            if (result.pacing) pacing = result.pacing;
+            if (result.fatal) fatal ??= result.fatal;
+            if (result.stoppedBy) stoppedBy ??= result.stoppedBy;
+            // Every call this window held has ended: its successor gets all its room.
+            const successor = result.handedOver ? await started.get(window + 1) : undefined;
+            if (successor) await successor.signal(slotsFreedSignal, Number.MAX_SAFE_INTEGER).catch(() => undefined);
+          },
+          (error: unknown) => {
+            // The window's own record of its lanes is lost: the sink takes every lane of it found in the spool.
+            lanesPerWindow[window] = -1;
+            if (!isCancellation(error)) fatal ??= { type: 'WindowFailed', message: error instanceof Error ? error.message : String(error) };
+          },
+        )
+        .finally(() => {
+          running.delete(window);
+          changed += 1;
+        }),
+    );
+    // The predecessor's calls still in flight are borrowed from this window; it returns them as they end.
+    const predecessor = running.get(window - 1);
+    if (predecessor) await getExternalWorkflowHandle(predecessor.workflowId).signal(successorSignal, workflowId).catch(() => undefined);
+  };
+
+  let cancelled = false;
+  try {
+    await startWindow(0, { cursor: 0, firstPage: scan.firstPage, retries: [], borrowed: 0, unstarted: total, ...(scan.typicalCallMs === undefined ? {} : { callMs: scan.typicalCallMs }), spent: { tokens: 0, usd: 0 } });
+    for (;;) {
+      if (fatal !== undefined || stoppedBy !== undefined) {
+        // One window stopped the batch: the others stop too (a predecessor may still be draining).
+        for (const window of running.values()) window.scope.cancel();
+      }
+      const handOver = handOvers.shift();
+      if (handOver && fatal === undefined && stoppedBy === undefined) {
+        const { window, ...rest } = handOver;
+        await startWindow(window + 1, { ...rest, borrowed: handOver.inFlight });
+        continue;
+      }
+      if (running.size === 0 && handOvers.length === 0) break;
+      const seen = changed;
+      await condition(() => changed !== seen);
+    }
+  } catch (error) {
+    if (!isCancellation(error)) throw error;
+    cancelled = true;
+  }
+  // Every window has ended (a cancelled one after its lanes wrote what they had) before the sink is written.
+  await CancellationScope.nonCancellable(() => Promise.all(results));
+  phase = cancelled ? 'cancelling' : 'draining';
+  const finished = await CancellationScope.nonCancellable(() =>
+    io.finishBatch({ sink, spool, ledger: { windows: lanesPerWindow, unsealed }, resumed }).then(
+      (assembled) => assembled,
+      (error: unknown) => {
+        fatal ??= { type: 'ResultsNotWritten', message: error instanceof Error ? error.message : String(error) };
+        return undefined;
+      },
+    ),
+  );
+  upsertMemo({ progress: { total, done: counters.succeeded + counters.failed, failed: counters.failed, runs: lanesPerWindow.length } });
+  if (fatal !== undefined) {
+    throw ApplicationFailure.create({ type: fatal.type, message: `batch ${batchId} failed: ${fatal.message}`, nonRetryable: true });
+  }
+  if (cancelled) {
+    throw new CancelledFailure(`batch ${batchId} cancelled; ${finished?.counts.succeeded ?? 0} answered and ${finished?.counts.failed ?? 0} failed items are in ${sink}`);
+  }
+  phase = 'finished';
+  const counts = finished?.counts ?? counters;
+  return {
+    batchId,
+    sink,
+    total,
+    succeeded: counts.succeeded,
+    failed: counts.failed,
+    alreadyOk,
+    notRun: Math.max(0, total - counts.succeeded - counts.failed),
+    tokens: counts.tokens,
+    cost: counts.cost,
+    wallMs: Date.now() - startedAtMs,
+    runs: lanesPerWindow.length,
+    largestRunHistory,
+    ...(finished ? { sinkBytes: finished.sinkBytes } : {}),
+    ...(stoppedBy === undefined ? {} : { stoppedBy }),
+    ...(pacing ? { pacing } : {}),
+  };
+}

@@ -1,0 +1,39 @@
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { LaneRetry } from '../../activities/batch-activities';
+import type { BatchCounters } from '../../contract/batch';
+import type { PacingStatus } from '../../contract/pacing';
+
+/** A window that reached its history budget hands the rest of the batch to a successor: where to go on from. */
+export interface HandOver {
+  window: number;
+  /** Byte offset of the next item no window has started. */
+  cursor: number;
+  /** Items waiting to run again. */
+  retries: LaneRetry[];
+  /** Calls the window still has in flight: its successor starts with that much less room, and gets it back as they end. */
+  inFlight: number;
+  /** Items of the batch not started yet (the retries excluded). */
+  unstarted: number;
+  callMs?: number;
+  /** What the batch has spent so far, as this window knows it (for the budget). */
+  spent: { tokens: number; usd: number };
+}
+
+/** Window → batch: the window stops starting lanes; start its successor. */
+export const handOverSignal = defineSignal<[HandOver]>('handOver');
+/** Batch → window: its successor runs, under this workflow id; the window returns its slots there as its lanes end. */
+export const successorSignal = defineSignal<[string]>('successor');
+/** Window → successor: this many of the calls its predecessor held have ended. */
+export const slotsFreedSignal = defineSignal<[number]>('slotsFreed');
+
+/** A window's share of the batch's progress (the batch's `progress` query adds the windows' shares up). */
+export interface WindowProgress {
+  window: number;
+  counters: BatchCounters;
+  inFlight: number;
+  lanes: number;
+  historyLength: number;
+  pacing?: PacingStatus;
+}
+
+export const windowProgressQuery = defineQuery<WindowProgress>('windowProgress');

@@ -1,0 +1,89 @@
+import type { Activities } from '../../activities';
+import type { BatchPage } from '../../activities/batch-activities';
+import type { BatchEntry } from '../../contract/batch';
+
+type PageActivities = Pick<Activities, 'readBatchPage'>;
+
+/**
+ * The window's view of the task file: pages of entries (ids and byte offsets, never prompts) read ahead by an activity
+ * while lanes run, so a lane never waits on a read in the steady state. Calls `onChange` when a page arrives or a read
+ * fails for good.
+ */
+export class PageReader {
+  private readonly buffer: BatchEntry[] = [];
+  private nextOffset: number;
+  private eof = false;
+  private reading: Promise<void> | undefined;
+  /** Pages read by this window, the first page included. */
+  pagesRead = 0;
+  /** A read that failed past its retries: the window stops with it. */
+  failed: unknown;
+
+  constructor(
+    private readonly io: PageActivities,
+    private readonly where: { file: string; fileBytes: number; cursor: number; pageSize: number; maxPages?: number },
+    firstPage: BatchPage | undefined,
+    private readonly onChange: () => void,
+  ) {
+    this.nextOffset = where.cursor;
+    if (firstPage) this.accept(firstPage);
+  }
+
+  private accept(page: BatchPage): void {
+    this.buffer.push(...page.entries);
+    this.nextOffset = page.nextOffset;
+    this.eof = page.eof;
+    this.pagesRead += 1;
+  }
+
+  /** True while this window may still read pages. */
+  private mayRead(): boolean {
+    return !this.eof && this.failed === undefined && (this.where.maxPages === undefined || this.pagesRead < this.where.maxPages);
+  }
+
+  /** Entries read and not taken. */
+  buffered(): number {
+    return this.buffer.length;
+  }
+
+  /** True while this window has entries to start, or pages it may still read. */
+  hasMore(): boolean {
+    return this.buffer.length > 0 || this.mayRead();
+  }
+
+  /** True when the file has entries this window will not start (it read its last page, not the file's). */
+  leftForSuccessor(): boolean {
+    return this.buffer.length > 0 || !this.eof;
+  }
+
+  take(count: number): BatchEntry[] {
+    return this.buffer.splice(0, count);
+  }
+
+  /** Starts reading the next page when fewer than `wanted` entries are buffered. */
+  readAhead(wanted: number): void {
+    if (this.reading !== undefined || !this.mayRead() || this.buffer.length >= wanted) return;
+    this.reading = this.io
+      .readBatchPage({ file: this.where.file, fileBytes: this.where.fileBytes, offset: this.nextOffset, limit: this.where.pageSize })
+      .then(
+        (page) => this.accept(page),
+        (error: unknown) => {
+          this.failed = error;
+        },
+      )
+      .finally(() => {
+        this.reading = undefined;
+        this.onChange();
+      });
+  }
+
+  /** Waits for a read in flight, if any. */
+  async settle(): Promise<void> {
+    await this.reading;
+  }
+
+  /** Byte offset of the first entry not taken. */
+  cursor(): number {
+    return this.buffer.length > 0 ? this.buffer[0].offset : this.nextOffset;
+  }
+}

@@ -1,0 +1,327 @@
+import {
+  ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  getExternalWorkflowHandle,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../../activities';
+import type { BatchPage, LaneResult, LaneRetry } from '../../activities/batch-activities';
+import { emptyCounters, pageLimit, resolveBatchOptions, type BatchEntry, type BatchOptions, type BatchStopReason } from '../../contract/batch';
+import { FailureType, isRetryableFailure, NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
+import { roundUsd } from '../../contract/metrics';
+import { recordPacing, type PacingStatus } from '../../contract/pacing';
+import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
+import { laneName } from '../../contract/lane-name';
+import { laneDepth, laneParallelism } from './lane-shape';
+import { handOverSignal, slotsFreedSignal, successorSignal, windowProgressQuery, type HandOver, type WindowProgress } from './messages';
+import { PageReader } from './page-reader';
+
+/** What a window starts from. */
+export interface WindowInput {
+  batchId: string;
+  /** The batch workflow's id, which the window reports a hand-over to. */
+  batchWorkflowId: string;
+  window: number;
+  file: string;
+  fileBytes: number;
+  spool: string;
+  options: BatchOptions | undefined;
+  /** Byte offset of the first item this window may start. */
+  cursor: number;
+  firstPage?: BatchPage;
+  retries: LaneRetry[];
+  /** Calls the predecessor still has in flight. */
+  borrowed: number;
+  unstarted: number;
+  callMs?: number;
+  spent: { tokens: number; usd: number };
+}
+
+/** What a window reports when its last lane has ended. */
+export interface WindowResult {
+  /** Lanes started: lanes 0..lanes-1 of this window. */
+  lanes: number;
+  /** Lanes that did not seal their segment (cancelled before they ran, or stopped by a fatal error). */
+  unsealed: string[];
+  counters: ReturnType<typeof emptyCounters>;
+  stoppedBy?: BatchStopReason;
+  /** A failure that ends the batch (the task file changed, the store failing past its retries). */
+  fatal?: { type: string; message: string };
+  handedOver: boolean;
+  /** Events in the window's history when it ended. */
+  historyLength: number;
+  callMs?: number;
+  pacing?: PacingStatus;
+}
+
+/** Most lanes one window keeps in flight: well inside Temporal's 2,000 pending activities per workflow. */
+export const MAX_LANES_PER_WINDOW = 1000;
+/** Hard ceiling a window stays under: Temporal warns at 10,240 events. */
+const HISTORY_CEILING = 10_240;
+/** A lane lost to a worker is retried within this (its heartbeats come every 15 s once it has run that long). */
+const LANE_HEARTBEAT_TIMEOUT_MS = 45_000;
+
+/** Failures that end the batch itself, not an item: what the lane says can never be fixed by running it again. */
+const FATAL_TYPES: readonly string[] = [FailureType.SourceChanged, FailureType.ResultsMissing, FailureType.InvalidInput, FailureType.StorageUnavailable, FailureType.PayloadUnavailable];
+
+function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  if (cause instanceof ApplicationFailure) {
+    return { type: cause.type ?? FailureType.Unknown, message: cause.message, retryable: isRetryableFailure(cause.type ?? undefined, cause.nonRetryable ?? false) };
+  }
+  const timeout = cause instanceof Error && cause.name === 'TimeoutFailure';
+  return { type: timeout ? FailureType.ActivityTimeout : FailureType.Unknown, message: cause instanceof Error ? cause.message : String(cause), retryable: true };
+}
+
+/**
+ * One window of a batch: a sliding window of lanes over the task file from `cursor`, `concurrency` calls in flight (less
+ * what its predecessor still holds), a lane started as soon as one ends. Lanes journal their answers in the spool, so
+ * the window holds only offsets and counters. When its history nears its budget it hands the rest to a successor (the
+ * batch starts it at once) and lets its own lanes run to their end, returning their slots to the successor one by one:
+ * the batch's window never drains. Cancelled (the batch cancelled, or stopping for fail-fast or its budget), it cancels
+ * its lanes, which write what they have and return, and reports.
+ */
+export async function batchWindow(input: WindowInput): Promise<WindowResult> {
+  const runOptions = resolveRunOptions({ ...input.options, maxParallel: undefined });
+  const options = resolveBatchOptions(input.options);
+  const parallel = laneParallelism(options.concurrency, MAX_LANES_PER_WINDOW);
+  const lanesWide = Math.ceil(options.concurrency / parallel);
+  const itemAttemptMs = runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS;
+  const heartbeatTimeout = Math.min(LANE_HEARTBEAT_TIMEOUT_MS, runOptions.heartbeatTimeoutMs ?? LANE_HEARTBEAT_TIMEOUT_MS);
+  const lanes = (maximumAttempts: number, items: number) =>
+    proxyActivities<Activities>({
+      startToCloseTimeout: Math.ceil(items / parallel) * itemAttemptMs,
+      heartbeatTimeout,
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      retry: {
+        maximumAttempts,
+        initialInterval: runOptions.retry.initialIntervalMs,
+        backoffCoefficient: runOptions.retry.backoffCoefficient,
+        maximumInterval: runOptions.retry.maximumIntervalMs,
+        nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
+      },
+    });
+  const io = proxyActivities<Activities>({
+    startToCloseTimeout: '30 minutes',
+    heartbeatTimeout: '10 seconds',
+    retry: { initialInterval: '1 second', maximumInterval: '15 seconds', maximumAttempts: options.storageAttempts, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES] },
+  });
+
+  const counters = emptyCounters();
+  const retries: LaneRetry[] = [...input.retries];
+  const unsealed: string[] = [];
+  let unstarted = input.unstarted;
+  let callMs = input.callMs;
+  let pacing: PacingStatus | undefined;
+  let borrowed = input.borrowed;
+  let inFlight = 0;
+  let sequence = 0;
+  let stoppedBy: BatchStopReason | undefined;
+  let fatal: { type: string; message: string } | undefined;
+  /** running: starts lanes; draining: handed over, lets its lanes end (running retries in their slots); stopping: cancelled. */
+  let mode = 'running' as 'running' | 'draining' | 'stopping';
+  let successor: string | undefined;
+  let handedOver = false;
+  /** Calls of this window that ended since it handed over, not yet returned to the successor. */
+  let freed = 0;
+  let changed = 0;
+  const wake = () => (changed += 1);
+  const running = new Set<Promise<void>>();
+  const scope = new CancellationScope();
+  const reader = new PageReader(
+    io,
+    { file: input.file, fileBytes: input.fileBytes, cursor: input.cursor, pageSize: pageLimit(options), maxPages: options.pagesPerRun },
+    input.firstPage,
+    wake,
+  );
+
+  setHandler(slotsFreedSignal, (count) => {
+    borrowed = Math.max(0, borrowed - count);
+    wake();
+  });
+  setHandler(successorSignal, (workflowId) => {
+    successor = workflowId;
+    wake();
+  });
+  setHandler(windowProgressQuery, (): WindowProgress => ({
+    window: input.window,
+    counters,
+    inFlight,
+    lanes: sequence,
+    historyLength: workflowInfo().historyLength,
+    ...(pacing ? { pacing } : {}),
+  }));
+
+  const spentTokens = () => input.spent.tokens + counters.tokens.total;
+  const spentUsd = () => input.spent.usd + counters.cost.usd;
+  const stop = (): void => {
+    mode = 'stopping';
+    scope.cancel();
+    wake();
+  };
+  const add = (result: LaneResult): void => {
+    counters.succeeded += result.succeeded;
+    counters.failed += result.failed;
+    counters.tokens.prompt += result.tokens.prompt;
+    counters.tokens.completion += result.tokens.completion;
+    counters.tokens.total += result.tokens.total;
+    counters.cost.usd = roundUsd(counters.cost.usd + result.costUsd);
+    counters.cost.unpricedCalls += result.unpricedCalls;
+    if (result.calls > 0) {
+      const laneMs = result.callMsTotal / result.calls;
+      callMs = callMs === undefined ? laneMs : callMs * 0.8 + laneMs * 0.2;
+    }
+    if (result.pacing) recordPacing((pacing ??= { keys: [], moves: [] }), result.pacing);
+    // A stopped window runs nothing more: retries are left for a resume, like the items never started.
+    if (mode !== 'stopping') retries.push(...result.retry);
+    if (result.failed > 0 && runOptions.errorPolicy === 'fail-fast') {
+      stoppedBy ??= 'fail-fast';
+      stop();
+    }
+    if ((runOptions.tokenBudget !== undefined && spentTokens() >= runOptions.tokenBudget) || (runOptions.costBudgetUsd !== undefined && spentUsd() >= runOptions.costBudgetUsd)) {
+      stoppedBy ??= 'budget';
+      stop();
+    }
+  };
+  const fail = (failure: { type: string; message: string }, lane?: string): void => {
+    fatal ??= { type: failure.type, message: failure.message };
+    if (lane !== undefined) unsealed.push(lane);
+    stop();
+  };
+
+  /** A lane that ended without a result: sealed with its failure as the line of every unanswered item, or fatal. */
+  const settleFailed = async (lane: string, entries: BatchEntry[], error: unknown): Promise<void> => {
+    const failure = failureOf(error);
+    if (FATAL_TYPES.includes(failure.type)) return fail(failure, lane);
+    try {
+      const attempts = runOptions.retry.maximumAttempts;
+      add(await CancellationScope.nonCancellable(() => io.sealBatchLane({ spool: input.spool, lane, entries, failure, attempts })));
+    } catch (sealError) {
+      fail(failureOf(sealError), lane);
+    }
+  };
+
+  const startLane = (entries: BatchEntry[], priorAttempts: number): void => {
+    const lane = laneName(input.window, sequence);
+    sequence += 1;
+    const calls = Math.min(parallel, entries.length);
+    inFlight += calls;
+    const maximumAttempts = Math.max(1, runOptions.retry.maximumAttempts - priorAttempts);
+    const summary = entries.length === 1 ? entries[0].id : `${entries.length} items from ${entries[0].id}`;
+    const run: Promise<void> = scope
+      .run(() =>
+        lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions({ activityId: `lane:${lane}`, summary }, [
+          { file: input.file, fileBytes: input.fileBytes, spool: input.spool, lane, entries, parallel, itemAttemptMs, priorAttempts, maximumAttempts: runOptions.retry.maximumAttempts, batchId: input.batchId },
+        ]),
+      )
+      .then(add, async (error: unknown) => {
+        // Cancelled before it ran: none of its items was answered, and a resume runs them.
+        if (isCancellation(error)) unsealed.push(lane);
+        else await settleFailed(lane, entries, error);
+      })
+      .finally(() => {
+        inFlight -= calls;
+        running.delete(run);
+        if (mode === 'draining') freed += calls;
+        wake();
+      });
+    running.add(run);
+  };
+
+  const historyBudget = Math.max(2000, HISTORY_CEILING - 8 * lanesWide - 1000);
+  const outOfHistory = (): boolean => {
+    const info = workflowInfo();
+    return sequence > 0 && (info.continueAsNewSuggested || info.historyLength >= historyBudget);
+  };
+
+  const handOver = async (): Promise<void> => {
+    mode = 'draining';
+    handedOver = true;
+    await reader.settle();
+    const next: HandOver = {
+      window: input.window,
+      cursor: reader.cursor(),
+      retries: retries.splice(0),
+      inFlight,
+      unstarted,
+      ...(callMs === undefined ? {} : { callMs }),
+      spent: { tokens: spentTokens(), usd: spentUsd() },
+    };
+    await getExternalWorkflowHandle(input.batchWorkflowId).signal(handOverSignal, next);
+  };
+
+  /** Starts what there is room for; true when the window has nothing left to start. */
+  const dispatch = (): boolean => {
+    if (reader.failed !== undefined && !isCancellation(reader.failed)) {
+      fail(failureOf(reader.failed));
+      return true;
+    }
+    for (;;) {
+      const room = options.concurrency - borrowed - inFlight;
+      if (room > 0 && retries.length > 0) {
+        const retry = retries.shift() as LaneRetry;
+        startLane([retry.entry], retry.attempts);
+        continue;
+      }
+      reader.readAhead(lanesWide * parallel);
+      if (room > 0 && reader.buffered() > 0) {
+        const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
+        const entries = reader.take(Math.min(depth * parallel, reader.buffered()));
+        unstarted -= entries.length;
+        startLane(entries, 0);
+        continue;
+      }
+      return !reader.hasMore() && retries.length === 0;
+    }
+  };
+
+  for (;;) {
+    if (mode === 'running') {
+      const exhausted = dispatch();
+      if (mode === 'running' && ((exhausted && reader.leftForSuccessor()) || (!exhausted && outOfHistory()))) {
+        await CancellationScope.nonCancellable(handOver);
+      }
+    }
+    if (mode === 'draining') {
+      // Retries of lanes that ended after the hand-over run here, in the slots those lanes held.
+      while (retries.length > 0 && freed > 0) {
+        freed -= 1;
+        const retry = retries.shift() as LaneRetry;
+        startLane([retry.entry], retry.attempts);
+      }
+      if (successor !== undefined && freed > 0) {
+        const count = freed;
+        freed = 0;
+        await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count));
+      }
+    }
+    const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
+    if (running.size === 0 && nothingToStart && (mode !== 'draining' || retries.length === 0)) break;
+    const seen = changed;
+    try {
+      if (mode === 'stopping') await CancellationScope.nonCancellable(() => condition(() => changed !== seen));
+      else await condition(() => changed !== seen);
+    } catch (error) {
+      if (!isCancellation(error)) throw error;
+      // The batch cancelled this window: its lanes, in a scope inside the window's, are cancelled with it.
+      stop();
+    }
+  }
+  return {
+    lanes: sequence,
+    unsealed,
+    counters,
+    ...(stoppedBy === undefined ? {} : { stoppedBy }),
+    ...(fatal === undefined ? {} : { fatal }),
+    handedOver,
+    historyLength: workflowInfo().historyLength,
+    ...(callMs === undefined ? {} : { callMs }),
+    ...(pacing ? { pacing } : {}),
+  };
+}

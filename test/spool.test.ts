@@ -1,0 +1,133 @@
+import { execFileSync } from 'node:child_process';
+import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { BatchResultLine } from '../src/contract/batch';
+import { laneName } from '../src/contract/lane-name';
+import { segmentName } from '../src/contract/location';
+import { assembleLeftover, assembleSink, carryOkLines, journalItem, sealLane, spoolOf } from '../src/batch/spool';
+import { FileStorage } from '../src/store';
+import { ROOT } from './support/paths';
+
+const storage = new FileStorage();
+const directory = mkdtempSync(path.join(tmpdir(), 'fanout-spool-'));
+
+const ok = (id: string, output = `answer ${id}`): string => JSON.stringify({ id, status: 'ok', output, attempts: 1, durationMs: 1, usage: { promptTokens: 2, completionTokens: 3, totalTokens: 5 }, costUsd: 0.25 });
+const failed = (id: string): string => JSON.stringify({ id, status: 'failed', error: { type: 'X', message: 'x' }, attempts: 5, durationMs: 1 });
+
+function sinkIds(file: string): string[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => (JSON.parse(line) as BatchResultLine).id);
+}
+
+describe('the spool', () => {
+  it('seals a lane with every item any attempt journaled, so a stale seal never shortens it', async () => {
+    const sink = path.join(directory, 'stale.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    const lane = laneName(0, 0);
+    // Attempt 1 answers items 0 and 1, then its worker is cut off; attempt 2 answers 2 and seals. Attempt 1 wakes and seals too.
+    await journalItem(storage, spool, lane, 0, ok('a'));
+    await journalItem(storage, spool, lane, 1, ok('b'));
+    await journalItem(storage, spool, lane, 2, ok('c'));
+    await sealLane(storage, spool, lane);
+    await sealLane(storage, spool, lane);
+    const assembled = await assembleSink(storage, sink, spool, { windows: [1], unsealed: [] });
+    expect(sinkIds(sink)).toEqual(['a', 'b', 'c']);
+    expect(assembled.counts).toMatchObject({ succeeded: 3, failed: 0, tokens: { total: 15 }, cost: { usd: 0.75 } });
+  });
+
+  it('refuses to write a sink when a sealed lane is missing its segment, and writes nothing', async () => {
+    const sink = path.join(directory, 'missing.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    await journalItem(storage, spool, laneName(0, 0), 0, ok('a'));
+    await sealLane(storage, spool, laneName(0, 0));
+    // Lane 1 of window 0 ended sealed, the ledger says, but its segment is gone (a partial removal, a stale finish).
+    await expect(assembleSink(storage, sink, spool, { windows: [2], unsealed: [] })).rejects.toThrow(/lane w0000-l0000001 ended, but its results are not in the spool/);
+    expect(await storage.size(sink)).toBeUndefined();
+  });
+
+  it('reads the journal of a lane that never sealed, and every lane of a window whose count was lost', async () => {
+    const sink = path.join(directory, 'unsealed.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    await journalItem(storage, spool, laneName(0, 0), 0, ok('a'));
+    await journalItem(storage, spool, laneName(1, 0), 0, ok('b'));
+    await journalItem(storage, spool, laneName(1, 3), 1, failed('c'));
+    await sealLane(storage, spool, laneName(1, 3));
+    const assembled = await assembleSink(storage, sink, spool, { windows: [1, -1], unsealed: [laneName(0, 0)] });
+    expect(sinkIds(sink).sort()).toEqual(['a', 'b', 'c']);
+    expect(assembled.counts).toMatchObject({ succeeded: 2, failed: 1 });
+  });
+
+  it('marks a finished sink before removing the spool, and a repeated finish returns what the first wrote', async () => {
+    const sink = path.join(directory, 'again.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    await journalItem(storage, spool, laneName(0, 0), 0, ok('a'));
+    await sealLane(storage, spool, laneName(0, 0));
+    const first = await assembleSink(storage, sink, spool, { windows: [1], unsealed: [] });
+    expect(await storage.list(spool)).toEqual(['FINISHED.json']);
+    const again = await assembleSink(storage, sink, spool, { windows: [1], unsealed: [] });
+    expect(again).toEqual(first);
+    expect(sinkIds(sink)).toEqual(['a']);
+  });
+
+  it('carries ok lines over for a resume, once per id, from the sink and from a stopped run, and the same on a retried scan', async () => {
+    const sink = path.join(directory, 'resume.jsonl');
+    const old = spoolOf(sink, 'run-old');
+    await journalItem(storage, old, laneName(0, 0), 0, ok('a'));
+    await journalItem(storage, old, laneName(0, 0), 1, failed('b'));
+    await sealLane(storage, old, laneName(0, 0));
+    await assembleSink(storage, sink, old, { windows: [1], unsealed: [] });
+    // A run stopped from outside (terminated) left a journal and a segment.
+    const terminated = spoolOf(sink, 'run-terminated');
+    await journalItem(storage, terminated, laneName(0, 0), 0, ok('a'));
+    await journalItem(storage, terminated, laneName(0, 1), 0, ok('c'));
+    const next = spoolOf(sink, 'run-new');
+    expect([...(await carryOkLines(storage, sink, next))].sort()).toEqual(['a', 'c']);
+    // The scan is retried (its worker died after carrying): the old spools are still there, the kept lines the same.
+    expect([...(await carryOkLines(storage, sink, next))].sort()).toEqual(['a', 'c']);
+    await journalItem(storage, next, laneName(0, 0), 0, ok('b'));
+    await sealLane(storage, next, laneName(0, 0));
+    await assembleSink(storage, sink, next, { windows: [1], unsealed: [] });
+    expect(sinkIds(sink).sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('recovers a terminated batch from its journals and segments, one line per id', async () => {
+    const sink = path.join(directory, 'terminated.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    await journalItem(storage, spool, laneName(0, 0), 0, ok('a'));
+    await sealLane(storage, spool, laneName(0, 0));
+    await journalItem(storage, spool, laneName(0, 1), 0, ok('b'));
+    expect(await assembleLeftover(storage, sink, spool)).toBeGreaterThan(0);
+    expect(sinkIds(sink).sort()).toEqual(['a', 'b']);
+  });
+
+  it('names stored objects so that no two ids share one, on case-insensitive disks too', () => {
+    const ids = ['a.b', 'a~2Eb', 'a%2Eb', 'A', 'a', '..', '/x', 'ü', 'x'.repeat(300)];
+    const names = ids.map(segmentName);
+    expect(new Set(names.map((name) => name.toLowerCase())).size).toBe(ids.length);
+    for (const name of names) expect(name).toMatch(/^[a-z0-9_~-]{1,220}$/);
+  });
+
+  it('resumes a sink far larger than the memory it is given, by streaming it', async () => {
+    const sink = path.join(directory, 'huge.jsonl');
+    const out = createWriteStream(sink);
+    const output = 'x'.repeat(2000);
+    // ~240 MB of results, read by a process whose heap may not exceed 64 MB.
+    for (let index = 0; index < 120_000; index += 1) {
+      if (!out.write(`${JSON.stringify({ id: `h${index}`, status: 'ok', output, attempts: 1, durationMs: 1 })}\n`)) await once(out, 'drain');
+    }
+    out.end();
+    await once(out, 'finish');
+    const script = `
+      const { carryOkLines, spoolOf } = require(${JSON.stringify(path.join(ROOT, 'dist', 'batch', 'spool.js'))});
+      const { FileStorage } = require(${JSON.stringify(path.join(ROOT, 'dist', 'store', 'index.js'))});
+      carryOkLines(new FileStorage(), process.argv[1], spoolOf(process.argv[1], 'resume'))
+        .then((kept) => console.log(JSON.stringify({ kept: kept.size })))
+        .catch((error) => { console.error(error); process.exit(1); });`;
+    const printed = execFileSync(process.execPath, ['--max-old-space-size=64', '-e', script, sink], { encoding: 'utf8' });
+    expect(JSON.parse(printed)).toMatchObject({ kept: 120_000 });
+  }, 180_000);
+});
