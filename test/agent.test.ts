@@ -21,11 +21,26 @@ const hastyApproval = defineTool({
   run: ({ what }) => `launched ${what}`,
 });
 
+/** A tool that outlasts its timeout. */
+const sluggish = defineTool({
+  name: 'sluggish',
+  description: 'Takes too long',
+  input: z.object({}),
+  timeoutMs: 300,
+  run: (_input, { signal }) => new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve('too late'), 5000);
+    signal.addEventListener('abort', () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    });
+  }),
+});
+
 beforeAll(async () => {
   servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
   process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
   const shared = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools: [...shared, hastyApproval] });
+  stack = await startTestWorker(servers, { tools: [...shared, hastyApproval, sluggish] });
 });
 
 afterAll(async () => {
@@ -79,11 +94,52 @@ describe('agents with tools', () => {
     expect(inputs).not.toContain('found');
   });
 
-  it('sends a failing tool back to the model as the tool result', async () => {
-    const handle = await stack.client.startParallel([{ id: 'clumsy', prompt: 'Try [[tool:broken {}]]', tools: ['broken'] }]);
+  it('sends a failing tool, a timed-out tool and input that fails the schema back to the model as tool results', async () => {
+    const prompt = 'Try [[tool:broken {}]] [[tool:sluggish {}]] [[tool:search {"query":"wrong field"}]]';
+    const handle = await stack.client.startParallel([{ id: 'clumsy', prompt, tools: ['broken', 'sluggish', 'search'] }]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
-    expect(results[0].output).toContain('error: the broken tool is broken');
+    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & { transcript: { role: string; content: string }[] })[];
+    const toolResults = withSteps.transcript.filter((message) => message.role === 'tool').map((message) => message.content);
+    expect(toolResults[0]).toBe('error: the broken tool is broken');
+    expect(toolResults[1]).toBe('error: the tool ran past its 300 ms timeout');
+    expect(toolResults[2]).toMatch(/^error: invalid input for search: .*q/s);
+  });
+
+  it('cancels an agent and its tool call in flight when another agent fails the run fast', async () => {
+    const handle = await stack.client.startParallel(
+      [
+        { id: 'doomed', prompt: 'no [sim latency=500 fault=403]' },
+        { id: 'busy', prompt: 'Work [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] },
+      ],
+      { errorPolicy: 'fail-fast' },
+    );
+    const { results, stoppedBy } = await handle.result();
+    expect(stoppedBy).toBe('fail-fast');
+    expect(results.map((result) => result.status)).toEqual(['failed', 'cancelled']);
+    const [call] = toolCalls(servers.simulator, 'search').filter((request) => request.workflowId === `${handle.workflowId}/agent:busy`);
+    expect(call.clientClosedAt).toBeDefined();
+    expect((await childOf(handle.workflowId, 'busy').describe()).status.name).toBe('CANCELLED');
+  });
+
+  it('runs agents as DAG nodes and fan-in members, with dependency outputs in the prompt', async () => {
+    const dag = await stack.client.startDag([
+      { id: 'root', prompt: 'root facts', dependsOn: [] },
+      { id: 'user', prompt: 'Use {{deps.root}} [[tool:search {"q":"more"}]]', tools: ['search'], dependsOn: ['root'] },
+    ]);
+    const { results } = await dag.result();
+    expect(results.map((result) => [result.id, result.status, result.steps])).toEqual([
+      ['root', 'ok', undefined],
+      ['user', 'ok', 2],
+    ]);
+    expect(results[1].output).toContain('answer to: Use [simulated] answer to: root facts');
+    const fanIn = await stack.client.startFanOutFanIn([{ id: 'part', prompt: 'Part [[tool:search {"q":"p"}]]', tools: ['search'] }], { prompt: 'Combine.' });
+    const result = await fanIn.result();
+    expect(result.results[0].steps).toBe(2);
+    expect(result.synthesis.status).toBe('ok');
+    // The agent's answer went to the store for the synthesis to read by reference, as a plain member's does.
+    expect(result.results[0].output).toContain('search found: p');
+    expect(result.results[0].outputRef).toBeDefined();
   });
 
   it('repairs an invalid structured answer once and returns the validated object', async () => {
