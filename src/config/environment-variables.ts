@@ -18,6 +18,7 @@ export const ENVIRONMENT_VARIABLES = {
     'FANOUT_PRICES_FILE',
     'FANOUT_PRICES',
     'FANOUT_MCP_SERVERS',
+    'FANOUT_TOOLS',
     'FANOUT_ENCRYPTION_KEYS',
     'FANOUT_ENCRYPTION_KEY',
     'FANOUT_ENCRYPTION_KEY_ID',
@@ -76,7 +77,7 @@ export const ENVIRONMENT_VARIABLES = {
   /** Read by scripts/ (which src/local runs to find or build the servers). */
   scripts: ['TEMPORAL_CLI', 'TEMPORAL_CLI_VERSION', 'TEMPORAL_SERVER_HOME', 'TEMPORAL_SERVER_VERSION', 'SEAWEEDFS_WEED', 'SEAWEEDFS_VERSION'],
   /** Read by the tests only. */
-  tests: ['CHROMIUM_PATH', 'REFRESH_DOCS_SCREENSHOTS'],
+  tests: ['CHROMIUM_PATH', 'REFRESH_DOCS_SCREENSHOTS', 'FANOUT_TEST_SIM_URL'],
   /** Read by bench/ only. */
   bench: [
     'BENCH_ROUNDS',
@@ -89,6 +90,8 @@ export const ENVIRONMENT_VARIABLES = {
     'BENCH_PACING_ITEMS',
     'BENCH_PACING_WORKERS',
     'BENCH_ECONOMICS_PARTS',
+    'BENCH_AGENT_STEPS',
+    'BENCH_AGENT_PAGE_WORDS',
   ],
   /** Not for users to set, so not in README: the code sets them for itself, or they are the system's own. */
   internal: [
