@@ -9,7 +9,9 @@ import { createLlmClient } from '../src/activities/llm-client';
 import type { AgentCallResult, AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
 import { KeyPacer, type PacedOutcome } from '../src/pacing/key-pacer';
-import { Pacer, resolvePacerOptions } from '../src/pacing/pacer';
+import { apiKeyId, Pacer, resolvePacerOptions } from '../src/pacing/pacer';
+import { PacerRateLimitReader } from '../src/metrics/pacer-rate-limits';
+import type { PacerSnapshot } from '../src/pacing/key-pacer';
 import { parseResetDuration, readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import type { SimulatorConfigInput } from '../src/sim/config';
@@ -278,5 +280,31 @@ describe('rate limits and attempts in a fan-out on a real dev server', () => {
   it('still stops a real failure at maximumAttempts', async () => {
     const { results } = await stack.client.runParallel([{ id: 'broken', prompt: 'x [sim fault=500]' }], { retry: { maximumAttempts: 2, initialIntervalMs: 100 } });
     expect(results[0]).toMatchObject({ status: 'failed', attempts: 2, error: { type: 'ProviderUnavailable' } });
+  });
+});
+
+describe('what every call asks of the pacer, cheaply', () => {
+  it('names a key by the same short id every time, never the key itself', () => {
+    expect(apiKeyId('sk-secret')).toBe(apiKeyId('sk-secret'));
+    expect(apiKeyId('sk-secret')).toMatch(/^[0-9a-f]{8}$/);
+    expect(apiKeyId('sk-other')).not.toBe(apiKeyId('sk-secret'));
+  });
+
+  it('counts 429s by model from snapshots taken only when the running total moved', () => {
+    let total = 0;
+    let snapshots = 0;
+    const keys: Pick<PacerSnapshot, 'provider' | 'model' | 'keyId' | 'rateLimited'>[] = [{ provider: 'p', model: 'm', keyId: 'k', rateLimited: 0 }];
+    const reader = new PacerRateLimitReader(() => {
+      snapshots += 1;
+      return keys as PacerSnapshot[];
+    }, () => total);
+    expect(reader.increments()).toEqual(new Map());
+    expect(reader.increments()).toEqual(new Map());
+    expect(snapshots).toBe(1);
+    keys[0].rateLimited = 3;
+    total = 3;
+    expect(reader.increments()).toEqual(new Map([['m', 3]]));
+    expect(reader.increments()).toEqual(new Map());
+    expect(snapshots).toBe(2);
   });
 });

@@ -255,6 +255,11 @@ export class KeyPacer {
     }
   }
 
+  /** 429s answered to this process for the key, cheaply. */
+  get rateLimitedCount(): number {
+    return this.rateLimited;
+  }
+
   /** The latest move of the concurrency limit (the object `snapshot().changes` ends with), cheaply. */
   get lastChange(): LimitChange | undefined {
     return this.changes.at(-1);

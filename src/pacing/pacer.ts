@@ -55,9 +55,18 @@ export function resolvePacerOptions(options: PacerOptions = {}, environment: Env
   };
 }
 
-/** A short id of an API key for keys and logs: never the key itself. */
+const keyIds = new Map<string, string>();
+
+/** A short id of an API key for keys and logs: never the key itself. Hashed once per key (every call asks). */
 export function apiKeyId(apiKey: string): string {
-  return createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+  let id = keyIds.get(apiKey);
+  if (id === undefined) {
+    id = createHash('sha256').update(apiKey).digest('hex').slice(0, 8);
+    // A process uses a handful of keys; the bound only guards against a caller minting keys per call.
+    if (keyIds.size >= 1000) keyIds.clear();
+    keyIds.set(apiKey, id);
+  }
+  return id;
 }
 
 /**
@@ -92,6 +101,13 @@ export class Pacer {
   snapshot(): PacerSnapshot[] {
     return [...this.keys.values()].map((pacer) => pacer.snapshot());
   }
+
+  /** 429s answered to this process, every key together: cheap to read, unlike a snapshot. */
+  get rateLimited(): number {
+    let total = 0;
+    for (const pacer of this.keys.values()) total += pacer.rateLimitedCount;
+    return total;
+  }
 }
 
 let processPacer: Pacer | undefined;
@@ -108,4 +124,9 @@ export function defaultPacer(): Pacer {
  */
 export function pacerSnapshot(): PacerSnapshot[] {
   return processPacer?.snapshot() ?? [];
+}
+
+/** 429s answered to this process so far, every key together (0 before its first paced call). */
+export function pacerRateLimitedTotal(): number {
+  return processPacer?.rateLimited ?? 0;
 }
