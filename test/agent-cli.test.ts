@@ -79,3 +79,10 @@ it('shows the steps and tool calls of a run\'s agents in fanout watch', async ()
     expect(watch.stdout).toContain(line);
   }
 });
+
+it('refuses to start a worker whose --tools module exports no tool, naming the module', async () => {
+  const module = path.join(__dirname, 'support', 'mcp-server.js');
+  const worker = await runCli(['worker', '--tools', module, ...connection]);
+  expect(worker.code).not.toBe(0);
+  expect(worker.stderr).toContain(`tools module ${module} exports no tool made by defineTool`);
+});

@@ -180,6 +180,15 @@ describe('agents with tools', () => {
     expect(modelCalls(servers.simulator, 'spender').length).toBeLessThan(5);
   });
 
+  it("stops an agent at what is left of its run's token budget", async () => {
+    const prompt = 'Loop [[repeat 8 tool:search {"q":"again and again"}]]';
+    const handle = await stack.client.startParallel([{ id: 'shared', prompt, tools: ['search'] }], { tokenBudget: 40 });
+    const { results } = await handle.result();
+    expect(results[0].error?.type).toBe('BudgetExhausted');
+    expect(results[0].error?.message).toMatch(/its token budget \(40\) is spent/);
+    expect(modelCalls(servers.simulator, 'shared').length).toBeLessThan(8);
+  });
+
   it('runs sub-agents of spawn_agents in parallel and returns their answers in task order', async () => {
     const spawn = JSON.stringify({
       tasks: [
