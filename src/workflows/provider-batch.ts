@@ -239,7 +239,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     failed: final.failed,
     tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
     cost: { usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)), unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0) },
-    providerBatches: history,
+    providerBatches: [...history].sort((left, right) => left.part - right.part || left.attempt - right.attempt),
     savingsUsd: final.savingsUsd,
     ...(retry === undefined ? {} : { retry }),
   };
