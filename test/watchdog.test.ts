@@ -14,8 +14,10 @@ const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
 
 interface Script {
   poll: () => Promise<unknown>;
-  describe: () => Promise<unknown>;
+  describe: (workflowId: string) => Promise<unknown>;
   pollers: () => { identity: string; lastAccessTime: { seconds: number } }[];
+  /** The running workflows the sweep lists. Default none. */
+  running?: () => { workflowId: string; runId: string }[];
 }
 
 function fakeClient(script: Script) {
@@ -37,9 +39,9 @@ function fakeClient(script: Script) {
         record.polls += 1;
         return script.poll();
       },
-      describeWorkflowExecution: () => {
+      describeWorkflowExecution: (request: { execution: { workflowId: string } }) => {
         record.describes += 1;
-        return script.describe();
+        return script.describe(request.execution.workflowId);
       },
       describeTaskQueue: (request: { taskQueue: { name: string } }) => {
         expect(request.taskQueue.name).toBe(PRESENCE_QUEUE);
@@ -53,7 +55,11 @@ function fakeClient(script: Script) {
       },
       reportCancellation: () => Promise.resolve(),
     },
-    workflow: { list: async function* () {} },
+    workflow: {
+      list: async function* () {
+        for (const run of script.running?.() ?? []) yield run;
+      },
+    },
   };
   const logger = { info: (message: string) => record.infos.push(message), warn: (message: string) => record.warnings.push(message) };
   return { client: client as unknown as Client, record, logger };
@@ -156,6 +162,34 @@ describe('a dead worker\'s call when describes fail for a while', () => {
     await waitFor('the dead worker\'s call to be failed', () => record.failed.length === 1, { timeoutMs: 10_000 });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
     expect(record.infos).toContain('describes work again');
+  });
+});
+
+describe('the sweep over running workflows no live worker has calls in', () => {
+  it('reaches every one in turn, not only the newest 5,000', async () => {
+    const running = Array.from({ length: 12_000 }, (_, index) => ({ workflowId: `wf-${index}`, runId: 'run' }));
+    const dead = {
+      activityId: 'theirs',
+      state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+      attempt: 1,
+      lastWorkerIdentity: 'dead',
+      lastStartedTime: { seconds: nowSeconds() - 120 },
+    };
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: (workflowId) => runningDescription(workflowId === 'wf-11000' ? [dead] : []),
+        pollers: () => [
+          { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
+          { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
+        ],
+        running: () => running,
+      },
+      { sweepIntervalMs: 20, sweepConcurrency: 8 },
+    );
+    watchdog.startSweeping('q');
+    await waitFor('the call in the 11,001st workflow to be failed', () => record.failed.length === 1, { timeoutMs: 30_000 });
+    expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
   });
 });
 
