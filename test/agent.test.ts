@@ -151,6 +151,29 @@ describe('agents with tools', () => {
     expect(modelCalls(servers.simulator, 'structured')).toHaveLength(2);
   });
 
+  it("waits out the provider's rate limit inside a step's attempt, as plain calls do", async () => {
+    servers.simulator.configure({ latency: { minMs: 20, maxMs: 20 }, rateLimits: { requestsPerMinute: 60, burstSeconds: 1 } });
+    try {
+      const output = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
+      // A model of its own: the worker's pacer keeps what it learnt of this model's limit, which the other tests must not inherit.
+      const tasks = [1, 2, 3].map((n) => ({ id: `limited-${n}`, model: 'rate-limited-model', prompt: `Count [[invalid-json 1]] [[answer-json {"n":${n}}]]`, output }));
+      const handle = await stack.client.startParallel(tasks);
+      const { results } = await handle.result();
+      expect(results.map((result) => [result.status, result.output])).toEqual([
+        ['ok', '{"n":1}'],
+        ['ok', '{"n":2}'],
+        ['ok', '{"n":3}'],
+      ]);
+      const requests = servers.simulator.log().filter((request) => request.taskId.startsWith('limited-'));
+      expect(requests.filter((request) => request.outcome === 200)).toHaveLength(6);
+      // Some were refused (429), and every request went out on the steps' first attempts: the limit cost time, not attempts.
+      expect(requests.filter((request) => request.outcome === 429).length).toBeGreaterThan(0);
+      expect(requests.every((request) => request.attempt === 1)).toBe(true);
+    } finally {
+      servers.simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
+    }
+  });
+
   it('fails an agent whose answer stays invalid after its repairs, naming the last error', async () => {
     const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
     const handle = await stack.client.startParallel([{ id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 }]);
