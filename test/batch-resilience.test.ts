@@ -8,6 +8,7 @@ import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { spawnWorker, type WorkerProcess } from './support/processes';
 import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
 import { waitFor } from './support/wait-for';
+import { faultCost, requestsOfRun } from './support/request-ledger';
 
 const directory = batchDirectory();
 const workers: WorkerProcess[] = [];
@@ -20,10 +21,8 @@ function workerEnvironment(simulator: Simulator): Record<string, string> {
   return { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_HEARTBEAT_THROTTLE_MS: '500' };
 }
 
-/** Model calls sent more than once for the same task, from the simulator's log. */
-function duplicateCalls(simulator: Simulator, batchId: string): number {
-  const requests = simulator.log().filter((request) => request.workflowId === batchId);
-  return requests.length - new Set(requests.map((request) => request.taskId)).size;
+function resent(simulator: Simulator, batchId: string, at: number) {
+  return faultCost(requestsOfRun(simulator.log(), batchId), at);
 }
 
 describe('a batch on worker processes', () => {
@@ -37,28 +36,29 @@ describe('a batch on worker processes', () => {
     await servers?.stop();
   });
 
-  it('completes after its worker is SIGKILLed half-way: nothing lost, duplicates no more than were in flight', async () => {
+  it('completes after its worker is SIGKILLed half-way: no answered call sent again, re-sent calls no more than were open at the kill', async () => {
     const taskQueue = uniqueName('batch-kill');
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
     const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
     const sink = path.join(directory, 'kill.jsonl');
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
-    // An activity per item: then a lost worker costs no more than the calls it had in flight (chunks of short calls are
-    // run again whole; test/batch-chunks.test.ts bounds that).
-    const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000, itemsPerActivity: 1 } });
+    // Lanes of several items each (the default): a lost lane's answered items must not be paid for again.
+    const handle = await client.startBatch({ source, sink, options: { concurrency: 20 } });
 
-    await waitFor('half the batch', async () => (await handle.progress()).done >= 200, { timeoutMs: 60_000 });
-    // In flight as the batch sees it: started and not yet reported back. A call the simulator already answered but whose
-    // completion had not reached Temporal yet is in flight too, and is rightly sent again.
-    const { inFlight: inFlightAtKill } = await handle.progress();
+    const answeredCount = () => servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.outcome === 200).length;
+    await waitFor('half the batch answered', () => answeredCount() >= 200, { timeoutMs: 60_000 });
     await workers[0].kill();
+    const killedAt = Date.now();
     workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
 
     const summary = await handle.result();
     expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 400, ids: 400, ok: 400 });
-    expect(inFlightAtKill).toBeGreaterThan(0);
-    expect(duplicateCalls(servers.simulator, handle.batchId)).toBeLessThanOrEqual(inFlightAtKill);
+    const cost = resent(servers.simulator, handle.batchId, killedAt);
+    expect(cost.openAt).toBeGreaterThan(0);
+    expect(cost.answeredThenResent).toEqual([]);
+    expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt);
+    expect(cost.openNow).toBe(0);
   });
 
   it('keeps two workers together under the task queue rate limit', async () => {
@@ -109,11 +109,17 @@ describe('a batch across a dev server restart', () => {
       await waitFor('a third of the batch', async () => (await handle.progress()).done >= 100, { timeoutMs: 60_000 });
 
       await server.stop();
+      const stoppedAt = Date.now();
       server = await startDevServer({ port, uiPort, dbFilename });
       const summary = await handle.result();
 
       expect(summary).toMatchObject({ total: 300, succeeded: 300, failed: 0 });
       expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+      // The worker lived on through the restart: calls answered before it were never sent again.
+      const cost = resent(simulator, handle.batchId, stoppedAt);
+      expect(cost.answeredThenResent).toEqual([]);
+      expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt);
+      expect(cost.openNow).toBe(0);
     } finally {
       await connection.close();
     }

@@ -2,8 +2,7 @@ import { Command } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
-import { MAX_ITEMS_PER_ACTIVITY, type BatchOptions, type BatchProgress, type BatchSummary } from '../../contract/batch';
-import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
+import { MAX_BATCH_CONCURRENCY, MAX_ITEMS_PER_ACTIVITY, type BatchOptions, type BatchProgress, type BatchSummary } from '../../contract/batch';
 import { describeError, ExitCode } from '../errors';
 import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
@@ -125,14 +124,14 @@ export function batchCommand(): Command {
         .argument('<tasks.jsonl>', 'one task per line: a local path every worker can read, or s3://bucket/key')
         .requiredOption('--out <results.jsonl>', 'result sink, one line per task id: a local path every worker can write, or s3://bucket/key')
         .option('--id <batch-id>', 'batch id (default batch-<random>); an existing id is attached to, never run twice')
-        .option('-c, --concurrency <n>', `calls in flight across the batch (1-${MAX_IN_FLIGHT_PER_RUN}, default 50)`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
+        .option('-c, --concurrency <n>', `calls in flight across the batch (1-${MAX_BATCH_CONCURRENCY}, default 50)`, wholeNumber(1, MAX_BATCH_CONCURRENCY))
         .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
         .option('--attempts <n>', 'attempts per item (default 5)', wholeNumber(1, 100))
         .option('--agent-timeout <ms>', 'deadline of one attempt', wholeNumber(100))
         .option('--budget-usd <dollars>', 'once the answered items cost this much, cancel the calls in flight and run no more (costBudgetUsd)', positiveNumber)
         .option(
           '--items-per-activity <n>',
-          `items one activity runs at once (1-${MAX_ITEMS_PER_ACTIVITY}; default: from the calls' durations, 1 for calls of 2 s or more)`,
+          `most items one activity runs, one after another (1-${MAX_ITEMS_PER_ACTIVITY}; default: about 45 s of calls, fewer near the end)`,
           wholeNumber(1, MAX_ITEMS_PER_ACTIVITY),
         )
         .option('--watch', 'show a progress bar until the batch ends')
@@ -166,11 +165,19 @@ export function batchCommand(): Command {
   );
 
   batch.addCommand(
-    withConnection(new Command('cancel').description('cancel a batch: in-flight calls are aborted, finished results stay in the sink').argument('<batch-id>').option('--json', 'print JSON')).action(
-      async (batchId: string, flags: BatchFlags) => {
+    withConnection(
+      new Command('cancel')
+        .description('cancel a batch and wait for it to end: in-flight calls are aborted, every answered one is written to the sink')
+        .argument('<batch-id>')
+        .option('--no-wait', 'return once the cancel is requested, not once the batch has ended')
+        .option('--json', 'print JSON'),
+    ).action(
+      async (batchId: string, flags: BatchFlags & { wait?: boolean }) => {
         await withClient(flags, async (fanout) => {
-          await fanout.getBatch(batchId).cancel();
-          process.stdout.write(flags.json ? `${JSON.stringify({ batchId, cancelRequested: true })}\n` : `cancel requested for batch ${batchId}\n`);
+          const wait = flags.wait !== false;
+          await fanout.getBatch(batchId).cancel({ wait });
+          const said = wait ? `batch ${batchId} cancelled; its answered results are in its sink` : `cancel requested for batch ${batchId}`;
+          process.stdout.write(flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait })}\n` : `${said}\n`);
         });
       },
     ),

@@ -27,6 +27,13 @@ import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult } from './window';
 
+/** An error's message with its causes': a child's failure says only "Child Workflow execution failed" itself. */
+function messageChain(error: unknown): string {
+  const parts: string[] = [];
+  for (let current: unknown = error; current instanceof Error && parts.length < 4; current = current.cause) parts.push(current.message);
+  return parts.join(': ') || String(error);
+}
+
 function addCounters(total: BatchCounters, part: BatchCounters): void {
   total.succeeded += part.succeeded;
   total.failed += part.failed;
@@ -166,7 +173,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
           (error: unknown) => {
             // The window's own record of its lanes is lost: the sink takes every lane of it found in the spool.
             lanesPerWindow[window] = -1;
-            if (!isCancellation(error)) fatal ??= { type: 'WindowFailed', message: error instanceof Error ? error.message : String(error) };
+            if (!isCancellation(error)) fatal ??= { type: 'WindowFailed', message: messageChain(error) };
           },
         )
         .finally(() => {

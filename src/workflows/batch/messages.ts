@@ -33,6 +33,10 @@ export interface WindowProgress {
   inFlight: number;
   lanes: number;
   historyLength: number;
+  /** running: starting lanes; draining: handed over, its lanes ending; stopping: cancelled. */
+  mode: 'running' | 'draining' | 'stopping';
+  /** Calls its predecessor still holds of its room. */
+  borrowed: number;
   pacing?: PacingStatus;
 }
 

@@ -141,8 +141,12 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     wake,
   );
 
+  // Slots the predecessor returns. After the hand-over they were lent on to the successor with this window's own, so they
+  // go on there.
   setHandler(slotsFreedSignal, (count) => {
-    borrowed = Math.max(0, borrowed - count);
+    const back = Math.min(count, borrowed);
+    borrowed -= back;
+    if (handedOver) freed += back;
     wake();
   });
   setHandler(successorSignal, (workflowId) => {
@@ -155,6 +159,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     inFlight,
     lanes: sequence,
     historyLength: workflowInfo().historyLength,
+    mode,
+    borrowed,
     ...(pacing ? { pacing } : {}),
   }));
 
@@ -248,7 +254,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       window: input.window,
       cursor: reader.cursor(),
       retries: retries.splice(0),
-      inFlight,
+      // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
+      inFlight: inFlight + borrowed,
       unstarted,
       ...(callMs === undefined ? {} : { callMs }),
       spent: { tokens: spentTokens(), usd: spentUsd() },
@@ -282,6 +289,9 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   };
 
   for (;;) {
+    // Taken before anything is awaited in this round, so a change during an await (a lane ending while a signal goes
+    // out) wakes the next wait instead of being lost.
+    const seen = changed;
     if (mode === 'running') {
       const exhausted = dispatch();
       if (mode === 'running' && ((exhausted && reader.leftForSuccessor()) || (!exhausted && outOfHistory()))) {
@@ -298,12 +308,15 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       if (successor !== undefined && freed > 0) {
         const count = freed;
         freed = 0;
-        await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count));
+        // A successor that has ended already needs no slots back.
+        await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count)).catch(() => undefined);
       }
     }
     const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
-    if (running.size === 0 && nothingToStart && (mode !== 'draining' || retries.length === 0)) break;
-    const seen = changed;
+    // A window that handed over ends only once its predecessor has given back all it lent: then, when the batch tells
+    // the successor that this window ended, every call out before the hand-over has ended.
+    const settled = mode !== 'draining' || (retries.length === 0 && borrowed === 0 && (freed === 0 || successor === undefined));
+    if (running.size === 0 && nothingToStart && settled) break;
     try {
       if (mode === 'stopping') await CancellationScope.nonCancellable(() => condition(() => changed !== seen));
       else await condition(() => changed !== seen);

@@ -1,0 +1,179 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
+import { maxOverlap } from './support/overlap';
+import { answeredIds, droppedAnswers, faultCost, fewestOpenBetweenFirstAndLast, requestsOfRun } from './support/request-ledger';
+import { runCli } from './support/processes';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+const directory = batchDirectory();
+
+beforeAll(async () => {
+  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
+  stack = await startTestWorker(servers);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+const requestsOf = (batchId: string) => requestsOfRun(servers.simulator.log(), batchId);
+
+/** The lane activities the batch's windows scheduled: id and how many items each took. */
+async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: number }[]> {
+  const history = await workflow.fetchHistory();
+  const windows = (history.events ?? []).flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []);
+  const lanes: { id: string; items: number }[] = [];
+  for (const id of windows) {
+    const window = await workflow.client.getHandle(id).fetchHistory();
+    for (const event of window.events ?? []) {
+      if (event.eventType !== temporal.api.enums.v1.EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) continue;
+      const attributes = event.activityTaskScheduledEventAttributes;
+      if (attributes?.activityType?.name !== 'runBatchLane') continue;
+      const { decodePayload } = await import('./support/history');
+      const input = decodePayload(attributes.input?.payloads?.[0]) as { entries: unknown[] };
+      lanes.push({ id: attributes.activityId ?? '', items: input.entries.length });
+    }
+  }
+  return lanes;
+}
+
+describe('batch lanes: several calls one after another per activity, each answer journaled', () => {
+  it('runs short calls many to an activity, within the concurrency, each id written once', async () => {
+    const source = writeTasks(directory, 600, () => 'short', 'short');
+    const sink = path.join(directory, 'short.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    expect(await handle.result()).toMatchObject({ total: 600, succeeded: 600, failed: 0 });
+    expect(sinkCounts(sink)).toEqual({ lines: 600, ids: 600, ok: 600 });
+    const requests = requestsOf(handle.batchId);
+    expect(requests).toHaveLength(600);
+    expect(maxOverlap(requests)).toBeLessThanOrEqual(20);
+    const lanes = await lanesOf(handle.workflow);
+    expect(lanes.reduce((sum, lane) => sum + lane.items, 0)).toBe(600);
+    expect(lanes.length).toBeLessThan(200);
+  });
+
+  it('keeps its calls in flight across hand-overs between windows: never zero while items remain, never over the concurrency', async () => {
+    const source = writeTasks(directory, 240, (index) => `x [sim latency=${200 + (index % 5) * 100}]`, 'window');
+    const sink = path.join(directory, 'window.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 12, pageSize: 20, pagesPerRun: 2 } });
+    const summary = await handle.result();
+    expect(summary).toMatchObject({ total: 240, succeeded: 240 });
+    expect(summary.runs).toBeGreaterThanOrEqual(4);
+    expect(sinkCounts(sink)).toEqual({ lines: 240, ids: 240, ok: 240 });
+    const requests = requestsOf(handle.batchId);
+    expect(requests).toHaveLength(240);
+    expect(maxOverlap(requests)).toBeLessThanOrEqual(12);
+    expect(fewestOpenBetweenFirstAndLast(requests)).toBeGreaterThan(0);
+  });
+
+  it('runs an item that failed retryably in a lane again on its own, sending its real attempt, and writes a non-retryable failure at once', async () => {
+    const prompt = (index: number) => (index === 150 || index === 170 ? 'x [sim fault=500 times=1]' : index === 160 ? 'x [sim fault=401]' : 'x');
+    const source = writeTasks(directory, 200, prompt, 'mixed');
+    const sink = path.join(directory, 'mixed.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
+    expect(await handle.result()).toMatchObject({ succeeded: 199, failed: 1 });
+    const lines = new Map(readSink(sink).map((line) => [line.id, line]));
+    expect(lines.size).toBe(200);
+    expect(lines.get('mixed-150')).toMatchObject({ status: 'ok', attempts: 2 });
+    expect(lines.get('mixed-160')).toMatchObject({ status: 'failed', attempts: 1, error: { type: 'Unauthorized' } });
+    const requests = requestsOf(handle.batchId);
+    expect(requests.filter((request) => request.taskId === 'mixed-160')).toHaveLength(1);
+    expect(requests.filter((request) => request.taskId === 'mixed-150').map((request) => request.attempt)).toEqual([1, 2]);
+    expect(requests.filter((request) => request.taskId === 'mixed-170').map((request) => request.attempt)).toEqual([1, 2]);
+  });
+
+  it("gives each item of a lane its own request deadline (agentTimeoutMs), not the lane's whole timeout", async () => {
+    const prompt = (index: number) => (index === 7 ? 'slow [sim latency=4000]' : 'x');
+    const source = writeTasks(directory, 40, prompt, 'deadline');
+    const sink = path.join(directory, 'deadline.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } } });
+    expect(await handle.result()).toMatchObject({ succeeded: 39, failed: 1 });
+    const lines = new Map(readSink(sink).map((line) => [line.id, line]));
+    expect(lines.get('deadline-7')).toMatchObject({ status: 'failed', error: { type: 'Timeout' } });
+    expect(lines.get('deadline-7')?.durationMs).toBeLessThan(3000);
+    expect((await lanesOf(handle.workflow)).some((lane) => lane.items > 1)).toBe(true);
+  });
+
+  it('runs an activity per item with itemsPerActivity 1', async () => {
+    const source = writeTasks(directory, 60, () => 'x', 'single');
+    const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'single.jsonl'), options: { concurrency: 20, itemsPerActivity: 1 } });
+    expect(await handle.result()).toMatchObject({ succeeded: 60 });
+    const lanes = await lanesOf(handle.workflow);
+    expect(lanes).toHaveLength(60);
+    expect(lanes.every((lane) => lane.items === 1)).toBe(true);
+  });
+
+  it('cancelled mid-lane, keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after', async () => {
+    const source = writeTasks(directory, 300, () => 'x [sim latency=250]', 'cancelled');
+    const sink = path.join(directory, 'cancelled.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 8 } });
+    await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
+    expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(1);
+    const cancelledAt = Date.now();
+    await handle.cancel();
+    const returnedAt = Date.now();
+    await expect(handle.result()).rejects.toThrow();
+    const atCancel = requestsOf(handle.batchId);
+    expect(atCancel.filter((request) => request.arrivedAt > returnedAt)).toEqual([]);
+    expect(faultCost(atCancel, returnedAt).openNow).toBe(0);
+    // The calls open at the cancel were aborted within seconds, not left to answer.
+    for (const request of atCancel.filter((request) => request.clientClosedAt !== undefined)) expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
+    expect(droppedAnswers(atCancel, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
+
+    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    expect(resumed.succeeded + resumed.alreadyOk).toBe(300);
+    expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+    expect(faultCost(requestsOf(handle.batchId), cancelledAt).answeredThenResent).toEqual([]);
+  });
+
+  it('fails fast with lanes in flight: every answered call is in the sink and the cost, none is left open', async () => {
+    const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
+    const source = writeTasks(directory, 400, prompt, 'failfast');
+    const sink = path.join(directory, 'failfast.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 8, errorPolicy: 'fail-fast' } });
+    const summary = await handle.result();
+    expect(summary.stoppedBy).toBe('fail-fast');
+    expect(summary.failed).toBe(1);
+    expect(summary.notRun).toBeGreaterThan(0);
+    const requests = requestsOf(handle.batchId);
+    expect(faultCost(requests, Date.now()).openNow).toBe(0);
+    const lines = readSink(sink);
+    const written = new Set(lines.filter((line) => line.status === 'ok').map((line) => line.id));
+    expect(droppedAnswers(requests, written)).toEqual([]);
+    expect(summary.succeeded).toBe(written.size);
+    expect(summary.tokens.total).toBe(lines.reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
+  });
+
+  it('stops at its cost budget with lanes in flight: every answered call counted, a resume pays for none of them again', async () => {
+    const source = writeTasks(directory, 300, () => 'budget words [sim latency=120]', 'lanebudget');
+    const sink = path.join(directory, 'lanebudget.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 6, tokenBudget: 1500 } });
+    const summary = await handle.result();
+    const stoppedAt = Date.now();
+    expect(summary.stoppedBy).toBe('budget');
+    const requests = requestsOf(handle.batchId);
+    expect(faultCost(requests, stoppedAt).openNow).toBe(0);
+    const written = new Set(readSink(sink).map((line) => line.id));
+    expect(droppedAnswers(requests, written)).toEqual([]);
+    expect(summary.succeeded).toBe(written.size);
+    const resumed = await (await stack.client.resumeBatch(handle.batchId, { tokenBudget: 10_000_000 })).result();
+    expect(resumed.alreadyOk).toBe(summary.succeeded);
+    expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+    expect(faultCost(requestsOf(handle.batchId), stoppedAt).answeredThenResent).toEqual([]);
+  });
+
+  it('refuses itemsPerActivity over 100 before starting', async () => {
+    const source = writeTasks(directory, 3, () => 'x', 'refused');
+    const cli = await runCli(['batch', 'start', source, '--out', path.join(directory, 'refused.jsonl'), '--items-per-activity', '101', '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+    expect(cli.code).toBe(2);
+    expect(cli.stderr).toContain('--items-per-activity');
+    expect(execFileSync('ls', [directory], { encoding: 'utf8' })).not.toContain('refused.jsonl');
+  });
+});

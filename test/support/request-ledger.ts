@@ -1,0 +1,67 @@
+import type { SimulatedRequest } from '../../src/sim/simulator';
+
+/** The simulator's requests of one batch or run (its calls name it in x-fanout-workflow-id). */
+export function requestsOfRun(log: readonly SimulatedRequest[], runId: string): SimulatedRequest[] {
+  return log.filter((request) => request.workflowId === runId);
+}
+
+/** When a request stopped being open: answered, or closed by the client (an abort). */
+function endOf(request: SimulatedRequest): number {
+  return request.respondedAt ?? request.clientClosedAt ?? Number.POSITIVE_INFINITY;
+}
+
+/**
+ * What a fault at `at` cost, from the simulator's own log: the ids answered before it that were sent again (must be
+ * none), how many ids were sent more than once, the calls open at that moment (the most a crash may re-send), and the
+ * requests still open now (must be none once the run has ended).
+ */
+export function faultCost(requests: readonly SimulatedRequest[], at: number): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
+  const count = new Map<string, number>();
+  for (const request of requests) count.set(request.taskId, (count.get(request.taskId) ?? 0) + 1);
+  const answered = new Set(requests.filter((request) => request.outcome === 200 && endOf(request) <= at).map((request) => request.taskId));
+  return {
+    answeredThenResent: [...answered].filter((id) => (count.get(id) ?? 0) > 1),
+    duplicated: [...count.values()].filter((times) => times > 1).length,
+    openAt: requests.filter((request) => request.arrivedAt <= at && endOf(request) > at).length,
+    openNow: requests.filter((request) => endOf(request) === Number.POSITIVE_INFINITY).length,
+  };
+}
+
+/** Ids the simulator answered with 200. */
+export function answeredIds(requests: readonly SimulatedRequest[]): Set<string> {
+  return new Set(requests.filter((request) => request.outcome === 200).map((request) => request.taskId));
+}
+
+/**
+ * The fewest requests open at once between the first request's arrival and the last one's: a batch whose window
+ * drained (at a hand-over, a page, a round) shows a zero here.
+ */
+export function fewestOpenBetweenFirstAndLast(requests: readonly SimulatedRequest[]): number {
+  if (requests.length === 0) return 0;
+  const lastArrival = Math.max(...requests.map((request) => request.arrivedAt));
+  const edges: [number, number][] = [];
+  for (const request of requests) edges.push([request.arrivedAt, 1], [endOf(request), -1]);
+  // At equal times a start comes before an end: a slot freed and taken again in the same millisecond never was empty.
+  edges.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+  let open = 0;
+  let fewest = Number.POSITIVE_INFINITY;
+  for (const [time, change] of edges) {
+    open += change;
+    if (time >= lastArrival) break;
+    if (change < 0) fewest = Math.min(fewest, open);
+  }
+  return fewest === Number.POSITIVE_INFINITY ? open : fewest;
+}
+
+/**
+ * Answered calls missing from `written` (a sink's ids) that cannot be put down to a race with the stop: answered more
+ * than `graceMs` before the first call the stop aborted. A call answered while the stop was aborting it is in flight,
+ * like a call open at a crash; any other missing answer is a paid call dropped.
+ */
+export function droppedAnswers(requests: readonly SimulatedRequest[], written: ReadonlySet<string>, graceMs = 250): string[] {
+  const aborted = requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt]));
+  const stopAt = aborted.length > 0 ? Math.min(...aborted) : Number.POSITIVE_INFINITY;
+  return requests
+    .filter((request) => request.outcome === 200 && !written.has(request.taskId) && (request.respondedAt ?? 0) < stopAt - graceMs)
+    .map((request) => request.taskId);
+}
