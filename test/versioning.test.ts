@@ -15,13 +15,13 @@ import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 /**
- * A deploy while a batch is in flight: the batch starts on the workflow code from before the `batch-progress-memo` patch,
- * its worker stops half-way, and a worker with the current code replays the run's history and finishes it.
+ * A deploy while a batch is in flight: the batch starts on the workflow code from before the `window-progress-memo` patch,
+ * its worker stops half-way, and a worker with the current code replays the window's history and finishes it.
  * CONTRIBUTING.md, "Changing workflow code".
  */
-/** The last commit of src/workflows/batch.ts before the patch; delete this test when the patch is deprecated. */
-const BEFORE_PATCH = 'b6324a738a872a903c38afaa75e3a120a7f38ff7';
-const PATCH_ID = 'batch-progress-memo';
+/** The last commit of src/workflows/batch/window.ts before the patch; delete this test when the patch is deprecated. */
+const BEFORE_PATCH = '17b26d7e5fafbd04c463978a92811e36ebc09bf1';
+const PATCH_ID = 'window-progress-memo';
 const NONDETERMINISM = temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR;
 
 const suite = useTestServers({ simulator: { latency: { minMs: 200, maxMs: 300 } } });
@@ -84,7 +84,7 @@ afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-describe('deploying a patched batch workflow while a batch runs', () => {
+describe('deploying a patched batch window workflow while a batch runs', () => {
   it('finishes a batch started on the old code on a worker with the new code, every id once in the sink', async () => {
     const newBundle = process.env.FANOUT_WORKFLOW_BUNDLE;
     if (!newBundle) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
@@ -104,15 +104,18 @@ describe('deploying a patched batch workflow while a batch runs', () => {
       const answered = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
       expect(answered().length).toBeGreaterThanOrEqual(12);
       expect(answered().length).toBeLessThan(40);
-      // The old code does not know the patch: nothing of it in the run so far.
-      expect((await handle.workflow.describe()).memo?.progress).toBeUndefined();
+      // The batch's window is the workflow the patch changes.
+      const windowId = ((await handle.workflow.fetchHistory()).events ?? []).flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [])[0];
+      const window = suite.servers.server.client.workflow.getHandle(windowId);
+      // The old code does not know the patch: nothing of it in the window so far.
+      expect((await window.describe()).memo?.progress).toBeUndefined();
 
       newWorker = await startWorker(taskQueue, newBundle, 'new-code');
       // A run the new code cannot replay does not fail: its workflow task fails and is retried forever. So watch for that.
       const end = await waitFor(
         'the batch to finish on the new worker',
         async () => {
-          const events = (await handle.workflow.fetchHistory()).events ?? [];
+          const events = (await window.fetchHistory()).events ?? [];
           const taskFailure = events.find((event) => event.workflowTaskFailedEventAttributes?.cause === NONDETERMINISM)?.workflowTaskFailedEventAttributes?.failure?.message;
           if (taskFailure) return { taskFailure };
           return events.some((event) => event.workflowExecutionCompletedEventAttributes) ? { taskFailure: undefined } : undefined;
@@ -124,14 +127,14 @@ describe('deploying a patched batch workflow while a batch runs', () => {
 
       expect(summary).toMatchObject({ total: 40, succeeded: 40, failed: 0, notRun: 0, runs: 1 });
       expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
-      const events = (await handle.workflow.fetchHistory()).events ?? [];
-      // One run, worked on by both workers.
+      const events = (await window.fetchHistory()).events ?? [];
+      // One window, worked on by both workers.
       const workers = new Set(events.map((event) => event.workflowTaskStartedEventAttributes?.identity).filter(Boolean));
       expect([...workers].sort()).toEqual(['new-code', 'old-code']);
       // The new worker took the patched branch once the run went live on it: a marker, then progress in the memo.
       const marker = events.findIndex((event) => patchIdOf(event) === PATCH_ID);
       expect(marker).toBeGreaterThan(events.findIndex((event) => event.workflowTaskStartedEventAttributes?.identity === 'new-code'));
-      expect((await handle.workflow.describe()).memo?.progress).toEqual({ total: 40, done: 40, failed: 0, runs: 1 });
+      expect((await window.describe()).memo?.progress).toEqual({ window: 0, done: 40, failed: 0, lanes: expect.any(Number) });
     } finally {
       await oldWorker.stop();
       await newWorker?.stop();
