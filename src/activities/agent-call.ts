@@ -153,10 +153,6 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const context = Context.current();
   const { info } = context;
   const attempt = call.attempt ?? info.attempt;
-  // Whatever ends the call: the activity's cancellation, the caller's signal, or the watchdog (a cut-off worker).
-  const callAbort = new AbortController();
-  const signal = callAbort.signal;
-  const unlink = linkAborts(callAbort, [context.cancellationSignal, call.signal]);
   const failureContext = { taskId: task.id, attempt };
   const model = task.model ?? dependencies.defaultModel;
   const pacer = dependencies.pacer ?? defaultPacer();
@@ -167,6 +163,12 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(attemptMs, workerWaitMs);
   const attemptStartedAt = dependencies.clock();
   const attemptEndsAt = attemptStartedAt + attemptMs;
+  // Whatever ends the call: the activity's cancellation, the caller's signal, or the watchdog (a cut-off worker).
+  const callAbort = new AbortController();
+  const signal = callAbort.signal;
+  const unlink = linkAborts(callAbort, [context.cancellationSignal, call.signal]);
+  // Linked after the settings above are read (a bad FANOUT_RATE_LIMIT_WAIT_MS throws): the caller's signal may outlive
+  // this call by far, and only the finally below removes the listener.
   // Rate-limit waits (admission and 429s) end here.
   // Linked by hand and unlinked when the call ends. `AbortSignal.any` keeps every combined signal that has a listener in
   // a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given, so a
