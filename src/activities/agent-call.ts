@@ -48,6 +48,8 @@ export interface CompleteTaskOptions {
   attempt?: number;
   /** Aborts the call too (besides the activity's cancellation); the call then throws this signal's reason. */
   signal?: AbortSignal;
+  /** The run the call belongs to, sent as `x-fanout-workflow-id`. Default: the activity's workflow (a batch's lanes say the batch). */
+  runId?: string;
   /**
    * `flex`: OpenAI's flex tier (batch prices, slower; a 429 `resource_unavailable` when capacity is short, waited out with
    * backoff inside the attempt). Default: the provider's standard tier.
@@ -60,11 +62,11 @@ export interface CompleteTaskOptions {
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
-function correlationHeaders(task: AgentTask, attempt: number, info: Context['info']): Record<string, string> {
+function correlationHeaders(task: AgentTask, attempt: number, info: Context['info'], runId?: string): Record<string, string> {
   return {
     'x-fanout-task-id': task.id,
     'x-fanout-attempt': String(attempt),
-    'x-fanout-workflow-id': info.workflowExecution?.workflowId ?? '',
+    'x-fanout-workflow-id': runId ?? info.workflowExecution?.workflowId ?? '',
   };
 }
 
@@ -215,7 +217,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           params,
           {
             signal: request.signal,
-            headers: correlationHeaders(task, attempt, info),
+            headers: correlationHeaders(task, attempt, info, call.runId),
             // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
             // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
             timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
