@@ -338,8 +338,9 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     return batch.cancelledAt !== undefined ? 'cancelling' : 'in_progress';
   }
 
-  function openAiBatch(batch: SimBatch): Record<string, unknown> {
-    advance(batch);
+  /** The batch as OpenAI shows it; the answer to a cancel shows it `cancelling`, as OpenAI's does, and ends it later. */
+  function openAiBatch(batch: SimBatch, settle = true): Record<string, unknown> {
+    if (settle) advance(batch);
     const at = batch.ended?.at ?? batch.cancelledAt ?? elapsed(batch);
     const completed = batch.failed ? 0 : batch.items.filter((item) => isDone(item, at) && item.fate === 'ok').length;
     const failed = batch.failed ? 0 : batch.ended ? batch.items.length - completed : batch.items.filter((item) => isDone(item, at) && item.fate !== 'ok').length;
@@ -362,8 +363,8 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     };
   }
 
-  function anthropicBatch(batch: SimBatch, baseUrl: string): Record<string, unknown> {
-    advance(batch);
+  function anthropicBatch(batch: SimBatch, baseUrl: string, settle = true): Record<string, unknown> {
+    if (settle) advance(batch);
     const at = batch.ended?.at ?? elapsed(batch);
     const counts = { processing: 0, succeeded: 0, errored: 0, canceled: 0, expired: 0 };
     for (const item of batch.items) {
@@ -474,12 +475,15 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (request.method === 'GET' && path === '/v1/batches') {
       const all = [...batches.values()].filter((batch) => batch.provider === 'openai').reverse();
       const page = list(all, url);
-      return send(response, 200, { object: 'list', data: page.data.map(openAiBatch), has_more: page.has_more, first_id: page.data[0]?.id, last_id: page.data.at(-1)?.id });
+      return send(response, 200, { object: 'list', data: page.data.map((batch) => openAiBatch(batch)), has_more: page.has_more, first_id: page.data[0]?.id, last_id: page.data.at(-1)?.id });
     }
     const match = /^\/v1\/batches\/([^/]+)(\/cancel)?$/.exec(path);
     const batch = match ? batches.get(match[1]) : undefined;
     if (!match || !batch || batch.provider !== 'openai') return send(response, 404, { error: { message: `simulated: no such batch ${match?.[1] ?? ''}`, type: 'invalid_request_error' } });
-    if (match[2] && request.method === 'POST') cancel(batch);
+    if (match[2] && request.method === 'POST') {
+      cancel(batch);
+      return send(response, 200, openAiBatch(batch, false));
+    }
     return send(response, 200, openAiBatch(batch));
   }
 
@@ -515,7 +519,10 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     const match = /^\/v1\/messages\/batches\/([^/]+)(\/cancel|\/results)?$/.exec(path);
     const batch = match ? batches.get(match[1]) : undefined;
     if (!match || !batch || batch.provider !== 'anthropic') return send(response, 404, { type: 'error', error: { type: 'not_found_error', message: `simulated: no such batch ${match?.[1] ?? ''}` } });
-    if (match[2] === '/cancel' && request.method === 'POST') cancel(batch);
+    if (match[2] === '/cancel' && request.method === 'POST') {
+      cancel(batch);
+      return send(response, 200, anthropicBatch(batch, baseUrl, false));
+    }
     if (match[2] === '/results') {
       advance(batch);
       if (!batch.ended?.results) return send(response, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'simulated: the batch has not ended' } });
