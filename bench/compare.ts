@@ -4,7 +4,7 @@
  * one simulator, rounds alternated so every contender sees the same machine load. Writes its section of
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
- *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d] [--quick] [--big] [--big-items N]
+ *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f] [--quick] [--big] [--big-items N]
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
@@ -39,7 +39,7 @@ const { values: flags } = parseArgs({
 });
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
 const BIG_ITEMS = Number(flags['big-items']);
-const SCENARIOS = new Set((flags.only ?? (flags.big ? 'a,b,c,d' : 'a,b,c')).split(',').map((name) => name.trim()));
+const SCENARIOS = new Set((flags.only ?? (flags.big ? 'a,b,c,d,e,f' : 'a,b,c,e')).split(',').map((name) => name.trim()));
 for (const [name, value] of [['--rounds', ROUNDS], ['--big-items', BIG_ITEMS]] as const) {
   if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
 }
@@ -165,10 +165,10 @@ async function spawnWorker(label: string, command: string[], env: NodeJS.Process
   };
 }
 
-function oursWorker(server: DevServer, simulator: Simulator, name: string): Promise<WorkerProcess> {
+function oursWorker(server: DevServer, simulator: Simulator, name: string, env: NodeJS.ProcessEnv = {}): Promise<WorkerProcess> {
   const taskQueue = `ours-${name}-${Date.now()}`;
   const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return spawnWorker(`ours-${name}`, [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}) }, /worker polling/);
+  return spawnWorker(`ours-${name}`, [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}), ...env }, /worker polling/);
 }
 
 function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
@@ -533,6 +533,93 @@ async function throughputScenario(harness: Harness): Promise<ScenarioResult> {
   }
 }
 
+/** CPU seconds of a process and its descendants (ours: the launcher and the worker it starts). */
+function treeCpuSeconds(pid: number): number {
+  return processTree(pid).reduce((sum, member) => sum + cpuSeconds(member), 0);
+}
+
+/** Calls open at the simulator every `stepMs` from the first arrival to the last answer, from its log. */
+function inFlightTimeline(simulator: Simulator, stepMs: number): number[] {
+  const log = simulator.log();
+  if (log.length === 0) return [];
+  const start = Math.min(...log.map((request) => request.arrivedAt));
+  const end = Math.max(...log.map((request) => request.respondedAt ?? request.clientClosedAt ?? request.arrivedAt));
+  const points: number[] = [];
+  for (let at = start; at <= end; at += stepMs) points.push(log.filter((request) => request.arrivedAt <= at && (request.respondedAt ?? request.clientClosedAt ?? Infinity) > at).length);
+  return points;
+}
+
+/** The ideal wall time of the calls the simulator served: their summed latency spread over `concurrency`, or the longest. */
+function idealMs(simulator: Simulator, concurrency: number): number {
+  const latencies = simulator.log().map((request) => request.latencyMs);
+  return Math.max(Math.max(...latencies), latencies.reduce((sum, latency) => sum + latency, 0) / concurrency);
+}
+
+const timelines: string[] = [];
+
+/**
+ * (e) and (f): calls of the lengths LLM work has, at the concurrency of a real batch. Wall over the ideal (the calls'
+ * summed latency over the concurrency), the worker's CPU per call, and the calls in flight over time.
+ */
+async function longCallsScenario(harness: Harness, id: string, count: number, concurrency: number, latency: { minMs: number; maxMs: number }): Promise<ScenarioResult> {
+  harness.simulator.configure({ latency, seed: `long-${id}` });
+  const warmCount = Math.min(200, count);
+  const sources = { 'warm-up': writeTasks(`long-${id}-warm-up`, warmCount), measured: writeTasks(`long-${id}`, count) };
+  const size = (which: 'warm-up' | 'measured') => (which === 'warm-up' ? warmCount : count);
+  const slots = String(Math.max(500, concurrency));
+  const ours = await oursWorker(harness.server, harness.simulator, `long-${id}`, { FANOUT_MAX_CONCURRENT_ACTIVITIES: slots });
+  const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, Math.max(500, concurrency));
+  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const deadline = 20 * 60_000;
+  const sample = (which: 'warm-up' | 'measured', name: string, wallMs: number, rssMb: number | undefined, cpu: number) => {
+    const ideal = idealMs(harness.simulator, concurrency);
+    const timeline = inFlightTimeline(harness.simulator, Math.max(1000, Math.round(ideal / 30)));
+    if (which === 'measured') timelines.push(`(${id}) ${name}: calls in flight every ${Math.max(1, Math.round(ideal / 30000))} s: ${timeline.join(' ')}`);
+    const zeroes = timeline.slice(1, -1).filter((open) => open === 0).length;
+    return { wallMs, value: wallMs / ideal, rssMb, note: `CPU ${((cpu * 1000) / size(which)).toFixed(2)} ms per call, ideal ${(ideal / 1000).toFixed(1)} s, min in flight ${Math.min(...timeline.slice(1, -1))}${zeroes > 0 ? `, ${zeroes} samples at zero` : ''}` };
+  };
+  try {
+    return await measure(
+      id,
+      `${count.toLocaleString('en-US')} items, concurrency ${concurrency}, calls of ${latency.minMs === latency.maxMs ? `${latency.minMs / 1000} s` : `${latency.minMs / 1000}-${latency.maxMs / 1000} s`}`,
+      'wall / ideal',
+      false,
+      [
+        {
+          name: `ours: startBatch → result(), ${slots} slots`,
+          run: async (which) => {
+            const cpuBefore = treeCpuSeconds(ours.pid);
+            const run = await oursBatch(harness, fanout, ours, sources[which], size(which), concurrency, deadline);
+            return sample(which, 'ours', run.wallMs, run.rssMb, treeCpuSeconds(ours.pid) - cpuBefore);
+          },
+        },
+        {
+          name: `plain SDK: plainBatch (sliding window), ${Math.max(500, concurrency)} activity slots`,
+          run: async (which) => {
+            const cpuBefore = treeCpuSeconds(plain.pid);
+            const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, size(which), concurrency), deadline, async () => undefined));
+            if (run.result.succeeded !== size(which)) throw new Error(`plainBatch: ${run.result.succeeded} of ${size(which)} succeeded`);
+            return sample(which, 'plain', run.wallMs, run.rssMb, treeCpuSeconds(plain.pid) - cpuBefore);
+          },
+        },
+        {
+          name: `asyncio semaphore (Python, openai client), ${concurrency} at once`,
+          run: async (which) => {
+            if (!harness.python) throw new Error('no Python for the asyncio baseline');
+            harness.simulator.reset();
+            const run = await runAsyncio(harness, size(which), concurrency);
+            return sample(which, 'asyncio', run.wallMs, run.peakRssMb, 0);
+          },
+        },
+      ],
+    );
+  } finally {
+    await fanout.close();
+    await Promise.all([ours.stop(), plain.stop()]);
+    harness.simulator.configure({ latency: { minMs: 0, maxMs: 0 } });
+  }
+}
+
 /** (d) The big batch, ours only, one run: worker peak RSS with default settings and the largest history of any run. */
 async function bigScenario(harness: Harness): Promise<ScenarioResult & { largestHistory?: number; runs?: number }> {
   harness.simulator.configure({ latency: { minMs: 0, maxMs: 0 } });
@@ -585,6 +672,15 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
   const plainC = value('c', 'plain SDK');
   lines.push(`- (c) zero-latency throughput ≥ 1.0 × the plain SDK's, results stored: ours ${oursC?.value.toFixed(0) ?? '–'} calls/s, plain ${plainC?.value.toFixed(0) ?? '–'} calls/s (${oursC && plainC ? (oursC.value / plainC.value).toFixed(2) : '–'} ×) → ${verdict(oursC && plainC ? oursC.value >= plainC.value : undefined)}`);
   const oursA = value('a', 'ours');
+  for (const id of ['e', 'f']) {
+    const ours = value(id, 'ours');
+    const plain = value(id, 'plain SDK');
+    const asyncio = value(id, 'asyncio');
+    if (!ours) continue;
+    lines.push(
+      `- (${id}) long calls: faster than the plain SDK and within 1.15 × the asyncio semaphore: ours ${ours.value.toFixed(2)} ×, plain ${plain?.value.toFixed(2) ?? '–'} ×, asyncio ${asyncio?.value.toFixed(2) ?? '–'} × → ${verdict(plain && asyncio ? ours.value < plain.value && ours.value <= asyncio.value * 1.15 : undefined)}`,
+    );
+  }
   const plainA = value('a', 'plain SDK: plainFanOut (Promise.all), 500');
   lines.push(`- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`);
   const big = results.get('d');
@@ -618,6 +714,7 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
     'line by line after each run. Compare within this run only: the machine is shared.',
     '',
     ...tables.flatMap((table) => [table, '']),
+    ...(timelines.length > 0 ? ['Calls in flight at the simulator over each measured run (long calls):', '', '```', ...timelines, '```', ''] : []),
     'Goals:',
     ...goals(new Map(results.map((result) => [result.id, result]))),
   ].join('\n');
@@ -664,6 +761,8 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('b')) results.push(await windowScenario(harness));
     if (SCENARIOS.has('c')) results.push(await throughputScenario(harness));
     if (SCENARIOS.has('d')) results.push(await bigScenario(harness));
+    if (SCENARIOS.has('e')) results.push(await longCallsScenario(harness, 'e', 4000, 500, { minMs: 3000, maxMs: 3000 }));
+    if (SCENARIOS.has('f')) results.push(await longCallsScenario(harness, 'f', 20_000, 1000, { minMs: 1000, maxMs: 10_000 }));
   } finally {
     await connection.close();
     await simulator.close();

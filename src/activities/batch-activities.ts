@@ -22,6 +22,7 @@ import {
 import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../batch/task-source';
 import { decodeLine } from '../batch/lines';
 import { StorageError, type ObjectStorage } from '../store';
+import { retrying } from '../store/retrying-storage';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
 import { recordLaneCall } from '../metrics/activity-interceptor';
@@ -152,7 +153,10 @@ function emptyResult(): LaneResult {
 }
 
 function tally(result: LaneResult, text: string): void {
-  const line = JSON.parse(text) as BatchResultLine;
+  tallyLine(result, JSON.parse(text) as BatchResultLine);
+}
+
+function tallyLine(result: LaneResult, line: BatchResultLine): void {
   if (line.status === 'ok') result.succeeded += 1;
   else result.failed += 1;
   result.tokens.prompt += line.usage?.promptTokens ?? 0;
@@ -168,14 +172,14 @@ function failureOf(error: unknown): { type: string; message: string; retryable: 
   return { type, message: clipped(error instanceof Error ? error.message : String(error)), retryable: isRetryableFailure(type, failure?.nonRetryable ?? false) };
 }
 
-function failedLine(id: string, error: { type: string; message: string }, attempts: number, durationMs: number): string {
-  const line: BatchResultLine = { id, status: 'failed', error: { type: error.type, message: error.message }, attempts, durationMs };
-  return JSON.stringify(line);
+function failedLine(id: string, error: { type: string; message: string }, attempts: number, durationMs: number): BatchResultLine {
+  return { id, status: 'failed', error: { type: error.type, message: error.message }, attempts, durationMs };
 }
 
 /** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
 export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
-  const { storage } = dependencies;
+  // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
+  const storage = retrying(dependencies.storage);
   const recentCalls = new RecentCalls(dependencies.clock);
 
   /** The lane's items as stored, read in one range and checked to be the ones its page named. */
@@ -218,7 +222,11 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           } else if (((await storage.size(input.sink)) ?? 0) > 0) {
             throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another sink' }]);
           } else {
-            await probeWritable(storage, input.sink);
+            // A sink that cannot be written fails the batch at once, naming it, before any call is paid for.
+            await probeWritable(storage, input.sink).catch((error: unknown) => {
+              if (error instanceof StorageError) throw new InvalidInputError([{ path: input.sink, message: `cannot be written (${error.message})` }]);
+              throw error;
+            });
           }
           const scan = await scanTaskSource(storage, file);
           const fileBytes = (await storage.size(file)) ?? 0;
@@ -259,6 +267,8 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       const done = context.info.attempt > 1 ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
+      /** What this attempt journaled, so sealing does not read it back. */
+      const written = new Map<number, string>(done);
       const lane = new AbortController();
       const onCancel = () => lane.abort(context.cancellationSignal.reason);
       context.cancellationSignal.addEventListener('abort', onCancel, { once: true });
@@ -270,11 +280,11 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         const entry = input.entries[index];
         const task = taskOf(input, entry, raws[index]);
         const startedAt = dependencies.clock();
-        let text: string;
+        let line: BatchResultLine;
         try {
           const call = withCost(await completeTask(task, dependencies, { attemptMs: input.itemAttemptMs, attempt: attempts, signal: lane.signal, runId: input.batchId }), dependencies.prices);
           const durationMs = Math.round(dependencies.clock() - startedAt);
-          const line: BatchResultLine = {
+          line = {
             id: task.id,
             status: 'ok',
             output: call.output ?? '',
@@ -289,7 +299,6 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           result.callMsTotal += durationMs;
           result.calls += 1;
           if (call.pacing) result.pacing = call.pacing;
-          text = JSON.stringify(line);
         } catch (error) {
           if (lane.signal.aborted) throw error;
           const failure = failureOf(error);
@@ -300,11 +309,13 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
             result.retry.push({ entry, attempts });
             return;
           }
-          text = failedLine(entry.id, failure, attempts, Math.round(dependencies.clock() - startedAt));
+          line = failedLine(entry.id, failure, attempts, Math.round(dependencies.clock() - startedAt));
         }
+        const text = JSON.stringify(line);
         // The answer is durable before the lane takes its next item: a crash from here on cannot cost this call again.
         await mapped(() => journalItem(storage, input.spool, input.lane, index, text));
-        tally(result, text);
+        written.set(index, text);
+        tallyLine(result, line);
       };
       const slot = async (): Promise<void> => {
         while (fatal === undefined && !lane.signal.aborted && next < input.entries.length) {
@@ -334,7 +345,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       if (fatal !== undefined && !context.cancellationSignal.aborted) throw asFailure(fatal);
       result.notRun = input.entries.length - result.succeeded - result.failed - result.retry.length;
       // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
-      await mapped(() => sealLane(storage, input.spool, input.lane));
+      await mapped(() => sealLane(storage, input.spool, input.lane, [], written));
       return result;
     },
 
@@ -346,7 +357,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       return mapped(async () => {
         const done = await journaled(storage, input.spool, input.lane);
         const failure = { type: input.failure.type, message: clipped(input.failure.message) };
-        const extra = input.entries.filter((_, index) => !done.has(index)).map((entry) => failedLine(entry.id, failure, input.attempts, 0));
+        const extra = input.entries.filter((_, index) => !done.has(index)).map((entry) => JSON.stringify(failedLine(entry.id, failure, input.attempts, 0)));
         const result = emptyResult();
         for (const text of await sealLane(storage, input.spool, input.lane, extra)) tally(result, text);
         return result;

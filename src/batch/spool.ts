@@ -54,13 +54,17 @@ export async function journalItem(storage: ObjectStorage, spool: string, lane: s
   await storage.write(childOf(journalOf(spool, lane), `${String(index).padStart(4, '0')}.json`), line);
 }
 
-/** The items of a lane recorded so far (by any attempt), by their index in the lane. */
-export async function journaled(storage: ObjectStorage, spool: string, lane: string): Promise<Map<number, string>> {
+/**
+ * The items of a lane recorded so far (by any attempt), by their index in the lane. Records in `known` (what this attempt
+ * wrote itself) are not read back.
+ */
+export async function journaled(storage: ObjectStorage, spool: string, lane: string, known?: ReadonlyMap<number, string>): Promise<Map<number, string>> {
   const found = new Map<number, string>();
   const names = await storage.list(journalOf(spool, lane));
   for (const name of names) {
     const index = Number(/^(\d+)\.json$/.exec(name)?.[1] ?? Number.NaN);
-    if (Number.isInteger(index)) found.set(index, (await storage.read(childOf(journalOf(spool, lane), name))).toString('utf8').trim());
+    if (!Number.isInteger(index)) continue;
+    found.set(index, known?.get(index) ?? (await storage.read(childOf(journalOf(spool, lane), name))).toString('utf8').trim());
   }
   return found;
 }
@@ -79,8 +83,8 @@ export async function sealedLines(storage: ObjectStorage, spool: string, lane: s
  * Seals a lane: its segment gets every item recorded in its journal (by this attempt or any other) and `extra` lines
  * (failed items that were never journaled). Returns the lines written.
  */
-export async function sealLane(storage: ObjectStorage, spool: string, lane: string, extra: readonly string[] = []): Promise<string[]> {
-  const recorded = await journaled(storage, spool, lane);
+export async function sealLane(storage: ObjectStorage, spool: string, lane: string, extra: readonly string[] = [], known?: ReadonlyMap<number, string>): Promise<string[]> {
+  const recorded = await journaled(storage, spool, lane, known);
   const lines = [...[...recorded.entries()].sort(([a], [b]) => a - b).map(([, line]) => line), ...extra];
   await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
   return lines;

@@ -9,26 +9,48 @@ export { linesOf } from './lines';
 /** JSON nested deeper than this is refused: nobody writes tasks that deep, and recursion on it overflows the stack. */
 const MAX_JSON_DEPTH = 64;
 
-function tooDeep(text: string): boolean {
-  let depth = 0;
+/**
+ * Where JSON text first nests deeper than MAX_JSON_DEPTH, as a field path (`messages[0].content...`), or undefined when it
+ * does not. A scan of the text, not a parse: recursion on such input is what overflows the stack.
+ */
+function tooDeep(text: string): string | undefined {
+  const path: (string | number)[] = [];
   let inString = false;
+  let stringStart = 0;
+  let lastString: string | undefined;
   for (let index = 0; index < text.length; index += 1) {
     const char = text[index];
     if (inString) {
       if (char === '\\') index += 1;
-      else if (char === '"') inString = false;
-    } else if (char === '"') inString = true;
+      else if (char === '"') {
+        inString = false;
+        lastString = text.slice(stringStart, index);
+      }
+      continue;
+    }
+    if (char === '"') {
+      inString = true;
+      stringStart = index + 1;
+    } else if (char === ':' && typeof path[path.length - 1] === 'string') path[path.length - 1] = lastString ?? '';
+    else if (char === ',' && typeof path[path.length - 1] === 'number') path[path.length - 1] = (path[path.length - 1] as number) + 1;
     else if (char === '{' || char === '[') {
-      depth += 1;
-      if (depth > MAX_JSON_DEPTH) return true;
-    } else if (char === '}' || char === ']') depth -= 1;
+      path.push(char === '[' ? 0 : '');
+      if (path.length > MAX_JSON_DEPTH) {
+        return path
+          .slice(0, 6)
+          .map((part, at) => (typeof part === 'number' ? `[${part}]` : `${at === 0 ? '' : '.'}${part}`))
+          .join('')
+          .concat(path.length > 6 ? '...' : '');
+      }
+    } else if (char === '}' || char === ']') path.pop();
   }
-  return false;
+  return undefined;
 }
 
 /** Parses JSON text, refusing nesting deeper than a task could need (a stack overflow is not an error message). */
 export function parseJsonText(text: string): { value?: unknown; error?: string } {
-  if (tooDeep(text)) return { error: `nested deeper than ${MAX_JSON_DEPTH} levels` };
+  const deep = tooDeep(text);
+  if (deep !== undefined) return { error: `${deep === '' ? 'the task' : deep} is nested deeper than ${MAX_JSON_DEPTH} levels` };
   try {
     return { value: JSON.parse(text) };
   } catch (error) {

@@ -28,6 +28,8 @@ export interface DevServer {
   readonly nativeConnection: NativeConnection;
   /** Closes the connections, then stops the server process and waits for it to exit. */
   stop(): Promise<void>;
+  /** SIGKILLs the server process, as a crash would, and waits for it to exit (the connections are closed too). */
+  kill(): Promise<void>;
 }
 
 /** The CLI's `--search-attribute` value type for an SDK search attribute type (KEYWORD_LIST → KeywordList). */
@@ -162,5 +164,12 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     await stop();
     throw error;
   }
-  return { address, uiUrl: `http://127.0.0.1:${uiPort}`, namespace, client, nativeConnection, stop };
+  const kill = async () => {
+    process.removeListener('exit', killOnExit);
+    child.kill('SIGKILL');
+    await exited(child);
+    await client?.connection.close();
+    await nativeConnection?.close();
+  };
+  return { address, uiUrl: `http://127.0.0.1:${uiPort}`, namespace, client, nativeConnection, stop, kill };
 }

@@ -5,6 +5,7 @@ import { childOf, parseLocation } from '../contract/location';
 import type { Environment } from '../config/environment';
 import type { PayloadRef } from '../contract/payload-ref';
 import { FileStorage } from './file-storage';
+import { FaultyStorage } from './faulty-storage';
 import { StorageError, type ObjectStorage } from './object-storage';
 import type { S3Storage } from './s3-storage';
 
@@ -116,12 +117,14 @@ export class PayloadStore {
   }
 }
 
-let shared: { storage: Storage; store: PayloadStore } | undefined;
+let shared: { storage: ObjectStorage; store: PayloadStore } | undefined;
 
 /** The process's storage and payload store, from the environment. */
-export function storeFromEnvironment(): { storage: Storage; store: PayloadStore } {
+export function storeFromEnvironment(): { storage: ObjectStorage; store: PayloadStore } {
   if (!shared) {
-    const storage = new Storage();
+    // A share of failing calls, for fault tests of the whole system (test/fault-schedule.test.ts); never set in production.
+    const faultRate = Number(process.env.FANOUT_STORE_FAULT_RATE ?? 0);
+    const storage = faultRate > 0 ? new FaultyStorage(new Storage(), faultRate, Number(process.env.FANOUT_STORE_FAULT_SEED ?? process.pid)) : new Storage();
     shared = { storage, store: new PayloadStore(storage, storeRootFromEnvironment()) };
   }
   return shared;

@@ -147,7 +147,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       )
       .catch((error: unknown) => {
         running.delete(window);
-        if (!isCancellation(error)) fatal ??= { type: 'WindowNotStarted', message: error instanceof Error ? error.message : String(error) };
+        if (!isCancellation(error)) fatal ??= { type: 'WindowNotStarted', message: messageChain(error) };
         changed += 1;
         return undefined;
       });
@@ -215,7 +215,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     io.finishBatch({ sink, spool, ledger: { windows: lanesPerWindow, unsealed }, resumed }).then(
       (assembled) => assembled,
       (error: unknown) => {
-        fatal ??= { type: 'ResultsNotWritten', message: error instanceof Error ? error.message : String(error) };
+        fatal ??= { type: 'ResultsNotWritten', message: messageChain(error) };
         return undefined;
       },
     ),

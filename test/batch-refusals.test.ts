@@ -1,0 +1,67 @@
+import { appendFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import { describeError } from '../src/cli/errors';
+import { batchDirectory, readSink, writeTasks } from './support/batch-files';
+import { runCli } from './support/processes';
+import { answeredIds, droppedAnswers, requestsOfRun } from './support/request-ledger';
+import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let stack: TestWorker;
+const directory = batchDirectory();
+
+beforeAll(async () => {
+  servers = await startTestServers();
+  stack = await startTestWorker(servers);
+});
+
+afterAll(async () => {
+  await stack?.stop();
+  await servers?.stop();
+});
+
+describe('a batch refuses what can never work, before it pays for a call', () => {
+  it('started directly with a sink whose directory does not exist, ends FAILED within 30 s naming the sink, with no call made', async () => {
+    const source = writeTasks(directory, 5, () => 'x', 'nowhere');
+    const sink = path.join(directory, 'no-such-directory', 'out.jsonl');
+    const batchId = uniqueName('unwritable');
+    const startedAt = Date.now();
+    const workflow = await servers.server.client.workflow.start('batch', { taskQueue: stack.taskQueue, workflowId: batchId, args: [{ batchId, source, sink }] });
+    const failure = await workflow.result().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(Date.now() - startedAt).toBeLessThan(30_000);
+    expect(describeError(failure)).toContain(sink);
+    expect(requestsOfRun(servers.simulator.log(), batchId)).toEqual([]);
+  });
+
+  it('refuses, with exit code 2 and nothing started, a sink under a file and a sink the permission bits call writable but is not', async () => {
+    const source = writeTasks(directory, 3, () => 'x', 'refused-sinks');
+    const file = path.join(directory, 'afile');
+    writeFileSync(file, 'not a directory');
+    for (const out of [path.join(file, 'out.jsonl'), '/proc/out.jsonl']) {
+      const id = uniqueName('refused');
+      const cli = await runCli(['batch', 'start', source, '--out', out, '--id', id, '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+      expect({ out, code: cli.code }).toEqual({ out, code: 2 });
+      expect(cli.stderr).toContain(out);
+      const started = await servers.server.client.workflow.getHandle(id).describe().then(() => true, () => false);
+      expect(started).toBe(false);
+    }
+  });
+
+  it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {
+    const source = writeTasks(directory, 60, () => 'x [sim latency=200]', 'appended');
+    const sink = path.join(directory, 'appended.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
+    await waitFor('a few answers', () => answeredIds(requestsOfRun(servers.simulator.log(), handle.batchId)).size >= 4, { timeoutMs: 30_000 });
+    // A duplicate of an id the batch already has: appended lines are never run, the batch says why it stops.
+    appendFileSync(source, `${JSON.stringify({ id: 'appended-0', prompt: 'again' })}\n`);
+    const failure = await handle.result().catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect(describeError(failure)).toContain('changed while the batch ran');
+    const requests = requestsOfRun(servers.simulator.log(), handle.batchId);
+    expect(requests.filter((request) => request.taskId === 'appended-0')).toHaveLength(1);
+    expect(droppedAnswers(requests, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
+  });
+});
