@@ -10,6 +10,8 @@ export interface ProviderBatchRouteOptions {
    * answered is kept, and the rest is handed back in `retry` to be sent sync. Default 24 h (the providers' window).
    */
   deadlineMs?: number;
+  /** The deadline as a time (epoch ms), e.g. the whole batch's when the route runs as its child; wins over `deadlineMs`. */
+  deadlineAtMs?: number;
   /** Provider of every task; default by model name (`claude-*` is Anthropic, the rest OpenAI). */
   provider?: BatchProvider;
   /** OpenAI endpoint the requests target. Default `/v1/chat/completions`. */
@@ -125,7 +127,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   const options = input.options ?? {};
   const { long, short } = activities();
   const startedAt = workflowInfo().startTime.getTime();
-  const deadline = startedAt + (options.deadlineMs ?? DAY_MS);
+  const deadline = options.deadlineAtMs ?? startedAt + (options.deadlineMs ?? DAY_MS);
   // Provider batches made before this run began cannot be its parts; lookups stop there (an hour's slack for clocks).
   const notBefore = Math.floor(startedAt / 1000) - 3600;
   const pollMs = options.pollIntervalMs ?? 60_000;
