@@ -66,6 +66,7 @@ it('shows the steps and tool calls of a run\'s agents in fanout watch', async ()
   const handle = await stack.client.startParallel([
     { id: 'plain', prompt: 'hello [sim latency=1500]' },
     { id: 'digger', prompt: 'Dig [sim latency=300] [[tool:search {"q":"one"}, tool:fetch_page {"url":"two"}]] [[tool:search {"q":"three"}]]', tools: ['search', 'fetch_page'] },
+    { id: 'lead', prompt: `Split [[tool:spawn_agents ${JSON.stringify({ tasks: [{ prompt: 'sub [sim latency=400] [[tool:search {"q":"deep"}]]', tools: ['search'] }] })}]]`, tools: ['spawn_agents', 'search'] },
   ]);
   const watch = await runCli(['watch', handle.workflowId, ...connection]);
   expect(watch.code).toBe(0);
@@ -75,6 +76,9 @@ it('shows the steps and tool calls of a run\'s agents in fanout watch', async ()
     'digger step 1 tool-result: search("one") ok: search found: one',
     'digger step 2 tool-call: search("three")',
     'digger step 3 answer: [simulated] answer to: Dig',
+    // A sub-agent's steps, its last answer included though it finished between two looks.
+    'lead.1-1-1 step 1 tool-call: search("deep")',
+    'lead.1-1-1 step 2 answer: [simulated] answer to: sub',
   ]) {
     expect(watch.stdout).toContain(line);
   }

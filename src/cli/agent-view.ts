@@ -17,12 +17,17 @@ const MAX_WALK_DEPTH = 8;
 /**
  * The running agents of a run, sub-agents included, each with its progress (events after `cursors[id]`). `root` is the
  * run's id: a fan-out, DAG or fan-in (its tasks with tools are agents; those `include` picks, by default the running
- * ones) or an agent itself.
+ * ones) or an agent itself. With `finished`, an agent read before (it has a cursor) that is no longer running is read once
+ * more for its last events (a sub-agent that answered since the last look), then added to `finished`.
  */
 export async function runningAgents(
   workflows: WorkflowClient,
   root: { workflowId: string; type: string; progress?: RunProgress },
-  { cursors = new Map<string, number>(), include = (task: RunProgress['tasks'][number]) => task.state === 'running' } = {},
+  {
+    cursors = new Map<string, number>(),
+    include = (task: RunProgress['tasks'][number]) => task.state === 'running',
+    finished,
+  }: { cursors?: Map<string, number>; include?: (task: RunProgress['tasks'][number]) => boolean; finished?: Set<string> } = {},
 ): Promise<RunningAgent[]> {
   const found: RunningAgent[] = [];
   const visit = async (workflowId: string, depth: number): Promise<void> => {
@@ -33,12 +38,22 @@ export async function runningAgents(
       return; // not started yet, or closed and gone: nothing to show
     }
     found.push({ workflowId, progress });
-    if (depth < MAX_WALK_DEPTH) await Promise.all(progress.children.map((child) => visit(child, depth + 1)));
+    if (depth >= MAX_WALK_DEPTH) return;
+    // A sub-agent that finished since the last look is read once more, for its last events.
+    const lastLooks = finished ? progress.finishedChildren.filter((child) => !finished.has(child)) : [];
+    lastLooks.forEach((child) => finished?.add(child));
+    await Promise.all([...progress.children, ...lastLooks].map((child) => visit(child, depth + 1)));
   };
   if (root.type === 'agent') await visit(root.workflowId, 0);
   else {
     const agents = (root.progress?.tasks ?? []).filter((task) => task.agentWorkflowId !== undefined && include(task));
     await Promise.all(agents.map((task) => visit(task.agentWorkflowId as string, 0)));
+  }
+  if (finished) {
+    const seen = new Set(found.map((agent) => agent.workflowId));
+    const gone = [...cursors.keys()].filter((workflowId) => !seen.has(workflowId) && !finished.has(workflowId));
+    await Promise.all(gone.map((workflowId) => visit(workflowId, MAX_WALK_DEPTH)));
+    gone.forEach((workflowId) => finished.add(workflowId));
   }
   return found;
 }

@@ -37,9 +37,10 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
   // agent that finished since the last look is read once more for its last events, then left alone.
   const agentCursors = new Map<string, number>();
   const agentsDone = new Set<string>();
+  const agentsFinished = new Set<string>();
   const printAgentEvents = async (progress: Awaited<ReturnType<typeof handle.progress>>): Promise<void> => {
     const include = (task: (typeof progress.tasks)[number]) => task.state !== 'pending' && !agentsDone.has(task.id);
-    for (const { workflowId, progress: agent } of await runningAgents(handle.workflow.client, { workflowId: handle.workflowId, type: 'run', progress }, { cursors: agentCursors, include })) {
+    for (const { workflowId, progress: agent } of await runningAgents(handle.workflow.client, { workflowId: handle.workflowId, type: 'run', progress }, { cursors: agentCursors, include, finished: agentsFinished })) {
       for (const event of agent.events) {
         agentCursors.set(workflowId, event.seq);
         if (bar && started) bar.stop();
@@ -47,7 +48,11 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
         process.stdout.write(`${flags.json ? JSON.stringify({ agent: workflowId, ...event }) : formatAgentEvent(agent.taskId, event)}\n`);
       }
     }
-    for (const task of progress.tasks) if (task.agentWorkflowId !== undefined && task.state !== 'pending' && task.state !== 'running') agentsDone.add(task.id);
+    for (const task of progress.tasks) {
+      if (task.agentWorkflowId === undefined || task.state === 'pending' || task.state === 'running') continue;
+      agentsDone.add(task.id);
+      agentsFinished.add(task.agentWorkflowId);
+    }
   };
   // Queries are billed actions on Temporal Cloud; a free describe says whether the run moved since the last ones.
   const gate = new QueryGate(handle, { minIntervalMs: 2000 });

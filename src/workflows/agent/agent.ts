@@ -91,6 +91,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   const waiting = new Map<string, PendingApproval>();
   const decisions = new Map<string, { approve: boolean; reason?: string }>();
   const children = new Set<string>();
+  const finishedChildren: string[] = [];
   setHandler(agentProgressQuery, (cursor?: number) => ({
     taskId: task.id,
     depth,
@@ -101,6 +102,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     unpricedSteps: state.unpricedSteps,
     waiting: [...waiting.values()],
     children: [...children],
+    finishedChildren: [...finishedChildren],
     events: events.filter((event) => event.seq > (cursor ?? 0)),
     dropped: eventSeq - events.length,
   }));
@@ -196,6 +198,8 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
           return { id: child.id, status: 'failed', error: failure.message };
         } finally {
           children.delete(workflowId);
+          finishedChildren.push(workflowId);
+          if (finishedChildren.length > 100) finishedChildren.shift();
         }
       }),
     );

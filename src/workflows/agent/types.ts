@@ -214,6 +214,8 @@ export interface AgentProgress extends AgentSpend {
   waiting: PendingApproval[];
   /** Child workflow ids of sub-agents running now. */
   children: string[];
+  /** Child workflow ids of the sub-agents that finished most recently (at most 100), for a watcher's last look. */
+  finishedChildren: string[];
   events: AgentEvent[];
   /** Events dropped from the bounded log. */
   dropped: number;
