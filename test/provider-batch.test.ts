@@ -182,6 +182,16 @@ it('past its deadline cancels the provider batch, keeps what it answered and han
   expect(servers.simulator.batchStats()).toMatchObject({ cancelled: 1, itemsAnswered: answered.length });
 });
 
+it('takes the deadline as a time too (a batch passing its own deadline to the route)', async () => {
+  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
+  const directory = batchDirectory();
+  const tasks = Array.from({ length: 20 }, (_, index) => ({ id: `t-${index}`, prompt: `item ${index}` }));
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { deadlineAtMs: Date.now() + 2000 } });
+  const result = (await handle.result()) as ProviderBatchResult;
+  expect(result.providerBatches[0].status).toBe('cancelled');
+  expect(linesOf(result).length + retryIds(result).length).toBe(20);
+});
+
 it('cancelled, cancels its provider batches and writes every result that came back before it ends', async () => {
   servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
   const directory = batchDirectory();
