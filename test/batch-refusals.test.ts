@@ -65,3 +65,16 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     expect(droppedAnswers(requests, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
   });
 });
+
+describe("a provider's long error pages", () => {
+  it('are cut to 1,000 characters in the sink: 600 failures with a 5 KB page each still end in one small sink', async () => {
+    const source = writeTasks(directory, 600, () => 'x [sim fault=400 error-bytes=5000]', 'pages');
+    const sink = path.join(directory, 'pages.jsonl');
+    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    expect(await handle.result()).toMatchObject({ total: 600, succeeded: 0, failed: 600 });
+    const lines = readSink(sink);
+    expect(lines).toHaveLength(600);
+    expect(Math.max(...lines.map((line) => line.error?.message.length ?? 0))).toBeLessThanOrEqual(1100);
+    expect(lines[0].error?.message).toContain('(5');
+  });
+});

@@ -8,6 +8,7 @@ import { FileStorage, PayloadStore, Storage, StorageError, type ObjectStorage } 
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
 import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
 import { waitFor } from './support/wait-for';
+import { faultCost, requestsOfRun } from './support/request-ledger';
 
 let s3: S3Server;
 let servers: TestServers;
@@ -126,15 +127,21 @@ describe('a batch on two machines that share no disk', () => {
     const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
     await waitFor('a third of the batch to finish', async () => (await handle.progress()).done >= 100, { timeoutMs: 60_000 });
     await first.kill();
+    const killedAt = Date.now();
     const summary = await handle.result();
+    // Judged from the simulator's log: no call answered before the kill was sent again, no more re-sent than were open.
+    const cost = faultCost(requestsOfRun(servers.simulator.log(), handle.batchId), killedAt - 250);
+    expect(cost.answeredThenResent).toEqual([]);
+    expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt + 1);
+    expect(cost.openNow).toBe(0);
 
     expect(summary).toMatchObject({ total: 300, succeeded: 300, failed: 0 });
     const lines = await linesOfSink(sink);
     expect(lines).toHaveLength(300);
     expect(new Set(lines.map((line) => line.id)).size).toBe(300);
     expect(lines.every((line) => line.status === 'ok' && line.output?.includes('[simulated]'))).toBe(true);
-    // The spool beside the sink is gone once the batch has assembled it.
-    expect(await storage.list(`${sink}.parts`)).toEqual([]);
+    // Of the spool beside the sink only the mark that the sink is whole is left once the batch has assembled it.
+    expect(await storage.list(`${sink}.parts`)).toEqual([expect.stringMatching(/\/FINISHED\.json$/)]);
   });
 
   it('refuses a batch whose s3:// source is missing or whose bucket does not exist, before starting', async () => {

@@ -49,9 +49,13 @@ function segmentOf(spool: string, lane: string): string {
   return childOf(childOf(spool, 'seg'), `${lane}.jsonl`);
 }
 
-/** Records one finished item of a lane, before anything can end the lane. */
+/**
+ * Records one finished item of a lane, before anything can end the lane. Not flushed to the disk (a local store): the
+ * record survives the worker being killed, which is what it is for; a machine that loses power may lose its last
+ * seconds of records, and those calls are paid again. Segments and the sink are flushed.
+ */
 export async function journalItem(storage: ObjectStorage, spool: string, lane: string, index: number, line: string): Promise<void> {
-  await storage.write(childOf(journalOf(spool, lane), `${String(index).padStart(4, '0')}.json`), line);
+  await storage.write(childOf(journalOf(spool, lane), `${String(index).padStart(4, '0')}.json`), line, { sync: false });
 }
 
 /**

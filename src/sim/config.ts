@@ -13,6 +13,8 @@ const scriptedFaultSchema = z.strictObject({
   times: z.number().int().min(1).optional(),
   /** Retry-After (seconds) sent with a 429 or 503. */
   retryAfterSeconds: z.number().min(0).optional(),
+  /** The error message this long, about (a gateway's HTML page), bytes. */
+  errorBytes: z.number().int().min(0).optional(),
 });
 export type ScriptedFault = z.infer<typeof scriptedFaultSchema>;
 
@@ -88,10 +90,12 @@ export function parsePromptMarker(prompt: string): PromptMarker | undefined {
     const parsedKind = faultKindSchema.parse(kind);
     const times = fields.get('times');
     const retryAfter = fields.get('retry-after');
+    const errorBytes = fields.get('error-bytes');
     marker.fault = {
       kind: parsedKind,
       times: times === undefined ? undefined : Number(times),
       retryAfterSeconds: retryAfter === undefined ? undefined : Number(retryAfter),
+      ...(errorBytes === undefined ? {} : { errorBytes: Number(errorBytes) }),
     };
   }
   return marker;

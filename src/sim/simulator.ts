@@ -137,10 +137,10 @@ export async function startSimulator(
     return config.faultsByTask[taskId] ?? parsePromptMarker(prompt)?.fault;
   }
 
-  function chooseFault(taskId: string, taskRequest: number, prompt: string): { kind?: FaultKind; retryAfterSeconds?: number } {
+  function chooseFault(taskId: string, taskRequest: number, prompt: string): { kind?: FaultKind; retryAfterSeconds?: number; errorBytes?: number } {
     const scripted = scriptedFault(taskId, prompt);
     if (scripted && (scripted.times === undefined || taskRequest <= scripted.times)) {
-      return { kind: scripted.kind, retryAfterSeconds: scripted.retryAfterSeconds };
+      return { kind: scripted.kind, retryAfterSeconds: scripted.retryAfterSeconds, errorBytes: scripted.errorBytes };
     }
     if (scripted) return {};
     const value = roll(config.seed, 'fault', taskId, taskRequest);
@@ -291,7 +291,9 @@ export async function startSimulator(
           fault.retryAfterSeconds !== undefined && (status === 429 || status === 503)
             ? { 'retry-after': String(fault.retryAfterSeconds) }
             : {};
-        sendJson(response, status, { error: { message: STATUS_MESSAGES[fault.kind], type: 'simulated_error' } }, { ...rateLimitHeaders(), ...headers });
+        // `error-bytes=N`: a message that long, as a gateway's HTML error page is.
+        const message = fault.errorBytes === undefined ? STATUS_MESSAGES[fault.kind] : `${STATUS_MESSAGES[fault.kind]} <html>${'x'.repeat(Math.max(0, fault.errorBytes))}</html>`;
+        sendJson(response, status, { error: { message, type: 'simulated_error' } }, { ...rateLimitHeaders(), ...headers });
         return;
       }
       entry.outcome = 200;

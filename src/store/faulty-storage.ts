@@ -45,9 +45,9 @@ export class FaultyStorage implements ObjectStorage {
     this.maybeFail(uri, 'readStream');
     return this.inner.readStream(uri, start);
   }
-  async write(uri: string, data: Buffer | string) {
+  async write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
     this.maybeFail(uri, 'write');
-    return this.inner.write(uri, data);
+    return this.inner.write(uri, data, options);
   }
   async writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
     this.maybeFail(uri, 'writeStream');

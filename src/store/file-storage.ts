@@ -26,14 +26,14 @@ function wrapped(uri: string, error: unknown): unknown {
 }
 
 /** Writes through a temporary sibling then renames: a crash leaves the old file or the new one, and the data is synced. */
-async function writeAtomically(target: string, write: (handle: import('node:fs/promises').FileHandle) => Promise<number>): Promise<number> {
+async function writeAtomically(target: string, write: (handle: import('node:fs/promises').FileHandle) => Promise<number>, sync = true): Promise<number> {
   await mkdir(path.dirname(target), { recursive: true });
   const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
   const handle = await open(temporary, 'w');
   let bytes: number;
   try {
     bytes = await write(handle);
-    await handle.sync();
+    if (sync) await handle.sync();
   } catch (error) {
     await handle.close();
     await rm(temporary, { force: true });
@@ -98,13 +98,17 @@ export class FileStorage implements ObjectStorage {
     }
   }
 
-  async write(uri: string, data: Buffer | string): Promise<void> {
+  async write(uri: string, data: Buffer | string, options?: { sync?: boolean }): Promise<void> {
     try {
       const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-      await writeAtomically(localPath(uri), async (handle) => {
-        await handle.write(bytes, 0, bytes.length, 0);
-        return bytes.length;
-      });
+      await writeAtomically(
+        localPath(uri),
+        async (handle) => {
+          await handle.write(bytes, 0, bytes.length, 0);
+          return bytes.length;
+        },
+        options?.sync ?? true,
+      );
     } catch (error) {
       wrap(uri, error);
     }

@@ -46,8 +46,8 @@ export class Storage implements ObjectStorage {
   readStream(uri: string, start?: number) {
     return this.backend(uri).readStream(uri, start);
   }
-  write(uri: string, data: Buffer | string) {
-    return this.backend(uri).write(uri, data);
+  write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
+    return this.backend(uri).write(uri, data, options);
   }
   writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
     return this.backend(uri).writeStream(uri, chunks);

@@ -10,8 +10,11 @@ export interface ObjectStorage {
   readRange(uri: string, start: number, length: number): Promise<Buffer>;
   /** The object's bytes from `start` on, streamed: objects far larger than memory are fine. */
   readStream(uri: string, start?: number): AsyncIterable<Buffer>;
-  /** Writes the whole object atomically: a reader sees the old object or the new one, never a part. */
-  write(uri: string, data: Buffer | string): Promise<void>;
+  /**
+   * Writes the whole object atomically: a reader sees the old object or the new one, never a part. `sync: false` (local
+   * files) skips the flush to the disk: the object survives the process being killed, not the machine losing power.
+   */
+  write(uri: string, data: Buffer | string, options?: { sync?: boolean }): Promise<void>;
   /** Writes a stream as one object, atomically, without holding it in memory. Returns the bytes written. */
   writeStream(uri: string, chunks: AsyncIterable<Buffer | string>): Promise<number>;
   /** Names (not URIs) directly or indirectly under `prefix` + '/', sorted. */

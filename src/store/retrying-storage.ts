@@ -1,7 +1,7 @@
 import { StorageError, type ObjectStorage } from './object-storage';
 
-/** Tries of one call, about 30 s in all, before the error goes to the activity (and Temporal's retry policy). */
-const TRIES = 8;
+/** Tries of one call, about 1.5 s in all, before the error goes to the activity (and Temporal's retry policy). */
+const TRIES = 4;
 
 function transient(error: unknown): boolean {
   return error instanceof StorageError && error.code === 'Unavailable';
@@ -13,7 +13,7 @@ async function again<T>(call: () => Promise<T>): Promise<T> {
       return await call();
     } catch (error) {
       if (!transient(error) || attempt >= TRIES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, Math.min(8000, 100 * 2 ** attempt)));
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
     }
   }
 }
@@ -38,7 +38,7 @@ export function retrying(inner: ObjectStorage): ObjectStorage {
         }
       }
     },
-    write: (uri, data) => again(() => inner.write(uri, data)),
+    write: (uri, data, options) => again(() => inner.write(uri, data, options)),
     writeStream: (uri, chunks) => inner.writeStream(uri, chunks),
     list: (prefix) => again(() => inner.list(prefix)),
     remove: (uri) => again(() => inner.remove(uri)),
