@@ -290,8 +290,9 @@ async function main(): Promise<void> {
       const histories = await chainOf(handle);
       const files = fixtureNames(scenario.name, values.label, histories.length);
       files.forEach((file, index) => writeFileSync(path.join(FIXTURES, file), histories[index]));
+      const base = files[files.length - 1].slice(0, -'.json'.length);
       for (const child of await childrenOf(handle)) {
-        const file = `${files[files.length - 1].slice(0, -'.json'.length)}.${child.name}.json`;
+        const file = `${base}.${child.name}.json`;
         writeFileSync(path.join(FIXTURES, file), child.history);
         files.push(file);
       }
