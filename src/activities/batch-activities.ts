@@ -146,6 +146,8 @@ export interface LaneInput {
   maximumAttempts: number;
   /** The batch's id, which the lane's calls name in `x-fanout-workflow-id`. */
   batchId: string;
+  /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
+  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
 }
 
 function emptyResult(): LaneResult {
@@ -282,7 +284,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         const startedAt = dependencies.clock();
         let line: BatchResultLine;
         try {
-          const call = withCost(await completeTask(task, dependencies, { attemptMs: input.itemAttemptMs, attempt: attempts, signal: lane.signal, runId: input.batchId }), dependencies.prices);
+          const call = withCost(await completeTask(task, dependencies, { ...input.call, attemptMs: input.itemAttemptMs, attempt: attempts, signal: lane.signal, runId: input.batchId }), dependencies.prices);
           const durationMs = Math.round(dependencies.clock() - startedAt);
           line = {
             id: task.id,
@@ -330,7 +332,11 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           }
         }
       };
-      const heartbeat = setInterval(() => context.heartbeat(), LANE_HEARTBEAT_MS);
+      // Every 15 s, or 40% of a shorter heartbeat timeout the run asked for: a lane that heartbeats less often than its
+      // timeout is retried while it still runs, and two attempts would call the same items side by side. The answer to a
+      // heartbeat also tells a stale attempt (one Temporal gave up on) to stop.
+      const heartbeatEvery = Math.min(LANE_HEARTBEAT_MS, Math.max(100, (context.info.heartbeatTimeoutMs ?? LANE_HEARTBEAT_MS * 3) * 0.4));
+      const heartbeat = setInterval(() => context.heartbeat(), heartbeatEvery);
       try {
         await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
       } finally {
@@ -347,6 +353,19 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
       await mapped(() => sealLane(storage, input.spool, input.lane, [], written));
       return result;
+    },
+
+    /** The items a provider batch handed back to be sent sync (its retry file), as entries of the file the batch runs. */
+    async readRetryEntries(input: { uri: string }): Promise<BatchEntry[]> {
+      return mapped(async () => {
+        const entries: BatchEntry[] = [];
+        for (const line of (await storage.read(input.uri)).toString('utf8').split('\n')) {
+          if (line.trim() === '') continue;
+          const { id, offset, length } = JSON.parse(line) as BatchEntry;
+          entries.push({ id, offset, length });
+        }
+        return entries;
+      });
     },
 
     /**

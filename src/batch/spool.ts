@@ -176,7 +176,10 @@ export async function assembleSink(storage: ObjectStorage, sink: string, spool: 
         if (lines.length > 0) yield `${lines.join('\n')}\n`;
       }
     }
-    for (const uri of extra) {
+    // A provider batch's segments, whatever ended it (a cancelled one returns no list of them).
+    const provider = childOf(spool, 'provider');
+    const providerSegments = (await storage.list(provider)).filter((name) => /^seg-part-\d+\.jsonl$/.test(name)).map((name) => childOf(provider, name));
+    for (const uri of [...new Set([...extra, ...providerSegments])]) {
       if ((await storage.size(uri)) === undefined) throw new SegmentMissing(`${uri} is missing`);
       for await (const line of linesOf(storage, uri)) {
         if (line.text === undefined || line.text.trim() === '') continue;
@@ -189,7 +192,7 @@ export async function assembleSink(storage: ObjectStorage, sink: string, spool: 
   counts.cost.usd = roundUsd(counts.cost.usd);
   const assembled: AssembledSink = { sinkBytes, counts };
   await storage.write(mark, JSON.stringify(assembled));
-  for (const part of ['lanes', 'seg']) await storage.removeTree(childOf(spool, part));
+  for (const part of ['lanes', 'seg', 'provider']) await storage.removeTree(childOf(spool, part));
   for (const file of [keptLines(spool), todoFile(spool)]) await storage.remove(file);
   return assembled;
 }

@@ -4,6 +4,7 @@ import type { AgentResult } from './agent-task';
 import type { RunCost } from './metrics';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
+import { routeOptionsSchema } from '../provider-batch/route-options';
 
 /** Most items one activity (a lane) may run. */
 export const MAX_ITEMS_PER_ACTIVITY = 100;
@@ -15,6 +16,9 @@ export const MAX_BATCH_CONCURRENCY = 5000;
  * `costBudgetUsd` count the whole batch across its runs but not what a resumed batch spent before.
  */
 export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, runTimeoutMs: true }).extend({
+  ...routeOptionsSchema.shape,
+  /** Seconds between polls of a provider batch, to begin with (it grows to 10 minutes). Default 60. For tests and demos. */
+  providerPollSeconds: z.number().min(0.01).max(600).optional(),
   /** Agent calls in flight at once across the whole batch (a sliding window). Default 50. */
   concurrency: z.number().int().min(1).max(MAX_BATCH_CONCURRENCY).optional(),
   /** Items read per page of the task file. Default 200. */
@@ -157,6 +161,12 @@ export interface BatchSummary {
   /** Size of the sink when the batch ended, bytes. */
   sinkBytes?: number;
   stoppedBy?: BatchStopReason;
+  /** How the items were sent: `sync`, `flex` or `provider-batch` (an `auto` batch says which it chose). */
+  route?: 'sync' | 'flex' | 'provider-batch';
+  /** The provider batches of a provider-batch route: id, status and counts of each. */
+  providerBatches?: { provider: string; id: string; status: string; counts: { total: number; succeeded: number; failed: number; processing: number } }[];
+  /** What the route saved against the standard price, US dollars. */
+  savingsUsd?: number;
   /** The workers' pacing of the batch's calls when it ended (see BatchProgress). */
   pacing?: PacingStatus;
 }

@@ -1,7 +1,8 @@
-import { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
+import { batchRouteSchema, parseDuration, type BatchRoute } from '../../provider-batch/route-options';
 import { MAX_BATCH_CONCURRENCY, MAX_ITEMS_PER_ACTIVITY, type BatchOptions, type BatchProgress, type BatchSummary } from '../../contract/batch';
 import { describeError, ExitCode } from '../errors';
 import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
@@ -21,6 +22,23 @@ interface StartFlags extends BatchFlags {
   agentTimeout?: number;
   budgetUsd?: number;
   itemsPerActivity?: number;
+  route?: BatchRoute;
+  deadline?: number;
+  api?: 'chat' | 'responses';
+}
+
+function routeOf(value: string): BatchRoute {
+  const parsed = batchRouteSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`"${value}" is not a route (use ${batchRouteSchema.options.join(', ')})`);
+  return parsed.data;
+}
+
+function durationOf(value: string): number {
+  try {
+    return parseDuration(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
 }
 
 function formatProgress(progress: BatchProgress): string {
@@ -40,6 +58,8 @@ function formatSummary(summary: BatchSummary): string {
     `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
     `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
     `  results: ${summary.sink}`,
+    ...(summary.route && summary.route !== 'sync' ? [`  route ${summary.route}${summary.savingsUsd === undefined ? '' : `, saved $${summary.savingsUsd.toFixed(4)} against the standard price`}`] : []),
+    ...(summary.providerBatches ?? []).map((batch) => `  ${batch.provider} batch ${batch.id}: ${batch.status}, ${batch.counts.succeeded} ok, ${batch.counts.failed} failed of ${batch.counts.total}`),
     ...formatPacing(summary.pacing, '  '),
   ].join('\n');
 }
@@ -134,6 +154,12 @@ export function batchCommand(): Command {
           `most items one activity runs, one after another (1-${MAX_ITEMS_PER_ACTIVITY}; default: about 45 s of calls, fewer near the end)`,
           wholeNumber(1, MAX_ITEMS_PER_ACTIVITY),
         )
+        .option('--route <route>', 'how the calls are sent: sync (default), flex, provider-batch (half price, answers within the deadline), auto', routeOf)
+        .option('--deadline <duration>', 'when the answers are needed, e.g. 24h (provider-batch and auto; flex falls back to the standard tier near it)', durationOf)
+        .option('--api <api>', 'chat (chat completions, the default) or responses (/v1/responses)', (value: string) => {
+          if (value !== 'chat' && value !== 'responses') throw new InvalidArgumentError(`"${value}" is not an API (use chat or responses)`);
+          return value;
+        })
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
     ).action(async (source: string, flags: StartFlags) => {
@@ -144,6 +170,9 @@ export function batchCommand(): Command {
         ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
         ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
         ...(flags.itemsPerActivity === undefined ? {} : { itemsPerActivity: flags.itemsPerActivity }),
+        ...(flags.route === undefined ? {} : { route: flags.route }),
+        ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
+        ...(flags.api === undefined ? {} : { api: flags.api }),
       };
       await withClient(flags, async (fanout) => {
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });

@@ -4,6 +4,7 @@ import {
   CancelledFailure,
   ChildWorkflowCancellationType,
   condition,
+  executeChild,
   getExternalWorkflowHandle,
   isCancellation,
   ParentClosePolicy,
@@ -26,6 +27,14 @@ import { validateOrFail } from '../input';
 import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult } from './window';
+import { providerBatch } from '../provider-batch';
+import { resolveAutoRoute } from '../../provider-batch/route-options';
+import type { BatchEntry } from '../../contract/batch';
+
+/** The providers' batch window, and the default deadline of a provider-batch route. */
+const DAY_MS = 24 * 60 * 60 * 1000;
+/** A flex batch sends its calls at the standard tier once this close to its deadline. */
+const FLEX_STANDARD_MARGIN_MS = 60 * 60 * 1000;
 
 /** An error's message with its causes': a child's failure says only "Child Workflow execution failed" itself. */
 function messageChain(error: unknown): string {
@@ -186,9 +195,66 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     if (predecessor) await getExternalWorkflowHandle(predecessor.workflowId).signal(successorSignal, workflowId).catch(() => undefined);
   };
 
+  // The route: how the items are sent. A provider batch first (half price, answers within its deadline), then the items
+  // it handed back run sync in the windows; flex and the Responses API are options of the sync calls.
+  const deadlineMs = parsed.options?.deadlineMs;
+  const requested = parsed.options?.route ?? 'sync';
+  const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
+  const api = parsed.options?.api;
+  const call: WindowInput['call'] =
+    route === 'flex' || api !== undefined
+      ? {
+          ...(route === 'flex' ? { serviceTier: 'flex' as const, standardTierFromMs: startedAtMs + (deadlineMs ?? DAY_MS) - Math.min(FLEX_STANDARD_MARGIN_MS, (deadlineMs ?? DAY_MS) / 4) } : {}),
+          ...(api === undefined ? {} : { api }),
+        }
+      : undefined;
+  let providerBatches: BatchSummary['providerBatches'];
+  let savingsUsd: number | undefined;
+
   let cancelled = false;
   try {
-    await startWindow(0, { cursor: 0, firstPage: scan.firstPage, retries: [], borrowed: 0, unstarted: total, ...(scan.typicalCallMs === undefined ? {} : { callMs: scan.typicalCallMs }), spent: { tokens: 0, usd: 0 } });
+    let first: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'> | undefined = {
+      cursor: 0,
+      firstPage: scan.firstPage,
+      retries: [],
+      borrowed: 0,
+      unstarted: total,
+      ...(scan.typicalCallMs === undefined ? {} : { callMs: scan.typicalCallMs }),
+      spent: { tokens: 0, usd: 0 },
+      ...(call ? { call } : {}),
+    };
+    if (route === 'provider-batch') {
+      const pollSeconds = parsed.options?.providerPollSeconds;
+      const sent = await executeChild(providerBatch, {
+        workflowId: `${batchId}/${info.firstExecutionRunId}/provider-batch`,
+        args: [
+          {
+            batchId,
+            source: scan.file,
+            spool: childOf(spool, 'provider'),
+            options: {
+              deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
+              ...(parsed.options?.provider ? { provider: parsed.options.provider } : {}),
+              ...(api === 'responses' ? { endpoint: '/v1/responses' as const } : {}),
+              ...(pollSeconds === undefined ? {} : { pollIntervalMs: pollSeconds * 1000, maxPollIntervalMs: Math.max(pollSeconds * 1000, 1000) }),
+            },
+          },
+        ],
+        cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        staticSummary: `provider batches of batch ${batchId}`,
+      });
+      addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
+      providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts }));
+      savingsUsd = sent.savingsUsd;
+      // What expired or failed retryably is sent again sync, in a window of its own.
+      const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
+      first =
+        retries.length === 0
+          ? undefined
+          : { ...first, cursor: scan.fileBytes, firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true }, retries: retries.map((entry) => ({ entry, attempts: 0 })), unstarted: 0 };
+    }
+    if (first) await startWindow(0, first);
     for (;;) {
       if (fatal !== undefined || stoppedBy !== undefined) {
         // One window stopped the batch: the others stop too (a predecessor may still be draining).
@@ -245,5 +311,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     ...(finished ? { sinkBytes: finished.sinkBytes } : {}),
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(pacing ? { pacing } : {}),
+    route,
+    ...(providerBatches ? { providerBatches } : {}),
+    ...(savingsUsd === undefined ? {} : { savingsUsd }),
   };
 }

@@ -43,6 +43,8 @@ export interface WindowInput {
   unstarted: number;
   callMs?: number;
   spent: { tokens: number; usd: number };
+  /** How lanes send their calls (flex, the Responses API). */
+  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
 }
 
 /** What a window reports when its last lane has ended. */
@@ -225,7 +227,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const run: Promise<void> = scope
       .run(() =>
         lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions({ activityId: `lane:${lane}`, summary }, [
-          { file: input.file, fileBytes: input.fileBytes, spool: input.spool, lane, entries, parallel, itemAttemptMs, priorAttempts, maximumAttempts: runOptions.retry.maximumAttempts, batchId: input.batchId },
+          { file: input.file, fileBytes: input.fileBytes, spool: input.spool, lane, entries, parallel, itemAttemptMs, priorAttempts, maximumAttempts: runOptions.retry.maximumAttempts, batchId: input.batchId, ...(input.call ? { call: input.call } : {}) },
         ]),
       )
       .then(add, async (error: unknown) => {
