@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
 
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cli-'));
 function file(name: string, content: string): string {
@@ -98,20 +98,9 @@ describe('fanout CLI input errors (nothing is started)', () => {
 });
 
 describe('fanout run against a real dev server', () => {
-  let servers: TestServers;
-  let stack: TestWorker;
+  const suite = useTestStack();
 
-  beforeAll(async () => {
-    servers = await startTestServers();
-    stack = await startTestWorker(servers);
-  });
-
-  afterAll(async () => {
-    await stack?.stop();
-    await servers?.stop();
-  });
-
-  const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+  const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
   it('prints results in input order and metrics, and exits 0 when every agent succeeds', async () => {
     const tasks = file('ok.jsonl', ['a', 'b', 'c'].map((id, index) => JSON.stringify({ id, name: `Agent ${id}`, prompt: `hi [sim latency=${600 - index * 250}]` })).join('\n'));
@@ -165,19 +154,8 @@ describe('fanout demo (what npm start runs)', () => {
 });
 
 describe('fanout batch', () => {
-  let servers: TestServers;
-  let stack: TestWorker;
-  const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
-
-  beforeAll(async () => {
-    servers = await startTestServers();
-    stack = await startTestWorker(servers);
-  });
-
-  afterAll(async () => {
-    await stack?.stop();
-    await servers?.stop();
-  });
+  const suite = useTestStack();
+  const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
   it('refuses a malformed task file with the line named and exit code 2', async () => {
     const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');

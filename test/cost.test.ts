@@ -7,7 +7,8 @@ import { BUILT_IN_PRICES, priceFor, priceOf, pricesFromEnvironment } from '../sr
 import { progressQuery } from '../src/workflows/messages';
 import { readSink } from './support/batch-files';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 
 /**
  * Prices of the simulator's model, set the way an operator would (FANOUT_PRICES): a thousandth of a dollar per prompt
@@ -18,22 +19,11 @@ const priceUnits = (result: AgentResult): number => (result.usage?.promptTokens 
 const expectedCost = (...results: AgentResult[]): number => results.reduce((sum, result) => sum + priceUnits(result), 0) / 1000;
 
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cost-'));
-let servers: TestServers;
-let stack: TestWorker;
-
-beforeAll(async () => {
-  servers = await startTestServers();
-  stack = await startTestWorker(servers, { heartbeatThrottleMs: 500, activities: { prices: pricesFromEnvironment({ FANOUT_PRICES: JSON.stringify(PRICES) }) } });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useTestStack({ worker: { heartbeatThrottleMs: 500, activities: { prices: pricesFromEnvironment({ FANOUT_PRICES: JSON.stringify(PRICES) }) } } });
 
 /** What the simulator saw of one run, by task id. */
 function requestsOf(workflowId: string) {
-  return new Map(servers.simulator.log().filter((request) => request.workflowId === workflowId).map((request) => [request.taskId, request]));
+  return new Map(suite.servers.simulator.log().filter((request) => request.workflowId === workflowId).map((request) => [request.taskId, request]));
 }
 
 describe('the price table', () => {
@@ -70,7 +60,7 @@ describe('the price table', () => {
   });
 
   it('keeps a worker with a bad FANOUT_PRICES from starting, and says which variable to fix', async () => {
-    const worker = await runCli(['worker', '--address', servers.server.address, '--task-queue', uniqueName('tq')], { FANOUT_PRICES: '{"gpt-4o": 2.5}' });
+    const worker = await runCli(['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('tq')], { FANOUT_PRICES: '{"gpt-4o": 2.5}' });
     expect(worker.code).not.toBe(0);
     expect(worker.stderr).toMatch(/^fanout: FANOUT_PRICES: the value is not a price table \("gpt-4o": /m);
     expect(worker.stderr).not.toContain('worker polling');
@@ -80,7 +70,7 @@ describe('the price table', () => {
 describe('costs of a run', () => {
   it('gives each result and the run its exact cost from the price table, and reports an unknown model unpriced', async () => {
     const workflowId = uniqueName('priced');
-    const handle = await stack.client.startParallel(
+    const handle = await suite.stack.client.startParallel(
       [
         { id: 'default-model', prompt: 'three word prompt' },
         { id: 'dated-model', prompt: 'a slightly longer prompt of seven words', model: 'gpt-4o-mini-2024-07-18' },
@@ -107,7 +97,7 @@ describe('costs of a run', () => {
 
   it('cancels the calls in flight once costBudgetUsd is reached and skips the rest, BudgetExhausted', async () => {
     const workflowId = uniqueName('cost-budget');
-    const { results, metrics, stoppedBy } = await stack.client.runParallel(
+    const { results, metrics, stoppedBy } = await suite.stack.client.runParallel(
       [
         { id: 'first', prompt: 'answers soon [sim latency=1500]' },
         { id: 'slow-1', prompt: 'answers in a minute [sim latency=60000]' },
@@ -140,7 +130,7 @@ describe('costs of a run', () => {
 
   it('cancels the calls in flight once tokenBudget is reached, the same way', async () => {
     const workflowId = uniqueName('token-budget');
-    const { results, stoppedBy } = await stack.client.runParallel(
+    const { results, stoppedBy } = await suite.stack.client.runParallel(
       [
         { id: 'first', prompt: 'answers soon [sim latency=1500]' },
         { id: 'slow', prompt: 'answers in a minute [sim latency=60000]' },
@@ -159,7 +149,7 @@ describe('costs of a run', () => {
     const tasks = path.join(directory, 'budget.jsonl');
     writeFileSync(tasks, [{ id: 'quick', prompt: 'x [sim latency=1000]' }, { id: 'slow', prompt: 'x [sim latency=60000]' }, { id: 'later', prompt: 'x' }].map((task) => JSON.stringify(task)).join('\n'));
     const workflowId = uniqueName('cli-budget');
-    const connection = ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+    const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
     const run = await runCli(['run', tasks, '--parallel', '2', '--budget-usd', '0.001', '--id', workflowId, ...connection]);
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/quick\s+ok\s+1\s+\S+\s+\$0\.\d{6}\s/);
@@ -182,7 +172,7 @@ describe('costs of a run', () => {
     writeFileSync(source, prompts.map((prompt, index) => JSON.stringify({ id: `item-${index}`, prompt })).join('\n'));
     const sink = path.join(directory, 'batch-results.jsonl');
     const batchId = uniqueName('batch-budget');
-    const connection = ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+    const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
     const started = await runCli(['batch', 'start', source, '--out', sink, '--id', batchId, '--concurrency', '3', '--budget-usd', '0.001', '--watch', '--json', ...connection]);
     expect(started.code).toBe(1);
     const summary = JSON.parse(started.stdout.trim().split('\n').pop() ?? '') as BatchSummary;

@@ -6,7 +6,7 @@ import { criticalPath, parallelGroups } from '../src/contract/graph';
 import { validateDagInput } from '../src/contract/validation';
 import { promptWithDependencies, synthesisPrompt } from '../src/activities/prompt-context';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
 
 const node = (id: string, dependsOn: string[] = [], prompt = `${id} [sim latency=50]`): DagNode => ({ id, prompt, dependsOn });
 
@@ -50,23 +50,12 @@ describe('DAG validation and inspection', () => {
 });
 
 describe('dag and fanOutFanIn on a real dev server', () => {
-  let servers: TestServers;
-  let stack: TestWorker;
+  const suite = useTestStack({ worker: { heartbeatThrottleMs: 500 } });
 
-  beforeAll(async () => {
-    servers = await startTestServers();
-    stack = await startTestWorker(servers, { heartbeatThrottleMs: 500 });
-  });
-
-  afterAll(async () => {
-    await stack?.stop();
-    await servers?.stop();
-  });
-
-  const requestOf = (workflowId: string, taskId: string) => servers.simulator.log().find((request) => request.workflowId === workflowId && request.taskId === taskId);
+  const requestOf = (workflowId: string, taskId: string) => suite.servers.simulator.log().find((request) => request.workflowId === workflowId && request.taskId === taskId);
 
   it('starts each node as soon as its own dependencies finish, not level by level, and passes outputs on', async () => {
-    const handle = await stack.client.startDag([
+    const handle = await suite.stack.client.startDag([
       node('quick', [], 'quick topic [sim latency=100]'),
       node('slow', [], 'slow [sim latency=2500]'),
       node('follow', ['quick'], 'Use: {{deps.quick}} [sim latency=100]'),
@@ -85,14 +74,14 @@ describe('dag and fanOutFanIn on a real dev server', () => {
 
   it('under continue, skips only the descendants of a failed node and runs independent branches', async () => {
     const result = await (
-      await stack.client.startDag([node('bad', [], 'x [sim fault=401]'), node('child', ['bad']), node('grandchild', ['child']), node('independent')])
+      await suite.stack.client.startDag([node('bad', [], 'x [sim fault=401]'), node('child', ['bad']), node('grandchild', ['child']), node('independent')])
     ).result();
     expect(result.results.map((agent) => agent.status)).toEqual(['failed', 'skipped', 'skipped', 'ok']);
     expect(result.results[2].error).toEqual({ type: 'DependencyFailed', message: 'skipped: its dependency "bad" did not succeed' });
   });
 
   it('under fail-fast, cancels everything in flight', async () => {
-    const handle = await stack.client.startDag([node('bad', [], 'x [sim fault=400 latency=200]'), node('long', [], 'x [sim latency=60000]'), node('after', ['long'])], {
+    const handle = await suite.stack.client.startDag([node('bad', [], 'x [sim fault=400 latency=200]'), node('long', [], 'x [sim latency=60000]'), node('after', ['long'])], {
       errorPolicy: 'fail-fast',
     });
     const result = await handle.result();
@@ -103,7 +92,7 @@ describe('dag and fanOutFanIn on a real dev server', () => {
 
   it('runs a fan-out then a synthesis agent over every output', async () => {
     const result = await (
-      await stack.client.startFanOutFanIn(
+      await suite.stack.client.startFanOutFanIn(
         [
           { id: 'sentiment', prompt: 'x [sim latency=100]' },
           { id: 'entities', prompt: 'x [sim fault=403]' },
@@ -121,7 +110,7 @@ describe('dag and fanOutFanIn on a real dev server', () => {
     const directory = mkdtempSync(path.join(tmpdir(), 'fanout-dag-'));
     const good = path.join(directory, 'graph.jsonl');
     writeFileSync(good, [node('r'), node('a', ['r']), node('f', ['r']), node('w', ['a', 'f'])].map((value) => JSON.stringify(value)).join('\n'));
-    const ran = await runCli(['run', good, '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+    const ran = await runCli(['run', good, '--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue]);
     expect(ran.code).toBe(0);
     expect(ran.stdout).toContain('parallel groups: [r] -> [a, f] -> [w]');
     expect(ran.stdout).toMatch(/critical path: r -> (a|f) -> w/);

@@ -6,27 +6,20 @@ import type { AgentTask } from '../src/contract/agent-task';
 import { InvalidInputError } from '../src/contract/validation';
 import { decodePayload, pendingActivities } from './support/history';
 import { maxOverlap } from './support/overlap';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 const run = promisify(execFile);
 const API_KEY = `sk-test-${uniqueName('secret')}`;
 
-let servers: TestServers;
-let stack: TestWorker;
-
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { requireApiKey: API_KEY, latency: { minMs: 20, maxMs: 20 } } });
-  stack = await startTestWorker(servers, { apiKey: API_KEY, heartbeatThrottleMs: 500 });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
+const suite = useTestStack({
+  simulator: { requireApiKey: API_KEY, latency: { minMs: 20, maxMs: 20 } },
+  worker: { apiKey: API_KEY, heartbeatThrottleMs: 500 },
 });
 
 function requestsOf(workflowId: string, taskId?: string) {
-  return servers.simulator
+  return suite.servers.simulator
     .log()
     .filter((request) => request.workflowId === workflowId && (taskId === undefined || request.taskId === taskId));
 }
@@ -38,7 +31,7 @@ function task(id: string, marker: string, extra: Partial<AgentTask> = {}): Agent
 describe('fanOut on a real dev server', () => {
   it('returns results in input order when later tasks finish first', async () => {
     const tasks = [task('slow', 'latency=1200'), task('medium', 'latency=700'), task('fast', 'latency=250'), task('fastest', 'latency=10')];
-    const handle = await stack.client.startParallel(tasks);
+    const handle = await suite.stack.client.startParallel(tasks);
     const { results } = await handle.result();
 
     expect(results.map((result) => result.id)).toEqual(['slow', 'medium', 'fast', 'fastest']);
@@ -55,7 +48,7 @@ describe('fanOut on a real dev server', () => {
     const latencies = [300, 470, 640, 810, 980, 1150, 1320, 1500];
     const sum = latencies.reduce((total, value) => total + value, 0);
     const startedAt = Date.now();
-    const { results, metrics } = await stack.client.runParallel(latencies.map((ms, index) => task(`t${index}`, `latency=${ms}`)));
+    const { results, metrics } = await suite.stack.client.runParallel(latencies.map((ms, index) => task(`t${index}`, `latency=${ms}`)));
     const wall = Date.now() - startedAt;
 
     expect(results.every((result) => result.status === 'ok')).toBe(true);
@@ -68,7 +61,7 @@ describe('fanOut on a real dev server', () => {
 
   it('never has more than maxParallel requests in flight at the simulator', async () => {
     const tasks = Array.from({ length: 6 }, (_, index) => task(`p${index}`, 'latency=400'));
-    const handle = await stack.client.startParallel(tasks, { maxParallel: 2 });
+    const handle = await suite.stack.client.startParallel(tasks, { maxParallel: 2 });
     const { results } = await handle.result();
 
     expect(results.every((result) => result.status === 'ok')).toBe(true);
@@ -78,7 +71,7 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('retries a 429 no sooner than its Retry-After, then succeeds, without using up an attempt', async () => {
-    const handle = await stack.client.startParallel([task('limited', 'fault=429 times=1 retry-after=2 latency=10')], {
+    const handle = await suite.stack.client.startParallel([task('limited', 'fault=429 times=1 retry-after=2 latency=10')], {
       // Without Retry-After the retry would come after 100 ms.
       retry: { initialIntervalMs: 100, maximumAttempts: 3 },
     });
@@ -95,7 +88,7 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('tries a 401 exactly once and reports it failed while its siblings succeed under continue', async () => {
-    const handle = await stack.client.startParallel(
+    const handle = await suite.stack.client.startParallel(
       [task('ok-1', 'latency=300'), task('unauthorized', 'fault=401'), task('ok-2', 'latency=300')],
       { errorPolicy: 'continue', retry: { initialIntervalMs: 100 } },
     );
@@ -117,7 +110,7 @@ describe('fanOut on a real dev server', () => {
       task('queued', 'latency=10'),
     ];
     const startedAt = Date.now();
-    const handle = await stack.client.startParallel(tasks, { errorPolicy: 'fail-fast', maxParallel: 3 });
+    const handle = await suite.stack.client.startParallel(tasks, { errorPolicy: 'fail-fast', maxParallel: 3 });
     const result = await handle.result();
 
     expect(Date.now() - startedAt).toBeLessThan(30_000);
@@ -135,7 +128,7 @@ describe('fanOut on a real dev server', () => {
 
   it('cancelling the workflow aborts the in-flight requests and leaves no pending activity', async () => {
     const tasks = [task('c1', 'latency=60000'), task('c2', 'latency=60000'), task('c3', 'latency=60000')];
-    const handle = await stack.client.startParallel(tasks);
+    const handle = await suite.stack.client.startParallel(tasks);
     await waitFor('three requests at the simulator', () => requestsOf(handle.workflowId).length === 3);
     const progress = await handle.progress();
     expect(progress).toMatchObject({ total: 3, running: 3, done: 0 });
@@ -153,7 +146,7 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('answers the progress query with counts and per-task states while running', async () => {
-    const handle = await stack.client.startParallel([task('quick', 'latency=10'), task('slowish', 'latency=3000')]);
+    const handle = await suite.stack.client.startParallel([task('quick', 'latency=10'), task('slowish', 'latency=3000')]);
     const progress = await waitFor('one task done', async () => {
       const current = await handle.progress();
       return current.done === 1 ? current : undefined;
@@ -168,7 +161,7 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('reports metrics: tokens, percentiles and efficiency', async () => {
-    const { metrics, results } = await stack.client.runParallel([task('m1', 'latency=200'), task('m2', 'latency=400')]);
+    const { metrics, results } = await suite.stack.client.runParallel([task('m1', 'latency=200'), task('m2', 'latency=400')]);
     expect(metrics).toMatchObject({ total: 2, succeeded: 2, failed: 0, successRate: 1 });
     expect(metrics.tokens.total).toBe(results.reduce((sum, result) => sum + (result.usage?.totalTokens ?? 0), 0));
     expect(metrics.tokens.total).toBeGreaterThan(0);
@@ -177,7 +170,7 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('shows a run summary and each agent name as its activity summary in the Temporal UI', async () => {
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       task('a', 'latency=10', { name: 'Researcher' }),
       task('b', 'latency=10', { name: 'Writer' }),
     ]);
@@ -195,8 +188,8 @@ describe('fanOut on a real dev server', () => {
     const cli = process.env.TEMPORAL_CLI as string;
     const workflowId = uniqueName('cli');
     const input = { tasks: [task('x', 'latency=600'), task('y', 'latency=10')], options: { maxParallel: 2 } };
-    const connection = ['--address', servers.server.address, '--namespace', 'default'];
-    await run(cli, ['workflow', 'start', '--type', 'fanOut', '--task-queue', stack.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input), ...connection]);
+    const connection = ['--address', suite.servers.server.address, '--namespace', 'default'];
+    await run(cli, ['workflow', 'start', '--type', 'fanOut', '--task-queue', suite.stack.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input), ...connection]);
     const { stdout } = await run(cli, ['workflow', 'result', '--workflow-id', workflowId, '--output', 'json', ...connection]);
     const printed = JSON.parse(stdout) as { result: { results: { id: string; status: string }[] } };
     expect(printed.result.results.map((result) => [result.id, result.status])).toEqual([
@@ -206,12 +199,12 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('never writes the API key into the run history', async () => {
-    const handle = await stack.client.startParallel([task('secret-check', 'latency=10')]);
+    const handle = await suite.stack.client.startParallel([task('secret-check', 'latency=10')]);
     const { results } = await handle.result();
     // The simulator requires the key, so the call's success proves the worker sent it.
     expect(results[0].status).toBe('ok');
     const { stdout } = await run(process.env.TEMPORAL_CLI as string, [
-      'workflow', 'show', '--workflow-id', handle.workflowId, '--output', 'json', '--address', servers.server.address,
+      'workflow', 'show', '--workflow-id', handle.workflowId, '--output', 'json', '--address', suite.servers.server.address,
     ], { maxBuffer: 64 * 1024 * 1024 });
     expect(stdout.length).toBeGreaterThan(100);
     expect(stdout).toContain('secret-check');
@@ -220,21 +213,21 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('refuses bad input in the client before anything starts, naming the field', async () => {
-    const before = servers.simulator.log().length;
-    await expect(stack.client.startParallel([{ id: 'a', prompt: '' }])).rejects.toThrow(/tasks\[0\]\.prompt: must not be empty/);
-    await expect(stack.client.startParallel([task('d', 'latency=1'), task('d', 'latency=1')])).rejects.toThrow(
+    const before = suite.servers.simulator.log().length;
+    await expect(suite.stack.client.startParallel([{ id: 'a', prompt: '' }])).rejects.toThrow(/tasks\[0\]\.prompt: must not be empty/);
+    await expect(suite.stack.client.startParallel([task('d', 'latency=1'), task('d', 'latency=1')])).rejects.toThrow(
       /tasks\[1\]\.id: duplicate id "d" \(first at tasks\[0\]\)/,
     );
-    await expect(stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(InvalidInputError);
-    await expect(stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(/options\.maxParallel/);
-    await expect(stack.client.startParallel([])).rejects.toThrow(/tasks: must hold at least one task/);
-    expect(servers.simulator.log().length).toBe(before);
+    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(InvalidInputError);
+    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(/options\.maxParallel/);
+    await expect(suite.stack.client.startParallel([])).rejects.toThrow(/tasks: must hold at least one task/);
+    expect(suite.servers.simulator.log().length).toBe(before);
   });
 
   it('fails a run started with bad input at once and non-retryably, naming the field', async () => {
     const workflowId = uniqueName('bad');
-    const handle = await servers.server.client.workflow.start('fanOut', {
-      taskQueue: stack.taskQueue,
+    const handle = await suite.servers.server.client.workflow.start('fanOut', {
+      taskQueue: suite.stack.taskQueue,
       workflowId,
       args: [{ tasks: [{ id: 'ok', prompt: 'fine' }, { id: 'broken' }], options: { errorPolicy: 'sometimes' } }],
     });

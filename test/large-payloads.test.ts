@@ -4,7 +4,8 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import type { AgentResult } from '../src/contract/agent-task';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 
 // Every client, worker and CLI process of this file shares one store directory, as they would share FANOUT_STORE.
 const store = mkdtempSync(path.join(tmpdir(), 'fanout-store-'));
@@ -14,24 +15,13 @@ const directory = mkdtempSync(path.join(tmpdir(), 'fanout-large-'));
 /** ~20 KB answers: 3,400 simulated words of about six bytes. */
 const ANSWER_WORDS = 3400;
 
-let servers: TestServers;
-let stack: TestWorker;
+const suite = useTestStack({ simulator: { latency: { minMs: 5, maxMs: 40 }, completionTokens: { min: ANSWER_WORDS, max: ANSWER_WORDS } } });
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 5, maxMs: 40 }, completionTokens: { min: ANSWER_WORDS, max: ANSWER_WORDS } } });
-  stack = await startTestWorker(servers);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
-
-const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
+const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
 /** The events of a workflow's history as the plain Temporal CLI prints them. */
 function historyText(workflowId: string): string {
-  return execFileSync(process.env.TEMPORAL_CLI as string, ['workflow', 'show', '--workflow-id', workflowId, '--address', servers.server.address, '--output', 'json'], {
+  return execFileSync(process.env.TEMPORAL_CLI as string, ['workflow', 'show', '--workflow-id', workflowId, '--address', suite.servers.server.address, '--output', 'json'], {
     encoding: 'utf8',
     maxBuffer: 512 * 1024 * 1024,
   });
@@ -40,7 +30,7 @@ function historyText(workflowId: string): string {
 describe('payloads larger than history allows', () => {
   it('completes a fan-out of 1,000 tasks with 20 KB answers, and `fanout results` prints every answer in full', async () => {
     const tasks = Array.from({ length: 1000 }, (_, index) => ({ id: `t${index}`, prompt: `answer ${index}` }));
-    const handle = await stack.client.startParallel(tasks, { maxParallel: 200 });
+    const handle = await suite.stack.client.startParallel(tasks, { maxParallel: 200 });
     const result = await handle.result();
     expect(result.metrics.succeeded).toBe(1000);
     expect(result.results.every((agent) => (agent.output ?? '').length > 19_000)).toBe(true);
@@ -61,14 +51,14 @@ describe('payloads larger than history allows', () => {
 
   it('starts 1,000 tasks with 2.5 KB prompts and a single 10 MB prompt by moving them to the store', async () => {
     const padding = 'word '.repeat(500);
-    const many = await stack.client.runParallel(Array.from({ length: 1000 }, (_, index) => ({ id: `p${index}`, prompt: `${index} ${padding}` })));
+    const many = await suite.stack.client.runParallel(Array.from({ length: 1000 }, (_, index) => ({ id: `p${index}`, prompt: `${index} ${padding}` })));
     expect(many.metrics.succeeded).toBe(1000);
     // Each prompt reached the model whole: its token count includes every padding word.
     expect(many.results.every((agent) => (agent.usage?.promptTokens ?? 0) > 500)).toBe(true);
 
     const huge = `start ${'word '.repeat(2_000_000)}end`;
     const workflowId = uniqueName('huge');
-    const one = await stack.client.runParallel([{ id: 'huge', prompt: huge }], undefined, { workflowId });
+    const one = await suite.stack.client.runParallel([{ id: 'huge', prompt: huge }], undefined, { workflowId });
     expect(one.results[0].status).toBe('ok');
     expect(one.results[0].usage?.promptTokens).toBeGreaterThan(2_000_000);
     expect(historyText(workflowId).length).toBeLessThan(200_000);
@@ -79,7 +69,7 @@ describe('payloads larger than history allows', () => {
       { id: 'root', prompt: 'the root' },
       ...Array.from({ length: 500 }, (_, index) => ({ id: `child${index}`, prompt: `Use {{deps.root}} for part ${index}`, dependsOn: ['root'] })),
     ];
-    const dag = await (await stack.client.startDag(nodes, { maxParallel: 200 })).result();
+    const dag = await (await suite.stack.client.startDag(nodes, { maxParallel: 200 })).result();
     expect(dag.metrics.succeeded).toBe(501);
     const rootTokens = dag.results[0].usage?.completionTokens ?? 0;
     expect(rootTokens).toBe(ANSWER_WORDS);
@@ -87,7 +77,7 @@ describe('payloads larger than history allows', () => {
     expect(dag.results.slice(1).every((child) => (child.usage?.promptTokens ?? 0) >= rootTokens)).toBe(true);
 
     const fanIn = await (
-      await stack.client.startFanOutFanIn(
+      await suite.stack.client.startFanOutFanIn(
         Array.from({ length: 50 }, (_, index) => ({ id: `a${index}`, prompt: `analysis ${index}` })),
         { prompt: 'Combine these.' },
       )

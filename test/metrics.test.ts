@@ -13,7 +13,8 @@ import { metricsEndpointFromEnvironment } from '../src/metrics';
 import { BUILT_IN_PRICES, priceOf } from '../src/pricing';
 import { ROOT } from './support/paths';
 import { spawnWorker, type WorkerProcess } from './support/processes';
-import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { useTestServers } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 /** One sample of the Prometheus text format. */
@@ -100,18 +101,13 @@ function dashboardQueries(dashboard: { panels: { title: string; targets?: { expr
   return dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ title: panel.title, expr: target.expr })));
 }
 
-let servers: TestServers;
 let worker: WorkerProcess | undefined;
 let prometheus: PrometheusServer | undefined;
-
-beforeAll(async () => {
-  servers = await startTestServers();
-});
-
-afterAll(async () => {
-  await prometheus?.stop();
-  await worker?.stop();
-  await servers?.stop();
+const suite = useTestServers({
+  beforeStop: async () => {
+    await prometheus?.stop();
+    await worker?.stop();
+  },
 });
 
 describe('a worker process with FANOUT_METRICS_PORT', () => {
@@ -120,9 +116,9 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     const metricsUrl = `http://127.0.0.1:${port}/metrics`;
     const taskQueue = uniqueName('metrics');
     worker = await spawnWorker({
-      address: servers.server.address,
+      address: suite.servers.server.address,
       taskQueue,
-      env: { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_METRICS_PORT: String(port), FANOUT_METRICS_HOST: '127.0.0.1' },
+      env: { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_METRICS_PORT: String(port), FANOUT_METRICS_HOST: '127.0.0.1' },
     });
     expect(worker.output()).toContain(`metrics on http://127.0.0.1:${port}/metrics`);
     const scrape = async () => {
@@ -140,7 +136,7 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
         index < 2 ? '[sim fault=403]' : index === 2 ? '[sim fault=500 times=1]' : index === 3 ? '[sim fault=429 times=1 retry-after=1]' : '[sim latency=1500]';
       return { id: `agent-${index}`, prompt: `question ${index} ${marker}` };
     });
-    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+    const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
     const handle = await client.startParallel(tasks, { retry: { initialIntervalMs: 200 } });
 
     const inFlight = await waitFor('calls in flight on /metrics', async () => {

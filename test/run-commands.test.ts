@@ -3,27 +3,16 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { eventsQuery } from '../src/workflows/messages';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
+const suite = useTestStack({ worker: { heartbeatThrottleMs: 500 } });
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-runs-'));
-const connection = () => ['--address', servers.server.address, '--task-queue', stack.taskQueue];
-
-beforeAll(async () => {
-  servers = await startTestServers();
-  stack = await startTestWorker(servers, { heartbeatThrottleMs: 500 });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
 describe('events, token budget and the run commands', () => {
   it('keeps an event log readable with a cursor', async () => {
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'good', prompt: 'x [sim latency=50]' },
       { id: 'bad', prompt: 'x [sim fault=404]' },
       { id: 'flaky', prompt: 'x [sim fault=500 times=1]' },
@@ -41,7 +30,7 @@ describe('events, token budget and the run commands', () => {
   });
 
   it('stops starting agents once the token budget is spent and reports the rest skipped', async () => {
-    const { results, metrics } = await stack.client.runParallel(
+    const { results, metrics } = await suite.stack.client.runParallel(
       [1, 2, 3].map((index) => ({ id: `b${index}`, prompt: 'a prompt of several words [sim latency=10]' })),
       { maxParallel: 1, tokenBudget: 5 },
     );
@@ -74,8 +63,8 @@ describe('events, token budget and the run commands', () => {
     const byOtherName = await runCli(['list', '--name', 'something else', '--json', ...connection()]);
     expect(JSON.parse(byOtherName.stdout)).toEqual([]);
 
-    const long = await stack.client.startParallel([{ id: 'long', prompt: 'x [sim latency=60000]' }], {}, { workflowId: 'to-cancel' });
-    await waitFor('the call to start', () => servers.simulator.log().some((request) => request.workflowId === 'to-cancel'));
+    const long = await suite.stack.client.startParallel([{ id: 'long', prompt: 'x [sim latency=60000]' }], {}, { workflowId: 'to-cancel' });
+    await waitFor('the call to start', () => suite.servers.simulator.log().some((request) => request.workflowId === 'to-cancel'));
     const cancelled = await runCli(['cancel', 'to-cancel', ...connection()]);
     expect(cancelled.code).toBe(0);
     await expect(long.result()).rejects.toThrow();

@@ -1,14 +1,15 @@
 import { chromium, type Browser } from 'playwright-core';
 import { screenshotPath } from './support/screenshots';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
 
-let servers: TestServers;
-let stack: TestWorker;
 let browser: Browser;
+const suite = useTestStack({
+  beforeStop: async () => {
+    await browser?.close();
+  },
+});
 
 beforeAll(async () => {
-  servers = await startTestServers();
-  stack = await startTestWorker(servers);
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     // The machine has no network beyond loopback: keep Chromium from reaching out.
@@ -16,14 +17,8 @@ beforeAll(async () => {
   });
 });
 
-afterAll(async () => {
-  await browser?.close();
-  await stack?.stop();
-  await servers?.stop();
-});
-
 it('shows a finished fan-out, its summary and its agents in the Temporal UI', async () => {
-  const handle = await stack.client.startParallel(
+  const handle = await suite.stack.client.startParallel(
     [
       { id: 'researcher', name: 'Researcher', prompt: 'x [sim latency=100]' },
       { id: 'analyst', name: 'Analyst', prompt: 'x [sim latency=200]' },
@@ -35,7 +30,7 @@ it('shows a finished fan-out, its summary and its agents in the Temporal UI', as
   await handle.result();
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  const ui = servers.server.uiUrl;
+  const ui = suite.servers.server.uiUrl;
   await page.goto(`${ui}/namespaces/default/workflows`);
   await page.getByText(handle.workflowId).first().waitFor({ timeout: 30_000 });
 

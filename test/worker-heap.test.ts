@@ -7,36 +7,33 @@ import { freePort } from '../src/local/free-port';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { CLI } from './support/paths';
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
-import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { useTestServers } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
 const processes: ChildProcess[] = [];
 /** Re-launched children seen, killed at the end should a failed test have orphaned one. */
 const childPids: number[] = [];
 
-beforeAll(async () => {
-  servers = await startTestServers();
-});
-
-afterAll(async () => {
-  for (const child of processes) {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exitOf(child);
+const suite = useTestServers({
+  beforeStop: async () => {
+    for (const child of processes) {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exitOf(child);
+      }
     }
-  }
-  for (const pid of childPids) if (!isGone(pid)) process.kill(pid, 'SIGKILL');
-  await servers?.stop();
+    for (const pid of childPids) if (!isGone(pid)) process.kill(pid, 'SIGKILL');
+  },
 });
 
 /** The worker's environment: the simulator as the provider, plus `extra`. */
 function workerEnv(extra: Record<string, string> = {}): Record<string, string> {
-  return { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_HEARTBEAT_THROTTLE_MS: '500', ...extra };
+  return { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_HEARTBEAT_THROTTLE_MS: '500', ...extra };
 }
 
 async function startWorker(taskQueue: string, extra: Record<string, string> = {}): Promise<WorkerProcess> {
-  const worker = await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnv(extra) });
+  const worker = await spawnWorker({ address: suite.servers.server.address, taskQueue, env: workerEnv(extra) });
   processes.push(worker.child);
   return worker;
 }
@@ -100,14 +97,14 @@ it('runs the worker in a child with a 256 MB heap cap, which serves metrics and 
   const childArgs = commandLine(childPid);
   expect(childArgs[0]).toBe(process.execPath);
   expect(childArgs).toContain('--max-old-space-size=256');
-  expect(childArgs.slice(-5)).toEqual(['worker', '--address', servers.server.address, '--task-queue', taskQueue]);
+  expect(childArgs.slice(-5)).toEqual(['worker', '--address', suite.servers.server.address, '--task-queue', taskQueue]);
   expect(commandLine(worker.child.pid as number).some((argument) => argument.startsWith('--max-old-space-size'))).toBe(false);
   // One worker, in the child: the parent neither polls nor holds the metrics port the child serves.
   expect(worker.output().match(/worker polling/g)).toHaveLength(1);
   expect(worker.output()).toContain(`metrics on http://127.0.0.1:${metricsPort}/metrics`);
   expect((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status).toBe(200);
 
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const tasks: AgentTask[] = Array.from({ length: 5 }, (_, index) => ({ id: `agent-${index}`, prompt: `hello ${index}` }));
   const { results } = await client.runParallel(tasks);
   expect(results.map((result) => [result.id, result.status])).toEqual(tasks.map((task) => [task.id, 'ok']));
@@ -125,7 +122,7 @@ it.each([
   const taskQueue = uniqueName('in-process');
   const worker = await startWorker(taskQueue, env);
   expect(childrenOf(worker.child.pid as number)).toEqual([]);
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const { results } = await client.runParallel([{ id: 'one', prompt: 'hello' }]);
   expect(results.map((result) => result.status)).toEqual(['ok']);
   const exit = exitOf(worker.child);
@@ -137,10 +134,10 @@ it('passes SIGTERM on: the child lets in-flight calls finish, then the parent ex
   const taskQueue = uniqueName('heap-term');
   const worker = await startWorker(taskQueue, { FANOUT_SHUTDOWN_GRACE_MS: '20000' });
   const childPid = onlyChildOf(worker);
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const tasks = slowTasks('term', 3, 3000);
   const handle = await client.startParallel(tasks);
-  const requests = () => servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
+  const requests = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   await waitFor('every call to reach the simulator', () => requests().length === tasks.length);
 
   const exit = exitOf(worker.child);
@@ -158,7 +155,7 @@ it('passes SIGTERM on: the child lets in-flight calls finish, then the parent ex
 it('drains once on Ctrl-C in a terminal, where SIGINT goes to the whole process group', async () => {
   const taskQueue = uniqueName('heap-int');
   // Its own process group, as a shell gives a foreground job; a terminal's Ctrl-C signals every process in it.
-  const parent = spawn(process.execPath, [CLI, 'worker', '--address', servers.server.address, '--task-queue', taskQueue], {
+  const parent = spawn(process.execPath, [CLI, 'worker', '--address', suite.servers.server.address, '--task-queue', taskQueue], {
     env: { ...process.env, ...workerEnv({ FANOUT_SHUTDOWN_GRACE_MS: '20000' }) },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
@@ -173,10 +170,10 @@ it('drains once on Ctrl-C in a terminal, where SIGINT goes to the whole process 
   expect(children).toHaveLength(1);
   childPids.push(...children);
   expect(Number(statField(children[0], 5))).not.toBe(parent.pid);
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const tasks = slowTasks('int', 2, 3000);
   const handle = await client.startParallel(tasks);
-  const requests = () => servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
+  const requests = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   await waitFor('every call to reach the simulator', () => requests().length === tasks.length);
 
   const exit = exitOf(parent);
@@ -191,9 +188,9 @@ it('takes the child down at once when the parent is SIGKILLed: its in-flight cal
   const taskQueue = uniqueName('heap-kill');
   const worker = await startWorker(taskQueue);
   const childPid = onlyChildOf(worker);
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const handle = await client.startParallel(slowTasks('kill', 2, 30_000));
-  const requests = () => servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
+  const requests = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   await waitFor('the calls to reach the simulator', () => requests().length === 2);
 
   await worker.kill();
@@ -204,7 +201,7 @@ it('takes the child down at once when the parent is SIGKILLed: its in-flight cal
 });
 
 it.each(['abc', '32', '256.5', '-1'])('refuses FANOUT_WORKER_HEAP_MB=%s with exit code 2 and one line naming it', async (value) => {
-  const { code, stdout, stderr } = await runCli(['worker', '--address', servers.server.address, '--task-queue', uniqueName('bad')], {
+  const { code, stdout, stderr } = await runCli(['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('bad')], {
     FANOUT_WORKER_HEAP_MB: value,
   });
   expect(code).toBe(2);
@@ -224,7 +221,7 @@ it('runs a long batch in a worker capped at 64 MB of heap: per-call memory does 
   const directory = batchDirectory();
   const source = writeTasks(directory, 20_000, () => 'short [sim latency=0]', 'long');
   const sink = path.join(directory, 'long.jsonl');
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const handle = await client.startBatch({ source, sink, options: { concurrency: 200 } });
   // Should the worker die (the parent exits with its child), fail at once with its last words, not at the timeout.
   const died = exitOf(worker.child).then((exit) => {

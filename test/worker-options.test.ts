@@ -2,18 +2,14 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { AgentTask } from '../src/contract/agent-task';
 import { maxOverlap } from './support/overlap';
 import { spawnWorker } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestServers } from './support/suite-stack';
+import { startTestWorker, type TestWorker } from './support/test-stack';
 
-let servers: TestServers;
 const workers: TestWorker[] = [];
-
-beforeAll(async () => {
-  servers = await startTestServers();
-});
-
-afterAll(async () => {
-  for (const worker of workers) await worker.stop();
-  await servers?.stop();
+const suite = useTestServers({
+  beforeStop: async () => {
+    for (const worker of workers) await worker.stop();
+  },
 });
 
 function tasks(prefix: string, count: number, latencyMs: number): AgentTask[] {
@@ -30,7 +26,7 @@ it('passes SDK WorkerOptions through, over the settings it derives itself', asyn
       },
     },
   });
-  const stack = await startTestWorker(servers, {
+  const stack = await startTestWorker(suite.servers, {
     identity: 'from-fanout-option',
     shutdownGraceMs: 5000,
     workerOptions: { identity: 'from-worker-options', shutdownGraceTime: 1234, interceptors: { activity: [recordActivities] } },
@@ -46,7 +42,7 @@ it('passes SDK WorkerOptions through, over the settings it derives itself', asyn
 
 it('takes a tuner in place of its own slot count', async () => {
   // The SDK refuses a tuner together with maxConcurrentActivityTaskExecutions, which the worker sets by default.
-  const stack = await startTestWorker(servers, {
+  const stack = await startTestWorker(suite.servers, {
     maxConcurrentActivities: 500,
     workerOptions: {
       tuner: {
@@ -62,7 +58,7 @@ it('takes a tuner in place of its own slot count', async () => {
   const handle = await stack.client.startParallel(tasks('tuned', 9, 300));
   const { results } = await handle.result();
   expect(results.every((result) => result.status === 'ok')).toBe(true);
-  const requests = servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
+  const requests = suite.servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   expect(requests).toHaveLength(9);
   expect(maxOverlap(requests)).toBe(3);
 });
@@ -70,12 +66,12 @@ it('takes a tuner in place of its own slot count', async () => {
 it("hands a fan-out's calls straight back to the worker that scheduled them (eager dispatch), whichever worker that is", async () => {
   // Two workers on one queue. Through matching the 30 calls would go to whichever polls first; eager, every call starts
   // on the worker whose workflow task scheduled it (the dev server enables system.enableActivityEagerExecution).
-  const first = await startTestWorker(servers, { identity: 'eager-a' });
+  const first = await startTestWorker(suite.servers, { identity: 'eager-a' });
   workers.push(first);
   const second = await spawnWorker({
-    address: servers.server.address,
+    address: suite.servers.server.address,
     taskQueue: first.taskQueue,
-    env: { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_WORKER_IDENTITY: 'eager-b' },
+    env: { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_WORKER_IDENTITY: 'eager-b' },
   });
   workers.push({ ...first, stop: () => second.stop() });
 
