@@ -90,6 +90,7 @@ describe("README's environment tables and the code's list of variables", () => {
       scripts: textOf(filesUnder(path.join(ROOT, 'scripts'), ['.sh', '.ts', '.js'])),
       tests: textOf(filesUnder(path.join(ROOT, 'test'), ['.ts']).filter((file) => file !== __filename)),
       bench: textOf(filesUnder(path.join(ROOT, 'bench'), ['.ts'])),
+      anthropicSdk: readFileSync(path.join(ROOT, 'node_modules', '@anthropic-ai', 'sdk', 'client.js'), 'utf8'),
       // awsSdk: read by the SDK's credential and endpoint providers, spread over many packages.
     };
     const unread = Object.entries(readers).flatMap(([reader, text]) =>

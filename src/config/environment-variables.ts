@@ -76,6 +76,8 @@ export const ENVIRONMENT_VARIABLES = {
   ],
   /** Read by the AWS SDK's own configuration chain (the S3 store). */
   awsSdk: ['AWS_PROFILE', 'AWS_ENDPOINT_URL_S3'],
+  /** Read by the Anthropic SDK (`@anthropic-ai/sdk`), which provider batches of `claude-*` models go through. */
+  anthropicSdk: ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'],
   /** Read by scripts/ (which src/local runs to find or build the servers). */
   scripts: ['TEMPORAL_CLI', 'TEMPORAL_CLI_VERSION', 'TEMPORAL_SERVER_HOME', 'TEMPORAL_SERVER_VERSION', 'SEAWEEDFS_WEED', 'SEAWEEDFS_VERSION'],
   /** Read by the tests only. */
