@@ -50,6 +50,13 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     }
   });
 
+  it('refuses agent tasks (tools, an output schema), naming the line, rather than running them as plain calls', async () => {
+    const source = path.join(directory, 'agents.jsonl');
+    writeFileSync(source, `${JSON.stringify({ id: 'a', prompt: 'x' })}\n${JSON.stringify({ id: 'b', prompt: 'x', tools: ['search'] })}\n`);
+    const error = await stack.client.startBatch({ source, sink: path.join(directory, 'agents.out.jsonl') }).catch((caught: unknown) => caught);
+    expect(String(error)).toContain('agents.jsonl line 2: tools: agents (tools, output) are not run by batches yet');
+  });
+
   it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {
     const source = writeTasks(directory, 60, () => 'x [sim latency=200]', 'appended');
     const sink = path.join(directory, 'appended.jsonl');

@@ -75,16 +75,16 @@ describe('billable Temporal actions per agent call', () => {
     expect(total(spent)).toBeLessThanOrEqual(1.5 * tasks.length);
   });
 
-  it('costs at most 1.5 actions per item for a batch of 20, its page reads and flushes included, with no heartbeat', async () => {
+  it('costs at most 1.5 actions per item for a batch of 20 calls of 10 s, its scan, window and finish included, with no heartbeat', async () => {
     const directory = mkdtempSync(path.join(os.tmpdir(), 'economics-batch-'));
     const source = path.join(directory, 'tasks.jsonl');
-    writeFileSync(source, `${Array.from({ length: 20 }, (_, index) => JSON.stringify(task(`item-${index}`, 'latency=200'))).join('\n')}\n`);
+    writeFileSync(source, `${Array.from({ length: 20 }, (_, index) => JSON.stringify(task(`item-${index}`, 'latency=10000'))).join('\n')}\n`);
     const before = await settledActions();
     const handle = await client.startBatch({ source, sink: path.join(directory, 'out.jsonl'), options: { concurrency: 20 } });
     expect(await handle.result()).toMatchObject({ succeeded: 20, failed: 0 });
 
     const spent = difference(await settledActions(), before);
-    // The workflow start, 20 item calls, and the scan, a page read, a flush and the finish: no heartbeat from any of them.
+    // The workflow start, the scan, the window's start, 20 lanes of one call each and the finish: no heartbeat from any of them.
     expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
     expect(total(spent)).toBeLessThanOrEqual(1.5 * 20);
   });

@@ -3,16 +3,21 @@ import { Client, Connection } from '@temporalio/client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { BatchHandle } from '../src/client/batch-client';
 import { startDevServer, type DevServer } from '../src/local/dev-server';
+import { startS3Server, type S3Server } from '../src/local/s3-server';
+import { PayloadStore, Storage } from '../src/store';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
-import { batchDirectory, readSink, writeTasks } from './support/batch-files';
+import { readFileSync } from 'node:fs';
+import type { BatchResultLine } from '../src/contract/batch';
+import { batchDirectory, writeTasks } from './support/batch-files';
 import { spawnWorker, type WorkerProcess } from './support/processes';
 import { faultCost, requestsOfRun } from './support/request-ledger';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 /**
- * A seeded fault schedule: batches with short and long calls run on two worker processes whose store fails a share of
+ * A seeded fault schedule: batches with short calls (a local store) and long calls (S3, SeaweedFS) run on two worker
+ * processes whose store fails a share of
  * its calls, while the schedule SIGKILLs workers, SIGKILLs and restarts the server, and cancels and resumes, at points
  * drawn from the seed. After each batch, the simulator's own log is the judge: every id once in the sink, no call
  * answered before a fault sent again, no more calls re-sent than were open at the faults, nothing open at the end.
@@ -43,9 +48,13 @@ let uiPort: number;
 const dbFilename = path.join(directory, 'temporal.db');
 const workers: WorkerProcess[] = [];
 let connection: Connection;
+let s3: S3Server;
+let s3Storage: Storage;
 
 beforeAll(async () => {
   console.log(`fault schedule: seed ${seed}, ${runs} batches (FANOUT_FAULT_SEED=${seed} replays it)`);
+  s3 = await startS3Server();
+  s3Storage = new Storage(s3.env());
   simulator = await startSimulator();
   port = await freePort();
   uiPort = await freePort();
@@ -58,15 +67,21 @@ afterAll(async () => {
   await connection?.close();
   await server?.stop();
   await simulator?.close();
+  await s3?.stop();
 });
 
 function workerEnvironment(run: number, index: number): Record<string, string> {
   return {
+    ...s3.env(),
     OPENAI_BASE_URL: simulator.baseUrl,
     OPENAI_API_KEY: 'test-key',
     FANOUT_STORE_FAULT_RATE: '0.02',
     FANOUT_STORE_FAULT_SEED: String(seed + run * 10 + index),
   };
+}
+
+async function s3OrLocal(uri: string): Promise<string> {
+  return (uri.startsWith('s3://') ? await s3Storage.read(uri) : readFileSync(uri)).toString('utf8');
 }
 
 async function runSchedule(run: number): Promise<void> {
@@ -77,9 +92,12 @@ async function runSchedule(run: number): Promise<void> {
   const taskQueue = uniqueName(`faults-${run}`);
   for (let index = 0; index < 2; index += 1) workers.push(await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, index) }));
   const prompt = (index: number) => `fault run ${run} item ${index} [sim latency=${long ? 800 + Math.floor(roll() * 1500) : 60 + Math.floor(roll() * 200)}]`;
-  const source = writeTasks(directory, items, prompt, `faults-${seed}-${run}`);
-  const sink = path.join(directory, `faults-${seed}-${run}.out.jsonl`);
-  const client = await FanoutClient.connect({ client: new Client({ connection }), taskQueue });
+  const local = writeTasks(directory, items, prompt, `faults-${seed}-${run}`);
+  // Long calls on S3, short ones on the local disk.
+  const source = long ? `s3://${s3.bucket}/faults-${seed}-${run}/tasks.jsonl` : local;
+  if (long) await s3Storage.write(source, readFileSync(local));
+  const sink = long ? `s3://${s3.bucket}/faults-${seed}-${run}/results.jsonl` : path.join(directory, `faults-${seed}-${run}.out.jsonl`);
+  const client = await FanoutClient.connect({ client: new Client({ connection }), taskQueue, store: new PayloadStore(s3Storage, `s3://${s3.bucket}/store`) });
   let handle: BatchHandle = await client.startBatch({ source, sink, options: { concurrency } });
   const batchId = handle.batchId;
   const requests = () => requestsOfRun(simulator.log(), batchId);
@@ -108,9 +126,12 @@ async function runSchedule(run: number): Promise<void> {
   }
   const summary = await handle.result();
   const log = requests();
-  const lines = readSink(sink);
+  const lines = (await s3OrLocal(sink))
+    .split('\n')
+    .filter(Boolean)
+    .map((text) => JSON.parse(text) as BatchResultLine);
   const ids = lines.map((line) => line.id);
-  const label = `seed ${seed} batch ${run} (${faults.map((fault) => fault.kind).join(', ')})`;
+  const label = `seed ${seed} batch ${run}, ${long ? 'calls of 0.8-2.3 s on S3' : 'calls of 60-260 ms on a local disk'} (${faults.map((fault) => fault.kind).join(', ')})`;
   // Each id exactly once in the sink, every one answered.
   expect({ label, lines: ids.length, ids: new Set(ids).size, failed: lines.filter((line) => line.status !== 'ok').map((line) => line.id) }).toEqual({ label, lines: items, ids: items, failed: [] });
   expect(summary.succeeded + summary.alreadyOk).toBe(items);

@@ -102,6 +102,10 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
       if (!task) {
         issues.push(...lineIssues);
       } else {
+        // A task with tools or an output schema is an agent: batches run single calls (run agents as a fan-out or DAG).
+        if (task.tools !== undefined || task.output !== undefined) {
+          issues.push({ path: `${uri} line ${line.line}: ${task.tools !== undefined ? 'tools' : 'output'}`, message: 'agents (tools, output) are not run by batches yet; run these tasks with `fanout run`' });
+        }
         const first = firstSeen.get(task.id);
         if (first !== undefined) issues.push({ path: `${uri} line ${line.line}: id`, message: `duplicate id "${task.id}" (first at line ${first})` });
         else firstSeen.set(task.id, line.line);
