@@ -285,7 +285,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         startLane([retry.entry], retry.attempts);
         continue;
       }
-      reader.readAhead(lanesWide * parallel);
+      // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read.
+      reader.readAhead(lanesWide * parallel * laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2);
       if (room > 0 && reader.buffered() > 0) {
         const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
         const entries = reader.take(Math.min(depth * parallel, reader.buffered()));
