@@ -75,7 +75,12 @@ describe('fanout CLI input errors (nothing is started)', () => {
     const nested = await runCli(['run', deep, ...NOWHERE]);
     expect(nested.code).toBe(2);
     expect(nested.stderr.trim().split('\n')).toHaveLength(1);
-    expect(nested.stderr).toContain('deep.json: nested deeper than 64 levels');
+    expect(nested.stderr).toContain('deep.json: [0][0][0][0][0][0]... is nested deeper than 64 levels');
+    // Deep inside a task, the message names the field.
+    const deepField = file('deep-field.json', `[{"id":"a","prompt":"x","metadata":{"notes":${'['.repeat(100)}${']'.repeat(100)}}}]`);
+    const field = await runCli(['run', deepField, ...NOWHERE]);
+    expect(field.code).toBe(2);
+    expect(field.stderr).toContain('[0].metadata.notes[0][0][0]... is nested deeper than 64 levels');
   });
 
   it('refuses an empty or over-long workflow id before starting', async () => {
