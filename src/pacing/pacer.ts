@@ -9,7 +9,7 @@ type Environment = Record<string, string | undefined>;
 export interface PacerOptions {
   /** Pace calls at all. Env FANOUT_PACING ("off" turns it off); default on. */
   enabled?: boolean;
-  /** Highest concurrency limit per provider + model + key. Env FANOUT_PACING_MAX_CONCURRENCY; default 500. */
+  /** Highest concurrency limit per provider + model + key. Env FANOUT_PACING_MAX_CONCURRENCY; default 5000 (the widest batch: a worker's slots bound it first). */
   maxConcurrency?: number;
   /**
    * Calls in flight per key before the first response has been seen. Env FANOUT_PACING_PROBE_CONCURRENCY; default
@@ -44,7 +44,7 @@ export function resolvePacerOptions(options: PacerOptions = {}, environment: Env
   }
   const headroom = options.headroom ?? numberFromEnvironment('FANOUT_PACING_HEADROOM', environment) ?? 0.1;
   if (!(headroom >= 0 && headroom <= 0.5)) throw new TypeError(`pacing headroom must be between 0 and 0.5, got ${headroom}`);
-  const maxConcurrency = options.maxConcurrency ?? integerFromEnvironment('FANOUT_PACING_MAX_CONCURRENCY', environment) ?? 500;
+  const maxConcurrency = options.maxConcurrency ?? integerFromEnvironment('FANOUT_PACING_MAX_CONCURRENCY', environment) ?? 5000;
   return {
     enabled: options.enabled ?? switchValue !== 'off',
     maxConcurrency,
