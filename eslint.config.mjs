@@ -14,6 +14,12 @@ export default tseslint.config(
     },
   },
   {
+    // Plain CommonJS helpers the tests start as their own processes (an MCP server, tools a worker loads).
+    files: ['**/*.js'],
+    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', process: 'readonly', console: 'readonly' } },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
+  {
     // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no I/O, no activity code.
     files: ['src/workflows/**/*.ts'],
     rules: {

@@ -2,7 +2,7 @@ import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import type { BatchEntry } from '../contract/batch';
 import { InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
 import { StorageError, type ObjectStorage } from '../store';
-import { decodeLine, linesOf } from './lines';
+import { linesOf } from './lines';
 
 export { linesOf } from './lines';
 
