@@ -103,12 +103,13 @@ async function checkSink(storage: ObjectStorage, source: string, sink: string): 
     throw new InvalidInputError([{ path: sink, message }]);
   };
   if (sink === source) refuse('is the task file itself; choose another --out');
-  if (await storage.isDirectory(sink)) refuse('is a directory; --out needs a file name, e.g. results.jsonl');
-  if (((await storage.size(sink)) ?? 0) > 0) refuse('already holds results; resume that batch, or choose another --out');
   try {
+    if (await storage.isDirectory(sink)) refuse('is a directory; --out needs a file name, e.g. results.jsonl');
+    if (((await storage.size(sink)) ?? 0) > 0) refuse('already holds results; resume that batch, or choose another --out');
     // Created and removed, not judged from permission bits, which say yes for /proc.
     await probeWritable(storage, sink);
   } catch (error) {
+    // Any storage refusal (a parent that is a file, a missing directory or bucket, no permission) names the sink.
     if (error instanceof StorageError) refuse(`cannot be written (${error.message.slice(sink.length + 2)})`);
     throw error;
   }

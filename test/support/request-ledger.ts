@@ -11,16 +11,22 @@ function endOf(request: SimulatedRequest): number {
 }
 
 /**
- * What a fault at `at` cost, from the simulator's own log: the ids answered before it that were sent again (must be
- * none), how many ids were sent more than once, the calls open at that moment (the most a crash may re-send), and the
+ * What a fault at `at` cost, from the simulator's own log: the ids answered before it that were sent again after their
+ * answer (must be none), how many ids were sent more than once, the calls open at that moment (the most a crash may re-send), and the
  * requests still open now (must be none once the run has ended).
  */
 export function faultCost(requests: readonly SimulatedRequest[], at: number): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
   const count = new Map<string, number>();
   for (const request of requests) count.set(request.taskId, (count.get(request.taskId) ?? 0) + 1);
-  const answered = new Set(requests.filter((request) => request.outcome === 200 && endOf(request) <= at).map((request) => request.taskId));
+  // When each id was first answered, if before `at`; a request of it that arrived after that was sent again.
+  const answeredAt = new Map<string, number>();
+  for (const request of requests) {
+    const end = endOf(request);
+    if (request.outcome === 200 && end <= at) answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
+  }
+  const resent = new Set(requests.filter((request) => request.arrivedAt > (answeredAt.get(request.taskId) ?? Infinity)).map((request) => request.taskId));
   return {
-    answeredThenResent: [...answered].filter((id) => (count.get(id) ?? 0) > 1),
+    answeredThenResent: [...resent],
     duplicated: [...count.values()].filter((times) => times > 1).length,
     openAt: requests.filter((request) => request.arrivedAt <= at && endOf(request) > at).length,
     openNow: requests.filter((request) => endOf(request) === Number.POSITIVE_INFINITY).length,
