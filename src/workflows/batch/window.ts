@@ -272,6 +272,9 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     await getExternalWorkflowHandle(input.batchWorkflowId).signal(handOverSignal, next);
   };
 
+  let readsAWave: boolean | undefined;
+  const waveReadAhead = (): boolean => (readsAWave ??= patched('window-wave-read-ahead'));
+
   /** Starts what there is room for; true when the window has nothing left to start. */
   const dispatch = (): boolean => {
     if (reader.failed !== undefined && !isCancellation(reader.failed)) {
@@ -285,8 +288,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         startLane([retry.entry], retry.attempts);
         continue;
       }
-      // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read.
-      reader.readAhead(lanesWide * parallel * laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2);
+      // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
+      // (CONTRIBUTING.md): windows from before it read a page when fewer entries than lanes were left.
+      const wave = waveReadAhead() ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2 : 1;
+      reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
         const entries = reader.take(Math.min(depth * parallel, reader.buffered()));
