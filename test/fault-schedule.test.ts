@@ -136,7 +136,7 @@ async function runSchedule(run: number): Promise<void> {
   expect({ label, lines: ids.length, ids: new Set(ids).size, failed: lines.filter((line) => line.status !== 'ok').map((line) => line.id) }).toEqual({ label, lines: items, ids: items, failed: [] });
   expect(summary.succeeded + summary.alreadyOk).toBe(items);
   // No call answered before a fault was sent again; no more calls re-sent than were open at the faults; none open now.
-  const costs = faults.map((fault) => ({ ...fault, ...faultCost(log, fault.at - 250) }));
+  const costs = faults.map((fault) => ({ ...fault, ...faultCost(log, fault.at) }));
   expect({ label, resent: costs.flatMap((cost) => cost.answeredThenResent) }).toEqual({ label, resent: [] });
   const duplicated = faultCost(log, Date.now()).duplicated;
   expect(duplicated).toBeLessThanOrEqual(costs.reduce((sum, cost) => sum + cost.openAt, 0) + faults.length);

@@ -130,7 +130,7 @@ describe('a batch on two machines that share no disk', () => {
     const killedAt = Date.now();
     const summary = await handle.result();
     // Judged from the simulator's log: no call answered before the kill was sent again, no more re-sent than were open.
-    const cost = faultCost(requestsOfRun(servers.simulator.log(), handle.batchId), killedAt - 250);
+    const cost = faultCost(requestsOfRun(servers.simulator.log(), handle.batchId), killedAt);
     expect(cost.answeredThenResent).toEqual([]);
     expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt + 1);
     expect(cost.openNow).toBe(0);

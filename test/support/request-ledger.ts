@@ -5,6 +5,13 @@ export function requestsOfRun(log: readonly SimulatedRequest[], runId: string): 
   return log.filter((request) => request.workflowId === runId);
 }
 
+/**
+ * How long after the simulator wrote an answer the worker may still not have recorded it: the answer sits in the socket
+ * until the worker's event loop reads it, and the journal write goes through its thread pool (on these shared 2-core
+ * machines, hundreds of ms). A call answered that recently before a fault was in flight for the worker.
+ */
+const SETTLE_MS = 1000;
+
 /** When a request stopped being open: answered, or closed by the client (an abort). */
 function endOf(request: SimulatedRequest): number {
   return request.respondedAt ?? request.clientClosedAt ?? Number.POSITIVE_INFINITY;
@@ -15,20 +22,24 @@ function endOf(request: SimulatedRequest): number {
  * answer (must be none), how many ids were sent more than once, the calls open at that moment (the most a crash may re-send), and the
  * requests still open now (must be none once the run has ended).
  */
-export function faultCost(requests: readonly SimulatedRequest[], at: number): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
+export function faultCost(
+  requests: readonly SimulatedRequest[],
+  at: number,
+  settleMs = SETTLE_MS,
+): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
   const count = new Map<string, number>();
   for (const request of requests) count.set(request.taskId, (count.get(request.taskId) ?? 0) + 1);
-  // When each id was first answered, if before `at`; a request of it that arrived after that was sent again.
+  // When each id was first answered, if settled before `at`; a request of it that arrived after that was sent again.
   const answeredAt = new Map<string, number>();
   for (const request of requests) {
     const end = endOf(request);
-    if (request.outcome === 200 && end <= at) answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
+    if (request.outcome === 200 && end <= at - settleMs) answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
   }
   const resent = new Set(requests.filter((request) => request.arrivedAt > (answeredAt.get(request.taskId) ?? Infinity)).map((request) => request.taskId));
   return {
     answeredThenResent: [...resent],
     duplicated: [...count.values()].filter((times) => times > 1).length,
-    openAt: requests.filter((request) => request.arrivedAt <= at && endOf(request) > at).length,
+    openAt: requests.filter((request) => request.arrivedAt <= at && endOf(request) > at - settleMs).length,
     openNow: requests.filter((request) => endOf(request) === Number.POSITIVE_INFINITY).length,
   };
 }
@@ -64,7 +75,7 @@ export function fewestOpenBetweenFirstAndLast(requests: readonly SimulatedReques
  * than `graceMs` before the first call the stop aborted. A call answered while the stop was aborting it is in flight,
  * like a call open at a crash; any other missing answer is a paid call dropped.
  */
-export function droppedAnswers(requests: readonly SimulatedRequest[], written: ReadonlySet<string>, graceMs = 250): string[] {
+export function droppedAnswers(requests: readonly SimulatedRequest[], written: ReadonlySet<string>, graceMs = SETTLE_MS): string[] {
   const aborted = requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt]));
   const stopAt = aborted.length > 0 ? Math.min(...aborted) : Number.POSITIVE_INFINITY;
   return requests
