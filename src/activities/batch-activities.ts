@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import { heartbeating } from './heartbeating';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
@@ -44,15 +45,6 @@ const STORAGE_HEARTBEAT_MS = 3000;
  */
 const LANE_HEARTBEAT_MS = 15_000;
 
-async function heartbeating<T>(everyMs: number, work: () => Promise<T>): Promise<T> {
-  const context = Context.current();
-  const timer = setInterval(() => context.heartbeat(), everyMs);
-  try {
-    return await work();
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 /** Maps what batch I/O throws to failures with stable types: bad input, changed files and lost results are never retried. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {

@@ -1,4 +1,4 @@
-import { Context } from '@temporalio/activity';
+import { heartbeating } from './heartbeating';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchResultLine } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
@@ -61,15 +61,6 @@ export interface RetryLine {
 
 const HEARTBEAT_MS = 5000;
 
-async function heartbeating<T>(work: () => Promise<T>): Promise<T> {
-  const context = Context.current();
-  const timer = setInterval(() => context.heartbeat(), HEARTBEAT_MS);
-  try {
-    return await work();
-  } finally {
-    clearInterval(timer);
-  }
-}
 
 /** Maps what the providers and the store throw to failures Temporal retries or not. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {
@@ -118,7 +109,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
   return {
     /** Splits the source into parts (one model each, under the provider's limits), written to the spool. */
     async planProviderBatch(input: PlanInput): Promise<{ parts: BatchPart[] }> {
-      return heartbeating(() =>
+      return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const skip = input.skipIds === undefined ? undefined : await okIdsOf(storage, input.skipIds);
           const parts = await planParts(storage, input.source, input.spool, {
@@ -136,7 +127,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
 
     /** The part's provider batch: found by its metadata (or record) when a lost attempt made it, else uploaded and created. */
     async submitProviderBatch(input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): Promise<{ id: string; reused: boolean }> {
-      return heartbeating(() => mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))));
+      return heartbeating(HEARTBEAT_MS, () => mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))));
     },
 
     /** The part's provider batch if one was created (a cancel must reach a batch whose submit was cut short). */
@@ -158,7 +149,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
      * fixed by the part and written whole, so a retry after a crash rewrites them with the same lines.
      */
     async collectProviderBatch(input: { spool: string; part: BatchPart; id?: string; durationMs: number }): Promise<PartCollected> {
-      return heartbeating(() =>
+      return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const { part } = input;
           const entries = new Map((await readPartMap(storage, part.map)).map((line) => [line.c, line]));
@@ -225,7 +216,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
 
     /** Joins the parts' retry files into one (`<spool>/retry.jsonl`), streamed. */
     async joinProviderBatchRetries(input: { spool: string; retries: string[] }): Promise<string> {
-      return heartbeating(() =>
+      return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const uri = childOf(input.spool, 'retry.jsonl');
           async function* all(): AsyncGenerator<string> {
