@@ -66,6 +66,8 @@ export interface WindowResult {
 
 /** Most lanes one window keeps in flight: well inside Temporal's 2,000 pending activities per workflow. */
 export const MAX_LANES_PER_WINDOW = 1000;
+/** The window's one patch (CONTRIBUTING.md, "Changing workflow code"); test/versioning.test.ts deploys it mid-batch. */
+export const WINDOW_PATCH = 'window-progress-memo';
 /** Hard ceiling a window stays under: Temporal warns at 10,240 events. */
 const HISTORY_CEILING = 10_240;
 /** A window hands over before its history reaches this many bytes (Temporal warns at 10 MB, fails at 50 MB). */
@@ -272,8 +274,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     await getExternalWorkflowHandle(input.batchWorkflowId).signal(handOverSignal, next);
   };
 
-  let readsAWave: boolean | undefined;
-  const waveReadAhead = (): boolean => (readsAWave ??= patched('window-wave-read-ahead'));
+  // One patch gates both changes since the commit before it (the wave-sized read-ahead below and the progress memo at the
+  // end): each patch is billed twice (its marker and the search attribute listing it), and a window pays it once. Asked
+  // each time, not remembered: a window from before it takes the new branch from the moment it runs live on this code.
+  const patchedWindow = (): boolean => patched(WINDOW_PATCH);
 
   /** Starts what there is room for; true when the window has nothing left to start. */
   const dispatch = (): boolean => {
@@ -289,8 +293,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         continue;
       }
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
-      // (CONTRIBUTING.md): windows from before it read a page when fewer entries than lanes were left.
-      const wave = waveReadAhead() ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2 : 1;
+      // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
+      const wave = patchedWindow() ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2 : 1;
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
@@ -343,7 +347,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   }
   // What the window came to, in its memo: the UI shows it with no worker up to answer a query. A change of the commands
   // a window issues, so gated (CONTRIBUTING.md): windows in flight from before it replay without it.
-  if (patched('window-progress-memo')) {
+  if (patchedWindow()) {
     upsertMemo({ progress: { window: input.window, done: counters.succeeded + counters.failed, failed: counters.failed, lanes: sequence } });
   }
   return {
