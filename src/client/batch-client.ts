@@ -9,6 +9,8 @@ import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../c
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
+import { providerBatchProgressQuery } from '../workflows/provider-batch';
+import type { DescribableRun } from './query-gate';
 
 /** What starts a batch. */
 export interface StartBatchRequest {
@@ -35,15 +37,42 @@ export interface BatchHandle {
   /** Waits for the batch to end and returns its summary (results are in the sink). */
   result(): Promise<BatchSummary>;
   readonly workflow: WorkflowHandle;
+  /**
+   * What a `QueryGate` describes to see the batch move: the batch workflow, and its provider-batch child while the last
+   * progress named one (its polls do not move the batch's own history).
+   */
+  readonly movement: DescribableRun;
 }
 
-/** The batch's progress: its own counts (windows that ended) plus those of its windows still running. */
+/**
+ * The batch's progress: its own counts (windows that ended) plus those of its windows still running, and of its
+ * provider-batch child while that runs (each provider batch with its status and counts).
+ */
 async function progressOf(client: Client, workflow: WorkflowHandle): Promise<BatchProgress> {
   const base = await workflow.query(batchProgressQuery);
-  const windows = await Promise.all(
-    (base.runningWindows ?? []).map((id) => client.workflow.getHandle(id).query(windowProgressQuery).catch(() => undefined)),
-  );
+  const [windows, route] = await Promise.all([
+    Promise.all((base.runningWindows ?? []).map((id) => client.workflow.getHandle(id).query(windowProgressQuery).catch(() => undefined))),
+    // Between the child's end and the batch's next look the child may be gone from the query's reach: skipped then.
+    base.providerBatchWorkflow === undefined ? undefined : client.workflow.getHandle(base.providerBatchWorkflow).query(providerBatchProgressQuery).catch(() => undefined),
+  ]);
   const progress = { ...base, tokens: { ...base.tokens }, cost: base.cost ? { ...base.cost } : undefined };
+  if (route) {
+    progress.succeeded += route.succeeded;
+    progress.failed += route.failed;
+    if (route.tokens) {
+      progress.tokens.prompt += route.tokens.prompt;
+      progress.tokens.completion += route.tokens.completion;
+      progress.tokens.total += route.tokens.total;
+    }
+    if (progress.cost && route.cost) {
+      progress.cost.usd += route.cost.usd;
+      progress.cost.unpricedCalls += route.cost.unpricedCalls;
+    }
+    progress.providerBatches = route.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts: { ...counts } }));
+    progress.savingsUsd = route.savingsUsd;
+    // Items in unended provider batches are in flight, as far as the batch is concerned.
+    progress.inFlight += route.providerBatches.filter((batch) => batch.counts.processing > 0).reduce((sum, batch) => sum + batch.counts.processing, 0);
+  }
   for (const window of windows) {
     if (!window) continue;
     progress.succeeded += window.counters.succeeded;
@@ -67,11 +96,23 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
 }
 
 function toBatchHandle(client: Client, workflow: WorkflowHandle, attached: boolean): BatchHandle {
+  let child: string | undefined;
   return {
     batchId: workflow.workflowId,
     attached,
     workflow,
-    progress: () => progressOf(client, workflow),
+    progress: async () => {
+      const progress = await progressOf(client, workflow);
+      child = progress.providerBatchWorkflow;
+      return progress;
+    },
+    movement: {
+      describe: async () => {
+        const own = await workflow.describe();
+        const route = child === undefined ? undefined : await client.workflow.getHandle(child).describe().catch(() => undefined);
+        return route ? { runId: `${own.runId}+${route.runId}`, historyLength: own.historyLength + route.historyLength } : own;
+      },
+    },
     cancel: async ({ wait = true } = {}) => {
       await workflow.cancel();
       if (wait) await workflow.result().catch(() => undefined);

@@ -140,6 +140,17 @@ export interface BatchProgress {
   pacing?: PacingStatus;
   /** Workflow ids of the batch's windows that are running; the client adds their progress to the batch's. */
   runningWindows?: string[];
+  /** How the items are sent (an `auto` batch says which it chose); absent from a batch whose code predates routes. */
+  route?: 'sync' | 'flex' | 'provider-batch';
+  /**
+   * Workflow id of the provider-batch route's child while it runs; the client adds its `providerBatchProgress` (each
+   * provider batch, its counts, the savings) to the batch's.
+   */
+  providerBatchWorkflow?: string;
+  /** The provider batches of a provider-batch route: id, status and counts of each (as in the summary). */
+  providerBatches?: BatchSummary['providerBatches'];
+  /** What the route has saved so far against the standard price, US dollars. */
+  savingsUsd?: number;
 }
 
 /** What `batch` returns. Results are in the sink, not here. */

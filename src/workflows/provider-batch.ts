@@ -81,6 +81,9 @@ export interface ProviderBatchProgress {
   retried: number;
   providerBatches: ProviderBatchInfo[];
   savingsUsd: number;
+  /** Tokens and cost (at the batch price) of the parts collected so far; absent from runs of older code. */
+  tokens?: { prompt: number; completion: number; total: number };
+  cost?: RunCost;
 }
 
 export const providerBatchProgressQuery = defineQuery<ProviderBatchProgress>('providerBatchProgress');
@@ -145,6 +148,8 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
       retried: done.reduce((sum, part) => sum + part.retried, 0),
       providerBatches: history,
       savingsUsd: roundUsd(done.reduce((sum, part) => sum + part.standardUsd - part.cost.usd, 0)),
+      tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
+      cost: { usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)), unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0) },
     };
   };
   const changed = () => hooks.onProgress?.(progress());

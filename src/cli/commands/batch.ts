@@ -41,6 +41,18 @@ function durationOf(value: string): number {
   }
 }
 
+/** One line per provider batch of a provider-batch route: its id, the provider's status word and its counts. */
+function formatProviderBatches(batches: BatchSummary['providerBatches'], indent: string): string[] {
+  return (batches ?? []).map(
+    (batch) => `${indent}${batch.provider} batch ${batch.id}: ${batch.status}, ${batch.counts.succeeded} ok, ${batch.counts.failed} failed, ${batch.counts.processing} processing of ${batch.counts.total}`,
+  );
+}
+
+function formatRoute(route: BatchSummary['route'], savingsUsd: number | undefined, indent: string): string[] {
+  if (!route || route === 'sync') return [];
+  return [`${indent}route ${route}${savingsUsd === undefined ? '' : `, saved $${savingsUsd.toFixed(4)} against the standard price`}`];
+}
+
 function formatProgress(progress: BatchProgress): string {
   const eta = progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s`;
   return [
@@ -48,6 +60,8 @@ function formatProgress(progress: BatchProgress): string {
     `  done ${progress.done}/${progress.total} (ok ${progress.succeeded}, failed ${progress.failed}), in flight ${progress.inFlight}, pending ${progress.pending}` +
       (progress.alreadyOk > 0 ? `, already ok before this resume ${progress.alreadyOk}` : ''),
     `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, cost ${formatCost(progress.cost)}, run ${progress.runs} (history ${progress.historyLength} events)`,
+    ...formatRoute(progress.route, progress.savingsUsd, '  '),
+    ...formatProviderBatches(progress.providerBatches, '  '),
     ...formatPacing(progress.pacing, '  '),
   ].join('\n');
 }
@@ -58,8 +72,8 @@ function formatSummary(summary: BatchSummary): string {
     `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
     `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
     `  results: ${summary.sink}`,
-    ...(summary.route && summary.route !== 'sync' ? [`  route ${summary.route}${summary.savingsUsd === undefined ? '' : `, saved $${summary.savingsUsd.toFixed(4)} against the standard price`}`] : []),
-    ...(summary.providerBatches ?? []).map((batch) => `  ${batch.provider} batch ${batch.id}: ${batch.status}, ${batch.counts.succeeded} ok, ${batch.counts.failed} failed of ${batch.counts.total}`),
+    ...formatRoute(summary.route, summary.savingsUsd, '  '),
+    ...formatProviderBatches(summary.providerBatches, '  '),
     ...formatPacing(summary.pacing, '  '),
   ].join('\n');
 }
@@ -79,7 +93,7 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   let finished: Awaited<typeof outcome> | undefined;
   void outcome.then((value) => (finished = value));
   // Each progress query is a billed action on Temporal Cloud: query when a free describe shows the batch moved, every 5 s at most.
-  const gate = new QueryGate(handle.workflow, { minIntervalMs: 5000 });
+  const gate = new QueryGate(handle.movement, { minIntervalMs: 5000 });
   while (finished === undefined) {
     try {
       if (await gate.due()) {

@@ -91,6 +91,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   let fatal: { type: string; message: string } | undefined;
   let pacing: PacingStatus | undefined;
   let changed = 0;
+  // The route's state, for the progress query: the provider-batch child while it runs, its batches once it has ended.
+  const routeState: Pick<BatchProgress, 'route' | 'providerBatchWorkflow' | 'providerBatches' | 'savingsUsd'> = {};
 
   setHandler(handOverSignal, (handOver) => {
     handOvers.push(handOver);
@@ -118,6 +120,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       elapsedMs,
       runningWindows: [...running.values()].map((window) => window.workflowId),
       ...(pacing ? { pacing } : {}),
+      ...routeState,
     };
   });
 
@@ -200,6 +203,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const deadlineMs = parsed.options?.deadlineMs;
   const requested = parsed.options?.route ?? 'sync';
   const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
+  routeState.route = route;
   const api = parsed.options?.api;
   const call: WindowInput['call'] =
     route === 'flex' || api !== undefined
@@ -208,8 +212,6 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
           ...(api === undefined ? {} : { api }),
         }
       : undefined;
-  let providerBatches: BatchSummary['providerBatches'];
-  let savingsUsd: number | undefined;
 
   let cancelled = false;
   try {
@@ -225,8 +227,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     };
     if (route === 'provider-batch') {
       const pollSeconds = parsed.options?.providerPollSeconds;
+      const workflowId = `${batchId}/${info.firstExecutionRunId}/provider-batch`;
+      routeState.providerBatchWorkflow = workflowId;
       const sent = await executeChild(providerBatch, {
-        workflowId: `${batchId}/${info.firstExecutionRunId}/provider-batch`,
+        workflowId,
         args: [
           {
             batchId,
@@ -245,8 +249,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
         staticSummary: `provider batches of batch ${batchId}`,
       });
       addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
-      providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts }));
-      savingsUsd = sent.savingsUsd;
+      routeState.providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts }));
+      routeState.savingsUsd = sent.savingsUsd;
+      delete routeState.providerBatchWorkflow;
       // What expired or failed retryably is sent again sync, in a window of its own.
       const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
       first =
@@ -312,7 +317,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(pacing ? { pacing } : {}),
     route,
-    ...(providerBatches ? { providerBatches } : {}),
-    ...(savingsUsd === undefined ? {} : { savingsUsd }),
+    ...(routeState.providerBatches ? { providerBatches: routeState.providerBatches } : {}),
+    ...(routeState.savingsUsd === undefined ? {} : { savingsUsd: routeState.savingsUsd }),
   };
 }

@@ -1,0 +1,77 @@
+import path from 'node:path';
+import OpenAI from 'openai';
+import type { BatchProgress } from '../src/contract/batch';
+import { OpenAiBatches } from '../src/provider-batch/openai-batches';
+import { Storage } from '../src/store';
+import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
+import { runCli } from './support/processes';
+import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+let servers: TestServers;
+let worker: TestWorker;
+
+beforeAll(async () => {
+  // 10 simulated seconds per real one, 150 per batch: the provider batch runs for 15 s, items answering all along.
+  servers = await startTestServers({ simulator: { providerBatches: { speed: 10, processingSeconds: { min: 150, max: 150 } } } });
+  const storage = new Storage();
+  const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
+  worker = await startTestWorker(servers, { activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai) } } });
+});
+
+afterAll(async () => {
+  await worker?.stop();
+  await servers?.stop();
+});
+
+const ITEMS = 40;
+
+describe('batch status of a provider-batch route', () => {
+  it('shows each provider batch with its id, status and counts while the batch runs', async () => {
+    const directory = batchDirectory();
+    const source = writeTasks(directory, ITEMS, (index) => `status item ${index}`, 'status');
+    const sink = path.join(directory, 'status.jsonl');
+    const handle = await worker.client.startBatch({ source, sink, options: { route: 'provider-batch', providerPollSeconds: 0.2 } });
+    const cli = (...flags: string[]) => runCli(['batch', 'status', handle.batchId, ...flags, '--address', servers.server.address, '--task-queue', worker.taskQueue]);
+
+    // The provider batch is seen part-way: created, running, some items answered and some not yet.
+    let running: BatchProgress | undefined;
+    await waitFor(
+      'batch status --json to show the provider batch part-way',
+      async () => {
+        const { stdout, code } = await cli('--json');
+        if (code !== 0 || stdout.trim() === '') return false;
+        const progress = JSON.parse(stdout) as BatchProgress & { status?: string };
+        const batch = progress.providerBatches?.[0];
+        if (progress.state !== 'running' || !batch || batch.status !== 'in_progress') return false;
+        if (batch.counts.succeeded === 0 || batch.counts.succeeded === ITEMS) return false;
+        running = progress;
+        return true;
+      },
+      { timeoutMs: 60_000 },
+    );
+    const created = servers.simulator.batchStats().batches;
+    expect(created).toHaveLength(1);
+    expect(running?.route).toBe('provider-batch');
+    expect(running?.providerBatches).toEqual([{ provider: 'openai', id: created[0].id, status: 'in_progress', counts: expect.objectContaining({ total: ITEMS }) }]);
+    // Answered items of a provider batch are not in the sink until the batch ends: nothing counts as done yet.
+    expect(running?.done).toBe(0);
+
+    // The text form names the batch, its status and counts while the batch workflow is still running.
+    const { stdout: text } = await cli();
+    const stillRunning = (await handle.workflow.describe()).status.name === 'RUNNING';
+    if (stillRunning) {
+      expect(text).toContain(`batch ${handle.batchId}: running`);
+      expect(text).toMatch(new RegExp(`openai batch ${created[0].id}: (in_progress|completed), \\d+ ok, 0 failed, \\d+ processing of ${ITEMS}`));
+      expect(text).toContain('route provider-batch');
+    }
+
+    const summary = await handle.result();
+    expect(summary).toMatchObject({ route: 'provider-batch', succeeded: ITEMS, failed: 0 });
+    expect(summary.providerBatches).toEqual([{ provider: 'openai', id: created[0].id, status: 'completed', counts: { total: ITEMS, succeeded: ITEMS, failed: 0, processing: 0 } }]);
+    expect(sinkCounts(sink)).toEqual({ lines: ITEMS, ids: ITEMS, ok: ITEMS });
+    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    // Every answer came through the provider batch: no chat completion was sent.
+    expect(servers.simulator.log()).toHaveLength(0);
+  });
+});
