@@ -10,6 +10,7 @@ import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
 import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
+import { spendOfFailure } from './agent/child-failure';
 import { runsAsAgent } from '../contract/agent-task';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
@@ -161,6 +162,9 @@ export class AgentRun {
       },
       (error: unknown) => {
         let result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
+        // An agent that failed or stopped on its budget paid for its steps: they count in the run's totals and budgets.
+        const spent = spendOfFailure(error);
+        if (spent !== undefined && patched('failed-agent-spend')) result = { ...result, usage: spent.usage, ...(spent.unpriced ? { unpriced: true } : { costUsd: spent.costUsd }) };
         if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
         if (result.status === 'cancelled' && this.stoppedBy === 'budget') {
           result = { ...result, error: { type: FailureType.BudgetExhausted, message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}` } };

@@ -53,7 +53,19 @@ export async function runAgentChild(
     throw failure.cancelled ? error : failure.cause;
   }
   if (outcome.status === 'stopped') {
-    throw ApplicationFailure.create({ type: FailureType.BudgetExhausted, message: outcome.message ?? `agent "${task.id}" stopped on a budget`, nonRetryable: true, details: [{ attempt: 1, steps: outcome.steps, transcriptRef: outcome.transcript }] });
+    throw ApplicationFailure.create({
+      type: FailureType.BudgetExhausted,
+      message: outcome.message ?? `agent "${task.id}" stopped on a budget`,
+      nonRetryable: true,
+      details: [
+        {
+          attempt: 1,
+          steps: outcome.steps,
+          transcriptRef: outcome.transcript,
+          spend: { usage: outcome.usage, costUsd: outcome.costUsd, ...(outcome.unpriced ? { unpriced: true } : {}) },
+        },
+      ],
+    });
   }
   return {
     ...(outcome.output === undefined ? {} : { output: outcome.output }),

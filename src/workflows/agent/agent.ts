@@ -6,6 +6,7 @@ import {
   condition,
   continueAsNew,
   executeChild,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -17,7 +18,8 @@ import { FailureType } from '../../contract/failure-types';
 import { roundUsd } from '../../contract/metrics';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
 import { agentProgressQuery, approveUpdate } from './messages';
-import { childFailure } from './child-failure';
+import { childFailure, failureWithSpend, spendOfFailure } from './child-failure';
+import { failed } from '../task-outcome';
 import {
   AgentFailureType,
   DEFAULT_MAX_AGENT_DEPTH,
@@ -184,7 +186,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
             parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
             staticSummary: `sub-agent of ${task.name ?? task.id}: ${child.prompt.slice(0, 80)}`,
           });
-          addSpend({ usage: result.usage, costUsd: result.costUsd });
+          addSpend({ usage: result.usage, costUsd: result.costUsd, ...(result.unpriced ? { unpriced: true } : {}) });
           return {
             id: child.id,
             status: result.status,
@@ -195,6 +197,9 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
         } catch (error) {
           const failure = childFailure(error);
           if (failure.cancelled) throw error;
+          // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
+          const spent = spendOfFailure(error);
+          if (spent !== undefined && patched('failed-agent-spend')) addSpend(spent);
           return { id: child.id, status: 'failed', error: failure.message };
         } finally {
           children.delete(workflowId);
@@ -235,68 +240,83 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     return done;
   };
 
-  let stepsThisRun = 0;
-  for (;;) {
-    const spent = budgetReached();
-    if (spent) {
-      emit('stopped', state.steps, spent.message);
-      describe(`stopped: ${spent.message}`);
-      const kept = state.transcript ? `; its transcript so far is kept at ${state.transcript.uri}` : '';
-      return outcome('stopped', { stoppedBy: spent.reason, message: `agent "${task.id}" stopped after ${state.steps} steps: ${spent.message}${kept}` });
-    }
-    if (stepsThisRun >= stepsPerRun || workflowInfo().continueAsNewSuggested) {
-      emit('continued', state.steps, 'continuing as new');
-      await continueAsNew<typeof agent>({ ...input, state: { ...state, eventSeq } });
-    }
-    state.steps += 1;
-    stepsThisRun += 1;
-    const step = state.steps;
-    describe(`step ${step}`);
-    const result = await agentStep.executeWithOptions({ activityId: `step:${step}`, summary: `step ${step}` }, [
-      {
-        task,
-        step,
-        ...(state.transcript === undefined ? {} : { transcript: state.transcript }),
-        append: state.append,
-        ...(state.note === undefined ? {} : { note: state.note }),
-        ...(state.transcript === undefined && input.dependencies ? { dependencies: input.dependencies } : {}),
-        ...(state.transcript === undefined && input.synthesis ? { synthesis: input.synthesis } : {}),
-        canSpawn: depth < maxDepth,
-        inlineOutputBytes: input.inlineOutputBytes,
-        ...(input.storeOutput ? { storeOutput: true } : {}),
-      },
-    ]);
-    state.transcript = result.transcript;
-    state.append = [];
-    state.note = undefined;
-    state.model = result.model;
-    addSpend(result);
-    emit('step', step, result.answer ? 'answered' : `${result.toolCalls.length} tool calls: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
-    if (result.answer?.invalid !== undefined) {
-      if (state.repairs >= repairsAllowed) {
-        throw ApplicationFailure.create({
-          type: AgentFailureType.OutputInvalid,
-          message: `agent "${task.id}": the answer still did not match its output schema after ${state.repairs} repairs: ${result.answer.invalid}`,
-          nonRetryable: true,
+  /** The loop itself; a failure leaves it with the spend so far attached (failureWithSpend). */
+  const loop = async (): Promise<AgentOutcome> => {
+    let stepsThisRun = 0;
+    for (;;) {
+      const spent = budgetReached();
+      if (spent) {
+        emit('stopped', state.steps, spent.message);
+        describe(`stopped: ${spent.message}`);
+        const kept = state.transcript ? `; its transcript so far is kept at ${state.transcript.uri}` : '';
+        return outcome('stopped', { stoppedBy: spent.reason, message: `agent "${task.id}" stopped after ${state.steps} steps: ${spent.message}${kept}` });
+      }
+      if (stepsThisRun >= stepsPerRun || workflowInfo().continueAsNewSuggested) {
+        emit('continued', state.steps, 'continuing as new');
+        await continueAsNew<typeof agent>({ ...input, state: { ...state, eventSeq } });
+      }
+      state.steps += 1;
+      stepsThisRun += 1;
+      const step = state.steps;
+      describe(`step ${step}`);
+      const result = await agentStep.executeWithOptions({ activityId: `step:${step}`, summary: `step ${step}` }, [
+        {
+          task,
+          step,
+          ...(state.transcript === undefined ? {} : { transcript: state.transcript }),
+          append: state.append,
+          ...(state.note === undefined ? {} : { note: state.note }),
+          ...(state.transcript === undefined && input.dependencies ? { dependencies: input.dependencies } : {}),
+          ...(state.transcript === undefined && input.synthesis ? { synthesis: input.synthesis } : {}),
+          canSpawn: depth < maxDepth,
+          inlineOutputBytes: input.inlineOutputBytes,
+          ...(input.storeOutput ? { storeOutput: true } : {}),
+        },
+      ]);
+      state.transcript = result.transcript;
+      state.append = [];
+      state.note = undefined;
+      state.model = result.model;
+      addSpend(result);
+      emit('step', step, result.answer ? 'answered' : `${result.toolCalls.length} tool calls: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
+      if (result.answer?.invalid !== undefined) {
+        if (state.repairs >= repairsAllowed) {
+          throw ApplicationFailure.create({
+            type: AgentFailureType.OutputInvalid,
+            message: `agent "${task.id}": the answer still did not match its output schema after ${state.repairs} repairs: ${result.answer.invalid}`,
+            nonRetryable: true,
+          });
+        }
+        state.repairs += 1;
+        state.note = `Your answer was not accepted: ${result.answer.invalid}. Answer again with JSON only that matches the schema.`;
+        emit('repair', step, result.answer.invalid);
+        continue;
+      }
+      if (result.answer) {
+        emit('answer', step, result.answer.output === undefined ? 'answer stored' : result.answer.output.slice(0, 120));
+        describe('answered');
+        return outcome('ok', {
+          ...(result.answer.output === undefined ? {} : { output: result.answer.output }),
+          ...(result.answer.outputRef === undefined ? {} : { outputRef: result.answer.outputRef }),
+          finishReason: result.finishReason,
         });
       }
-      state.repairs += 1;
-      state.note = `Your answer was not accepted: ${result.answer.invalid}. Answer again with JSON only that matches the schema.`;
-      emit('repair', step, result.answer.invalid);
-      continue;
+      describe(`step ${step}: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
+      const done = await Promise.all(result.toolCalls.map((call, index) => runCall(result, call, index, step)));
+      state.append = done.map((call) => call.message);
     }
-    if (result.answer) {
-      emit('answer', step, result.answer.output === undefined ? 'answer stored' : result.answer.output.slice(0, 120));
-      describe('answered');
-      return outcome('ok', {
-        ...(result.answer.output === undefined ? {} : { output: result.answer.output }),
-        ...(result.answer.outputRef === undefined ? {} : { outputRef: result.answer.outputRef }),
-        finishReason: result.finishReason,
-      });
-    }
-    describe(`step ${step}: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
-    const done = await Promise.all(result.toolCalls.map((call, index) => runCall(result, call, index, step)));
-    state.append = done.map((call) => call.message);
+  };
+
+  try {
+    return await loop();
+  } catch (error) {
+    const described = failed(task, error, 0, options.retry.maximumAttempts);
+    const { type, message } = described.error ?? { type: FailureType.Unknown, message: String(error) };
+    throw failureWithSpend(error, { type, message, attempts: described.attempts }, {
+      usage: state.usage,
+      costUsd: state.costUsd,
+      ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
+    });
   }
 }
 
