@@ -10,32 +10,33 @@ interface ApproveFlags extends ConnectionFlags {
 }
 
 /**
- * `fanout approve <run> <call> [--deny "why"]`: answers a tool call that waits for a person. `<run>` is the agent's
- * workflow id (as `fanout status` prints it) or the run it belongs to, when only one of its agents waits on `<call>`.
+ * `fanout approve <run> <call> [--deny "why"]`: answers a tool call that waits for a person. `<run>` is the id of the
+ * agent that waits (as `fanout status` prints it) or of anything above it: the run, or an agent whose sub-agent waits.
+ * The call is looked for in every running agent below `<run>`, sub-agents included; call ids are the provider's, unique
+ * in practice, and when several agents do wait on the same one the command refuses and names them.
  */
 export function approveCommand(): Command {
   return withConnection(
     new Command('approve')
       .description('approve (or --deny) a tool call an agent waits on; `fanout status <run>` lists them')
-      .argument('<run>', "the agent's workflow id, or its run's")
+      .argument('<run>', "the waiting agent's workflow id, or its run's, or a parent agent's")
       .argument('<call>', 'the call id')
       .option('--deny <why>', 'deny the call; the model reads why'),
   ).action(async (run: string, callId: string, flags: ApproveFlags) =>
     withClient(flags, async (fanout) => {
       const client = fanout.client;
       const description = await client.workflow.getHandle(run).describe();
-      let target = run;
-      if (description.type !== 'agent') {
-        const progress = (await client.workflow.getHandle(run).query('progress')) as RunProgress;
-        const waiting = (await runningAgents(client.workflow, { workflowId: run, type: description.type, progress })).filter((agent) =>
-          agent.progress.waiting.some((call) => call.callId === callId),
-        );
-        if (waiting.length === 0) throw new CliError(`no agent of run ${run} waits on call ${callId}; \`fanout status ${run}\` lists the calls that wait`, ExitCode.badInput);
-        if (waiting.length > 1) {
-          throw new CliError(`call ${callId} waits in ${waiting.length} agents; name one: ${waiting.map((agent) => agent.workflowId).join(', ')}`, ExitCode.badInput);
-        }
-        target = waiting[0].workflowId;
+      const isAgent = description.type === 'agent';
+      const progress = isAgent ? undefined : ((await client.workflow.getHandle(run).query('progress')) as RunProgress);
+      const waiting = (await runningAgents(client.workflow, { workflowId: run, type: description.type, ...(progress ? { progress } : {}) })).filter((agent) =>
+        agent.progress.waiting.some((call) => call.callId === callId),
+      );
+      if (waiting.length > 1) {
+        throw new CliError(`call ${callId} waits in ${waiting.length} agents; name one: ${waiting.map((agent) => agent.workflowId).join(', ')}`, ExitCode.badInput);
       }
+      // An agent named directly answers for itself when nothing below it waits: the update's refusal names what does.
+      if (waiting.length === 0 && !isAgent) throw new CliError(`no agent of run ${run} waits on call ${callId}; \`fanout status ${run}\` lists the calls that wait`, ExitCode.badInput);
+      const target = waiting[0]?.workflowId ?? run;
       const decision = { callId, approve: flags.deny === undefined, ...(flags.deny === undefined ? {} : { reason: flags.deny }) };
       try {
         await client.workflow.getHandle(target).executeUpdate(approveUpdate, { args: [decision] });
