@@ -25,20 +25,29 @@ const ITEMS = 20;
  * Runs a one-part provider batch on a worker process, SIGKILLs it when `killWhen` holds, finishes on a second worker
  * process, and returns the result with the simulator's counters.
  */
-async function crashAt(phase: string, killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>) => Promise<boolean> | boolean) {
+async function crashAt(
+  phase: string,
+  killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>) => Promise<boolean> | boolean,
+  { model, options }: { model?: string; options?: ProviderBatchInput['options'] } = {},
+) {
   const taskQueue = uniqueName(`pb-crash-${phase}`);
-  const env = { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key' };
+  const env = {
+    OPENAI_BASE_URL: servers.simulator.baseUrl,
+    OPENAI_API_KEY: 'test-key',
+    ANTHROPIC_BASE_URL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
+    ANTHROPIC_API_KEY: 'test-key',
+  };
   const first = await spawnWorker({ address: servers.server.address, taskQueue, env });
   workers.push(first);
   const directory = batchDirectory();
   const source = path.join(directory, 'tasks.jsonl');
-  const tasks = Array.from({ length: ITEMS }, (_, index) => ({ id: `${phase}-${index}`, prompt: `item ${index}` }));
+  const tasks = Array.from({ length: ITEMS }, (_, index) => ({ id: `${phase}-${index}`, prompt: `item ${index}`, ...(model === undefined ? {} : { model }) }));
   writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
   const batchId = uniqueName(`pb-${phase}`);
   const handle = await servers.server.client.workflow.start('providerBatch', {
     taskQueue,
     workflowId: batchId,
-    args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300, maxPollIntervalMs: 1000 } } satisfies ProviderBatchInput],
+    args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300, maxPollIntervalMs: 1000, ...options } } satisfies ProviderBatchInput],
   });
   await waitFor(`the ${phase} phase`, () => killWhen(servers.simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress')), { timeoutMs: 60_000 });
   await first.kill();
@@ -65,6 +74,21 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
     configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 4000, download: 0 } });
     const { lines, ids, stats } = await crashAt('create', (stats) => stats.batchesCreated >= 1);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('while creating an Anthropic batch: the retried submit finds it by its recorded intent, one batch per part', async () => {
+    // Two parts of the same size, created one at a time: the batch made before the kill is the only unrecorded one.
+    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 4000, download: 0 } });
+    const { lines, ids, stats, result } = await crashAt('anthropic-create', (stats) => stats.byProvider.anthropic.batchesCreated >= 1, {
+      model: 'claude-haiku-4-5',
+      options: { maxRequestsPerPart: ITEMS / 2, maxActiveParts: 2 },
+    });
+    expect(stats.byProvider).toEqual({ openai: { batchesCreated: 0, itemsAnswered: 0 }, anthropic: { batchesCreated: 2, itemsAnswered: ITEMS } });
+    expect(result.providerBatches.map((batch) => [batch.part, batch.status])).toEqual([
+      [0, 'ended'],
+      [1, 'ended'],
+    ]);
     expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
   });
 

@@ -1,4 +1,4 @@
-import { ActivityCancellationType, CancellationScope, defineQuery, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, defineQuery, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { PartCollected, ProviderBatchActivities } from '../activities/provider-batch-activities';
 import { roundUsd, type RunCost } from '../contract/metrics';
 import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../provider-batch/types';
@@ -166,6 +166,16 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
 
   const submitInput = (state: PartState) => ({ batchId: input.batchId, spool: input.spool, part: state.part, attempt: state.attempt, notBefore });
 
+  // Anthropic's batches carry no metadata: a retried submit finds a batch its lost attempt created by its request count
+  // among the batches no other part recorded, which is sound only while one Anthropic create at a time is unrecorded.
+  let anthropicSubmits: Promise<unknown> = Promise.resolve();
+  const submit = (state: PartState): Promise<{ id: string; reused: boolean }> => {
+    if (state.part.provider !== 'anthropic' || !patched('provider-batch-anthropic-one-create')) return long.submitProviderBatch(submitInput(state));
+    const turn = anthropicSubmits.then(() => long.submitProviderBatch(submitInput(state)));
+    anthropicSubmits = turn.catch(() => undefined);
+    return turn;
+  };
+
   /** Polls until the batch ends, waiting on timers; past the deadline it is cancelled (what it answered is kept). */
   async function untilEnded(state: PartState, id: string, honourDeadline: boolean): Promise<ProviderBatchStatus> {
     let wait = pollMs;
@@ -193,7 +203,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   async function runPart(state: PartState): Promise<void> {
     let backoff = pollMs;
     for (;;) {
-      const { id } = await long.submitProviderBatch(submitInput(state));
+      const { id } = await submit(state);
       state.id = id;
       state.submittedAt ??= Date.now();
       state.info = { provider: state.part.provider, id, status: 'submitted', counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count }, part: state.part.index, attempt: state.attempt };
