@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import type { DataConverter } from '@temporalio/common';
+import type { DataConverter, Workflow, WorkflowResultType } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec';
 import type { AgentTask } from '../contract/agent-task';
 import type { FanOutOptions, FanOutResult, RunProgress } from '../contract/fan-out';
@@ -16,6 +16,10 @@ import { validateDagInput, validateFanOutFanInInput } from '../contract/validati
 import { FANOUT_NAME } from '../contract/search-attributes';
 import type { RunEventPage } from '../contract/events';
 import { eventsQuery, progressQuery } from '../workflows/messages';
+// Types only: the client starts workflows by name and never loads workflow code.
+import type { dag } from '../workflows/dag';
+import type { fanOut } from '../workflows/fan-out';
+import type { fanOutFanIn } from '../workflows/fan-out-fan-in';
 import { explainConnectionFailure } from '../config/connection-diagnosis';
 import { storeFromEnvironment, type PayloadStore } from '../store';
 import { getBatch, recoverStoppedBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
@@ -114,7 +118,7 @@ export function newRunId(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-function toHandle<R = FanOutResult>(workflow: WorkflowHandle, store: PayloadStore, runId?: string): RunHandle<R> {
+function toHandle<W extends Workflow>(workflow: WorkflowHandle<W>, store: PayloadStore, runId?: string): RunHandle<WorkflowResultType<W>> {
   return {
     workflowId: workflow.workflowId,
     runId,
@@ -126,7 +130,7 @@ function toHandle<R = FanOutResult>(workflow: WorkflowHandle, store: PayloadStor
       return { type: description.type, status: description.status.name, runId: description.runId, historyLength: description.historyLength };
     },
     cancel: () => workflow.cancel().then(() => undefined),
-    result: async () => resolveRunResult((await workflow.result()) as R, store),
+    result: async () => resolveRunResult(await workflow.result(), store),
   };
 }
 
@@ -190,12 +194,9 @@ export class FanoutClient {
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     checkInputSize(input, 'the tasks');
     const names = input.tasks.map((task) => task.name ?? task.id);
-    const workflow = await this.client.workflow.start('fanOut', {
-      taskQueue: this.taskQueue,
-      workflowId,
+    const workflow = await this.client.workflow.start<typeof fanOut>('fanOut', {
+      ...(await this.runStart(workflowId, start.summary ?? `Fan-out of ${input.tasks.length} agents`, start.name)),
       args: [input],
-      staticSummary: start.summary ?? `Fan-out of ${input.tasks.length} agents`,
-      ...(await this.searchAttributesFor(start.name ?? workflowId)),
       staticDetails: `Agents: ${names.slice(0, 50).join(', ')}${names.length > 50 ? ', …' : ''}`,
     });
     return toHandle(workflow, this.store, workflow.firstExecutionRunId);
@@ -206,7 +207,12 @@ export class FanoutClient {
     const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
     const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.dag));
     const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
-    return this.startRun<DagResult>('dag', input, workflowId, start.summary ?? `DAG of ${nodes.length} agents`, start.name);
+    checkInputSize(input, 'the nodes');
+    const workflow = await this.client.workflow.start<typeof dag>('dag', {
+      ...(await this.runStart(workflowId, start.summary ?? `DAG of ${nodes.length} agents`, start.name)),
+      args: [input],
+    });
+    return toHandle(workflow, this.store, workflow.firstExecutionRunId);
   }
 
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
@@ -214,19 +220,17 @@ export class FanoutClient {
     const validated = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
     const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOutFanIn));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
-    return this.startRun<FanOutFanInResult>('fanOutFanIn', input, workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name);
+    checkInputSize(input, 'the tasks');
+    const workflow = await this.client.workflow.start<typeof fanOutFanIn>('fanOutFanIn', {
+      ...(await this.runStart(workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name)),
+      args: [input],
+    });
+    return toHandle(workflow, this.store, workflow.firstExecutionRunId);
   }
 
-  private async startRun<R>(type: string, input: unknown, workflowId: string, summary: string, name?: string): Promise<RunHandle<R>> {
-    checkInputSize(input, type === 'dag' ? 'the nodes' : 'the tasks');
-    const workflow = await this.client.workflow.start(type, {
-      taskQueue: this.taskQueue,
-      workflowId,
-      args: [input],
-      staticSummary: summary,
-      ...(await this.searchAttributesFor(name ?? workflowId)),
-    });
-    return toHandle<R>(workflow, this.store, workflow.firstExecutionRunId);
+  /** Start options every run shares: this client's task queue, the id, the UI summary and the name to find it by. */
+  private async runStart(workflowId: string, summary: string, name?: string) {
+    return { taskQueue: this.taskQueue, workflowId, staticSummary: summary, ...(await this.searchAttributesFor(name ?? workflowId)) };
   }
 
   /** Starts a fan-out and waits for it: every result in input order, and the run's metrics. */
@@ -237,7 +241,8 @@ export class FanoutClient {
 
   /** A handle on an existing run (a fan-out unless told otherwise: `getHandle<DagResult>(id)`). */
   getHandle<R = FanOutResult>(workflowId: string): RunHandle<R> {
-    return toHandle<R>(this.client.workflow.getHandle(workflowId), this.store);
+    // The caller names the result type of a run it knows only by id.
+    return toHandle(this.client.workflow.getHandle<() => Promise<R>>(workflowId), this.store);
   }
 
   /** Recent runs of every type, newest first. */
