@@ -8,7 +8,7 @@ export type { DagInput, DagNode, DagResult, FanOutFanInInput, FanOutFanInResult,
 export type { BatchInput, BatchOptions, BatchProgress, BatchSummary, BatchResultLine } from './contract/batch';
 export { readTaskFile } from './client/task-file';
 export type { TaskFile } from './client/task-file';
-export { createFanoutWorker, connectWorker, DEFAULT_SHUTDOWN_GRACE_MS } from './worker';
+export { createFanoutWorker, connectWorker, FANOUT_WORKER_DEFAULTS } from './worker';
 export { EncryptionCodec, codecFromEnvironment, dataConverterFromEnvironment, encryptionKeysFromEnvironment, startCodecServer } from './codec';
 export type { CodecServer, CodecServerOptions, EncryptionKey } from './codec';
 export type { FanoutWorkerOptions } from './worker';

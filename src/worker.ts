@@ -18,8 +18,23 @@ import {
   numberFromEnvironment,
   taskQueueFromEnvironment,
   temporalConnectionFromEnvironment,
+  type Environment,
   type TemporalConnectionConfig,
 } from './config/environment';
+
+/** What a worker uses where neither its options nor the environment say (`fanout worker --help` and README show them). */
+export const FANOUT_WORKER_DEFAULTS = {
+  /** Agent calls one worker runs at once (FANOUT_MAX_CONCURRENT_ACTIVITIES). */
+  maxConcurrentActivities: 500,
+  /** Most concurrent activity polls (FANOUT_ACTIVITY_POLLERS); never more than the slots. */
+  activityPollers: 100,
+  /** Activity polls the SDK's autoscaler starts from. */
+  initialActivityPollers: 20,
+  /** Longest wait between heartbeats reaching the server, ms (FANOUT_HEARTBEAT_THROTTLE_MS). */
+  heartbeatThrottleMs: 2000,
+  /** How long in-flight agent calls may finish after shutdown starts, ms (FANOUT_SHUTDOWN_GRACE_MS). */
+  shutdownGraceMs: 30_000,
+} as const;
 
 /** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
 export interface FanoutWorkerOptions {
@@ -40,12 +55,14 @@ export interface FanoutWorkerOptions {
   mcpServers?: McpServerConfig[];
   /**
    * Activity slots: agent calls one worker runs at once. Agent calls wait on the network, so a worker wants
-   * hundreds, not the SDK's default 100. Env FANOUT_MAX_CONCURRENT_ACTIVITIES; default 500.
+   * hundreds, not the SDK's default 100. Env FANOUT_MAX_CONCURRENT_ACTIVITIES; default
+   * `FANOUT_WORKER_DEFAULTS.maxConcurrentActivities` (500).
    */
   maxConcurrentActivities?: number;
   /**
    * Most concurrent activity polls; the SDK scales the number between 1 and this from the server's feedback, so a
-   * burst of hundreds of scheduled agents is picked up quickly. Env FANOUT_ACTIVITY_POLLERS; default 100.
+   * burst of hundreds of scheduled agents is picked up quickly. Env FANOUT_ACTIVITY_POLLERS; default
+   * `FANOUT_WORKER_DEFAULTS.activityPollers` (100).
    */
   activityPollers?: number;
   /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
@@ -57,7 +74,7 @@ export interface FanoutWorkerOptions {
   maxTaskQueueActivitiesPerSecond?: number;
   /**
    * Longest wait between heartbeats reaching the server, ms; it bounds how long a cancellation takes to reach
-   * an in-flight call. Env FANOUT_HEARTBEAT_THROTTLE_MS; default 2000.
+   * an in-flight call. Env FANOUT_HEARTBEAT_THROTTLE_MS; default `FANOUT_WORKER_DEFAULTS.heartbeatThrottleMs` (2000).
    */
   heartbeatThrottleMs?: number;
   /** A prebuilt workflow bundle (`npm run build` writes dist/workflow-bundle.js). Env FANOUT_WORKFLOW_BUNDLE. */
@@ -73,7 +90,7 @@ export interface FanoutWorkerOptions {
   /**
    * After shutdown starts (SIGTERM, `worker.shutdown()`), how long in-flight agent calls may run on before they are
    * cancelled, ms; a cancelled call costs an attempt and is retried on another worker. Env FANOUT_SHUTDOWN_GRACE_MS;
-   * default 30000: most chat completions finish well within it, and it matches Kubernetes' default
+   * default `FANOUT_WORKER_DEFAULTS.shutdownGraceMs` (30000): most chat completions finish well within it, and it matches Kubernetes' default
    * terminationGracePeriodSeconds. Give the platform's kill timeout a few seconds more than this (docker-compose.yml
    * sets stop_grace_period), or the process is killed mid-call and the calls wait for their heartbeat timeout instead.
    * A worker whose server does not answer stops anyway: `run()` rejects SHUTDOWN_FORCE_MARGIN_MS after the grace
@@ -95,8 +112,6 @@ export interface FanoutWorkerOptions {
   dataConverter?: DataConverter;
 }
 
-/** How long in-flight agent calls may finish after shutdown starts, ms (see `FanoutWorkerOptions.shutdownGraceMs`). */
-export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 /**
  * After the grace, cancelled calls report back to Temporal; when it does not answer (gone, unreachable) the SDK would
  * wait for it forever, so `run()` gives up this long after the grace (the SDK's `shutdownForceTime`) and rejects.
@@ -104,14 +119,19 @@ export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
 export const SHUTDOWN_FORCE_MARGIN_MS = 3000;
 
 /** Finds a prebuilt workflow bundle, so a worker starts in a second instead of bundling for several. */
-function findWorkflowBundle(explicit: string | undefined): string | undefined {
-  const candidate = explicit ?? process.env.FANOUT_WORKFLOW_BUNDLE;
+function findWorkflowBundle(explicit: string | undefined, environment: Environment = process.env): string | undefined {
+  const candidate = explicit ?? environment.FANOUT_WORKFLOW_BUNDLE;
   if (candidate) {
     if (!existsSync(candidate)) throw new Error(`workflow bundle not found: ${candidate}`);
     return candidate;
   }
   const beside = path.join(__dirname, 'workflow-bundle.js');
   return existsSync(beside) ? beside : undefined;
+}
+
+/** FANOUT_WORKER_IDENTITY, else one unique per worker, even for a restarted container that gets the same pid and host. */
+function workerIdentity(environment: Environment = process.env): string {
+  return environment.FANOUT_WORKER_IDENTITY || `${process.pid}@${hostname()}/${randomUUID().slice(0, 8)}`;
 }
 
 /** The options without keys set to undefined, which the native layer rejects. */
@@ -138,21 +158,21 @@ export async function connectWorker(temporal: Partial<TemporalConnectionConfig> 
  */
 export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Promise<Worker> {
   const maxConcurrentActivities =
-    options.maxConcurrentActivities ?? integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ?? 500;
+    options.maxConcurrentActivities ?? integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ?? FANOUT_WORKER_DEFAULTS.maxConcurrentActivities;
   const activityPollers = Math.min(
-    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? 100,
+    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? FANOUT_WORKER_DEFAULTS.activityPollers,
     maxConcurrentActivities,
   );
   const connection = options.connection ?? (await connectWorker(options.temporal));
   const namespace = options.temporal?.namespace ?? temporalConnectionFromEnvironment().namespace;
   const bundlePath = findWorkflowBundle(options.workflowBundlePath);
-  // Unique per worker, even for a restarted container that gets the same pid and host: peers judge lost workers by it.
-  const identity = options.identity ?? (process.env.FANOUT_WORKER_IDENTITY || `${process.pid}@${hostname()}/${randomUUID().slice(0, 8)}`);
+  // Peers judge lost workers by it.
+  const identity = options.identity ?? workerIdentity();
   const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
   const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
-  const shutdownGraceMs = options.shutdownGraceMs ?? integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ?? DEFAULT_SHUTDOWN_GRACE_MS;
+  const shutdownGraceMs = options.shutdownGraceMs ?? integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
   // Eager dispatch: the agent calls a fan-out or DAG starts come back with the workflow task's completion, while this
   // worker has free slots, instead of each going through the server's matching and a poll. Batches opt out (their calls
   // should spread over every worker). Only where the server enables it (system.enableActivityEagerExecution).
@@ -171,11 +191,11 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     activities: createActivities({ ...options.activities, tools: registry }),
     ...(ownWorkflows ? {} : bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
     ...(extra.tuner === undefined ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities } : {}),
-    activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(20, activityPollers) },
+    activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers) },
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
     maxEagerActivityReservationsPerWorkflowTask: eager,
-    maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? 2000,
+    maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? FANOUT_WORKER_DEFAULTS.heartbeatThrottleMs,
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + SHUTDOWN_FORCE_MARGIN_MS,
     ...extra,

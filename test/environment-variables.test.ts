@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ENVIRONMENT_VARIABLES, type VariableReader } from '../src/config/environment-variables';
+import { FANOUT_WORKER_DEFAULTS } from '../src/worker';
 import { ROOT } from './support/paths';
 
 const LIST_FILE = path.join(ROOT, 'src', 'config', 'environment-variables.ts');
@@ -97,5 +98,20 @@ describe("README's environment tables and the code's list of variables", () => {
       ENVIRONMENT_VARIABLES[reader as VariableReader].filter((name) => !new RegExp(`\\b${name}\\b`).test(text)).map((name) => `${reader}: ${name}`),
     );
     expect(unread).toEqual([]);
+  });
+
+  it("states the worker's defaults as FANOUT_WORKER_DEFAULTS has them", () => {
+    const defaultOf = (name: string) => rows.find((row) => row.split('|')[1].includes(`\`${name}\``))?.split('|')[3].trim();
+    expect({
+      FANOUT_MAX_CONCURRENT_ACTIVITIES: defaultOf('FANOUT_MAX_CONCURRENT_ACTIVITIES'),
+      FANOUT_ACTIVITY_POLLERS: defaultOf('FANOUT_ACTIVITY_POLLERS'),
+      FANOUT_HEARTBEAT_THROTTLE_MS: defaultOf('FANOUT_HEARTBEAT_THROTTLE_MS'),
+      FANOUT_SHUTDOWN_GRACE_MS: defaultOf('FANOUT_SHUTDOWN_GRACE_MS'),
+    }).toEqual({
+      FANOUT_MAX_CONCURRENT_ACTIVITIES: `\`${FANOUT_WORKER_DEFAULTS.maxConcurrentActivities}\``,
+      FANOUT_ACTIVITY_POLLERS: `\`${FANOUT_WORKER_DEFAULTS.activityPollers}\``,
+      FANOUT_HEARTBEAT_THROTTLE_MS: `\`${FANOUT_WORKER_DEFAULTS.heartbeatThrottleMs}\``,
+      FANOUT_SHUTDOWN_GRACE_MS: `\`${FANOUT_WORKER_DEFAULTS.shutdownGraceMs}\``,
+    });
   });
 });

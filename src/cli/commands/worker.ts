@@ -1,7 +1,7 @@
 import { Command, Option } from 'commander';
 import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-client';
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
-import { createFanoutWorker, DEFAULT_SHUTDOWN_GRACE_MS, SHUTDOWN_FORCE_MARGIN_MS } from '../../worker';
+import { createFanoutWorker, FANOUT_WORKER_DEFAULTS, SHUTDOWN_FORCE_MARGIN_MS } from '../../worker';
 import { startHealthServer } from '../../worker-health';
 import { ExitCode } from '../exit';
 import { relaunchWithHeapCap } from '../heap-cap';
@@ -32,13 +32,13 @@ interface WorkerFlags extends ConnectionFlags {
 export function workerCommand(): Command {
   const command = new Command('worker')
     .description('run a worker: polls the task queue and runs the workflows and agent calls (until SIGINT/SIGTERM)')
-    .option('--max-concurrent <n>', 'agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default 500]', wholeNumber(1))
-    .option('--pollers <n>', 'most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default 100]', wholeNumber(1))
+    .option('--max-concurrent <n>', `agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default ${FANOUT_WORKER_DEFAULTS.maxConcurrentActivities}]`, wholeNumber(1))
+    .option('--pollers <n>', `most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default ${FANOUT_WORKER_DEFAULTS.activityPollers}]`, wholeNumber(1))
     .option('--rate <per-second>', 'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]', positiveNumber)
     .addOption(new Option('--tools <modules>', 'modules whose defineTool exports agents may call, comma-separated').env('FANOUT_TOOLS'))
     .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber)
     .addOption(
-      new Option('--shutdown-grace <ms>', `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${DEFAULT_SHUTDOWN_GRACE_MS})`)
+      new Option('--shutdown-grace <ms>', `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${FANOUT_WORKER_DEFAULTS.shutdownGraceMs})`)
         .env('FANOUT_SHUTDOWN_GRACE_MS')
         .argParser(wholeNumber(0)),
     )
@@ -52,7 +52,7 @@ export function workerCommand(): Command {
     .addOption(new Option('--metrics-host <host>', 'address of the metrics endpoint').env('FANOUT_METRICS_HOST').default('0.0.0.0'));
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
-    const shutdownGraceMs = flags.shutdownGrace ?? DEFAULT_SHUTDOWN_GRACE_MS;
+    const shutdownGraceMs = flags.shutdownGrace ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
     // By default the worker runs in a child with a capped heap (src/cli/heap-cap.ts); this process only supervises it.
     if (await relaunchWithHeapCap({ killAfterSignalMs: shutdownGraceMs + KILL_MARGIN_MS })) return;
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
