@@ -15,6 +15,11 @@ export interface DevServerOptions {
   namespace?: string;
   /** How long to wait for the server to answer, ms; default 60000 (a cold start with a SQLite file takes a few seconds). */
   startTimeoutMs?: number;
+  /**
+   * Further dynamic config values (`--dynamic-config-value key=value`, the value as JSON), e.g.
+   * `{ 'limit.historyCount.suggestContinueAsNew': 40 }` to make Temporal suggest continue-as-new early. Default none.
+   */
+  dynamicConfig?: Readonly<Record<string, string | number | boolean>>;
 }
 
 /** A running Temporal dev server (the Temporal CLI's `server start-dev`) and connections to it. */
@@ -125,6 +130,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
     // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
     // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
     '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
+    ...Object.entries(options.dynamicConfig ?? {}).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]),
     ...(options.dbFilename === undefined ? [] : ['--db-filename', options.dbFilename]),
   ];
   const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
