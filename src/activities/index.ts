@@ -2,7 +2,7 @@ import { pricesFromEnvironment, type PriceTable } from '../pricing';
 import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
 import { createAgentCall } from './call-agent';
 import { createBatchActivities } from './batch-activities';
-import { createLlmClient, type ChatClient } from './llm-client';
+import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from './llm-client';
 import { createAgentActivities } from './agent';
 import { ToolRegistry } from '../tools/registry';
 import { createProviderBatchActivities } from './provider-batch-activities';
@@ -38,7 +38,7 @@ export interface ActivityDependencies {
 export function createActivities(dependencies: ActivityDependencies = {}) {
   const resolved = {
     llm: dependencies.llm ?? createLlmClient(),
-    defaultModel: dependencies.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini',
+    defaultModel: dependencies.defaultModel ?? defaultModelFromEnvironment(),
     clock: dependencies.clock ?? (() => performance.now()),
     heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,
     storage: dependencies.storage ?? dependencies.store?.storage ?? storeFromEnvironment().storage,

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import type { Environment } from '../config/environment';
 
 /** What the agent activity needs from an OpenAI-compatible client: chat completions. */
 export type ChatClient = Pick<OpenAI, 'chat'>;
@@ -11,6 +12,13 @@ export interface LlmClientOptions {
 }
 
 export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+/** The model of tasks that name none, when FANOUT_MODEL does not say. */
+export const DEFAULT_MODEL = 'gpt-4o-mini';
+
+/** The model of tasks that name none: FANOUT_MODEL, else `DEFAULT_MODEL`. */
+export function defaultModelFromEnvironment(environment: Environment = process.env): string {
+  return environment.FANOUT_MODEL ?? DEFAULT_MODEL;
+}
 
 /** Where agent calls go, as the environment says. */
 export interface ProviderConfig {
@@ -20,8 +28,6 @@ export interface ProviderConfig {
   /** True when the fallback simulator (FANOUT_SIMULATOR_URL) was chosen. */
   simulated: boolean;
 }
-
-type Environment = Record<string, string | undefined>;
 
 /**
  * Reads the provider from OPENAI_API_KEY, OPENAI_BASE_URL and FANOUT_SIMULATOR_URL. Empty values count as unset

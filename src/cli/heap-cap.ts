@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
+import type { Environment } from '../config/environment';
 import { CliError, ExitCode } from './exit';
 
 /**
@@ -17,8 +18,6 @@ const CAPPED_MARKER = 'FANOUT_HEAP_CAPPED';
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR2'];
 /** A heap limit the user chose: old space in MB or as a percentage of memory, or the whole heap. */
 const HEAP_LIMIT_FLAG = /(^|\s)--max[-_](old[-_]space|heap)[-_]size/;
-
-type Environment = Record<string, string | undefined>;
 
 /**
  * The heap cap in MB this process should re-launch with, or undefined to run the worker here: FANOUT_WORKER_HEAP_MB

@@ -1,12 +1,13 @@
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { CommanderError, type Command } from 'commander';
+import { logLevelFromEnvironment } from '../config/environment';
 import { installPrometheusRuntime } from '../metrics';
 import { ExitCode, reportError } from './errors';
 import { heapCapToApply } from './heap-cap';
 import { buildProgram } from './program';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
-const level = (process.env.FANOUT_LOG_LEVEL ?? 'WARN').toUpperCase() as 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+const level = logLevelFromEnvironment('WARN');
 
 /** A command with `--metrics-port` (the worker) serves Prometheus metrics through the runtime: its exporter is part of it. */
 function installRuntime(command: Command): void {

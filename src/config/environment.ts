@@ -1,4 +1,5 @@
 import type { TLSConfig } from '@temporalio/client';
+import type { LogLevel } from '@temporalio/common';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile } from '@temporalio/envconfig';
 
 /**
@@ -29,6 +30,11 @@ export const DEFAULT_TASK_QUEUE = 'fanout';
 
 /** The variables a `xFromEnvironment` function reads: `process.env` by default, any record in tests. */
 export type Environment = Record<string, string | undefined>;
+
+/** The SDK's log level: FANOUT_LOG_LEVEL (any case), else `fallback`. */
+export function logLevelFromEnvironment(fallback: LogLevel, environment: Environment = process.env): LogLevel {
+  return (environment.FANOUT_LOG_LEVEL ?? fallback).toUpperCase() as LogLevel;
+}
 
 /** Reads an optional positive integer variable, failing with a message that names it. */
 export function integerFromEnvironment(name: string, environment: Environment = process.env): number | undefined {

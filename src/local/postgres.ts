@@ -1,6 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, createWriteStream, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import type { Environment } from '../config/environment';
 import { freePort } from './free-port';
 import { diesWithParent, exitOf } from './child-processes';
 import { FatalWaitError, waitFor } from './wait-for';
@@ -28,8 +29,8 @@ const SUPERUSER = 'temporal';
  * The directory with `initdb` and `postgres`: $POSTGRES_BIN_DIR, else the newest Debian/Ubuntu install under
  * /usr/lib/postgresql, else whatever `initdb` is on PATH.
  */
-export function findPostgresBinaries(): string {
-  const explicit = process.env.POSTGRES_BIN_DIR?.trim();
+export function findPostgresBinaries(environment: Environment = process.env): string {
+  const explicit = environment.POSTGRES_BIN_DIR?.trim();
   if (explicit) {
     if (existsSync(path.join(explicit, 'postgres'))) return explicit;
     throw new Error(`POSTGRES_BIN_DIR is '${explicit}', which has no postgres binary`);

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { MetricMeter } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory } from '@temporalio/worker';
+import { defaultModelFromEnvironment } from '../activities/llm-client';
 import { FailureType } from '../contract/failure-types';
 import { defaultPacer, pacerSnapshot } from '../pacing/pacer';
 import type { PacerSnapshot } from '../pacing/key-pacer';
@@ -62,7 +63,7 @@ function safely(context: Context, what: string, record: () => void): void {
  * Worker.create({ ..., interceptors: { activity: [agentMetricsInterceptor()] } });
  */
 export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): ActivityInterceptorsFactory {
-  const defaultModel = options.defaultModel ?? process.env.FANOUT_MODEL ?? 'gpt-4o-mini';
+  const defaultModel = options.defaultModel ?? defaultModelFromEnvironment();
   const pacing = options.pacing ?? { enabled: () => defaultPacer().options.enabled, snapshot: pacerSnapshot };
   const pacerRateLimits = new PacerRateLimitReader(pacing.snapshot);
   let metrics: AgentMetrics | undefined;

@@ -1,8 +1,7 @@
 import { IllegalStateError } from '@temporalio/common';
 import { Runtime, type RuntimeOptions } from '@temporalio/worker';
+import type { Environment } from '../config/environment';
 import { AGENT_CALL_DURATION_BUCKETS, AgentMetricName } from './agent-metrics';
-
-type Environment = Record<string, string | undefined>;
 
 /** Where a worker serves `/metrics`: FANOUT_METRICS_PORT and FANOUT_METRICS_HOST. */
 export interface MetricsEndpoint {

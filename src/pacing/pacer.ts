@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
-import { integerFromEnvironment, numberFromEnvironment } from '../config/environment';
+import { integerFromEnvironment, numberFromEnvironment, type Environment } from '../config/environment';
 import type { LimitChange } from './aimd';
 import { KeyPacer, type PacerKey, type PacerSnapshot } from './key-pacer';
-
-type Environment = Record<string, string | undefined>;
 
 /** Pacing settings of a worker process. Every field falls back to an environment variable, then a default. */
 export interface PacerOptions {

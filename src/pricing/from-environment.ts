@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
+import type { Environment } from '../config/environment';
 import { safeParse } from '../contract/validation';
 import { BUILT_IN_PRICES, priceTableSchema, type PriceTable } from './price-table';
-
-type Environment = Record<string, string | undefined>;
 
 /** A price override that cannot be used. `variable` names the setting to fix; the worker does not start with it. */
 export class PriceConfigError extends Error {

@@ -3,6 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
+import type { Environment } from '../config/environment';
 import { DEFAULT_TOOL_TIMEOUT_MS, type Tool } from './define-tool';
 
 /** One MCP server the worker's agents may use: a command (stdio) or a URL (Streamable HTTP). */
@@ -33,7 +34,7 @@ export type McpServerConfig = z.input<typeof mcpServerSchema>;
  *
  * @example FANOUT_MCP_SERVERS='[{"name":"files","command":"npx","args":["-y","@modelcontextprotocol/server-filesystem","/data"]}]'
  */
-export function mcpServersFromEnvironment(environment: Record<string, string | undefined> = process.env): McpServerConfig[] | undefined {
+export function mcpServersFromEnvironment(environment: Environment = process.env): McpServerConfig[] | undefined {
   const value = environment.FANOUT_MCP_SERVERS?.trim();
   if (!value) return undefined;
   const text = value.startsWith('[') ? value : readFileSync(value, 'utf8');

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
+import type { Environment } from '../config/environment';
 import { toolsOfModule, type Tool } from './define-tool';
 import { mcpServersFromEnvironment, type McpServerConfig } from './mcp';
 import { ToolRegistry } from './registry';
@@ -8,7 +9,7 @@ import { ToolRegistry } from './registry';
  * The worker's tool registry from its options, else the environment (FANOUT_TOOLS: modules of `defineTool` exports,
  * comma-separated; FANOUT_MCP_SERVERS: MCP servers).
  */
-export function toolRegistryFor(options: { tools?: readonly Tool[]; mcpServers?: readonly McpServerConfig[] }, environment: Record<string, string | undefined> = process.env): ToolRegistry {
+export function toolRegistryFor(options: { tools?: readonly Tool[]; mcpServers?: readonly McpServerConfig[] }, environment: Environment = process.env): ToolRegistry {
   const modules = environment.FANOUT_TOOLS?.split(',').map((entry) => entry.trim()).filter(Boolean) ?? [];
   const tools = options.tools ?? modules.flatMap((module) => loadToolModule(module));
   return new ToolRegistry(tools, options.mcpServers ?? mcpServersFromEnvironment(environment) ?? []);

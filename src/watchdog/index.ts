@@ -1,12 +1,12 @@
 import type { Client } from '@temporalio/client';
 import { Runtime, type Worker } from '@temporalio/worker';
-import { integerFromEnvironment } from '../config/environment';
+import { integerFromEnvironment, type Environment } from '../config/environment';
 import { CallWatchdog, type CallWatchdogOptions, type WatchdogLogger } from './call-watchdog';
 
 export { CallWatchdog, type CallWatchdogOptions, type WatchedCall } from './call-watchdog';
 
 /** Watchdog settings from the environment (see CallWatchdogOptions for each). */
-export function watchdogOptionsFromEnvironment(environment: Record<string, string | undefined> = process.env): CallWatchdogOptions {
+export function watchdogOptionsFromEnvironment(environment: Environment = process.env): CallWatchdogOptions {
   return {
     watchIntervalMs: integerFromEnvironment('FANOUT_WATCH_INTERVAL_MS', environment) ?? 1000,
     lostAfterMs: integerFromEnvironment('FANOUT_LOST_WORKER_MS', environment) ?? 15_000,
