@@ -6,7 +6,9 @@ import path from 'node:path';
 import type { BatchResultLine } from '../src/contract/batch';
 import { laneName } from '../src/contract/lane-name';
 import { segmentName } from '../src/contract/location';
-import { assembleLeftover, assembleSink, carryOkLines, journalItem, sealLane, spoolOf } from '../src/batch/spool';
+import { appendFileSync } from 'node:fs';
+import { assembleLeftover, assembleSink, carryOkLines, journaled, LaneJournal, sealLane, spoolOf } from '../src/batch/spool';
+import type { ObjectStorage } from '../src/store';
 import { FileStorage } from '../src/store';
 import { ROOT } from './support/paths';
 
@@ -15,6 +17,13 @@ const directory = mkdtempSync(path.join(tmpdir(), 'fanout-spool-'));
 
 const ok = (id: string, output = `answer ${id}`): string => JSON.stringify({ id, status: 'ok', output, attempts: 1, durationMs: 1, usage: { promptTokens: 2, completionTokens: 3, totalTokens: 5 }, costUsd: 0.25 });
 const failed = (id: string): string => JSON.stringify({ id, status: 'failed', error: { type: 'X', message: 'x' }, attempts: 5, durationMs: 1 });
+
+/** One record, journaled as a lane does it (an appender opened for it alone). */
+async function journalItem(store: ObjectStorage, spool: string, lane: string, index: number, line: string): Promise<void> {
+  const journal = await LaneJournal.open(store, spool, lane);
+  await journal.record(index, line);
+  await journal.close();
+}
 
 function sinkIds(file: string): string[] {
   return readFileSync(file, 'utf8')
@@ -37,6 +46,48 @@ describe('the spool', () => {
     const assembled = await assembleSink(storage, sink, spool, { windows: [1], unsealed: [] });
     expect(sinkIds(sink)).toEqual(['a', 'b', 'c']);
     expect(assembled.counts).toMatchObject({ succeeded: 3, failed: 0, tokens: { total: 15 }, cost: { usd: 0.75 } });
+  });
+
+  it('skips a record a killed writer cut short, ends its line before appending, and counts the first record of an index', async () => {
+    const spool = spoolOf(path.join(directory, 'cut.jsonl'), 'run-1');
+    const lane = laneName(0, 0);
+    await journalItem(storage, spool, lane, 0, ok('a'));
+    // A worker killed mid-append left half a record with no newline.
+    appendFileSync(path.join(spool, 'lanes', lane, 'journal.log'), `1 ${ok('b').slice(0, 20)}`);
+    const retried = await LaneJournal.open(storage, spool, lane);
+    await retried.record(1, ok('b', 'retried'));
+    await retried.record(0, ok('a', 'a stale attempt again'));
+    await retried.close();
+    expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b', 'retried') });
+  });
+
+  it('journals a record as an object of its own once the store refuses an append, and reads both kinds back', async () => {
+    const spool = spoolOf(path.join(directory, 'fallback.jsonl'), 'run-1');
+    const lane = laneName(0, 0);
+    let appends = 0;
+    const refusing: ObjectStorage = Object.assign(Object.create(storage) as ObjectStorage, {
+      openAppender: async (uri: string) => {
+        const inner = await storage.openAppender(uri);
+        return {
+          append: async (record: string) => {
+            appends += 1;
+            if (appends > 1) throw new Error('disk full');
+            return inner.append(record);
+          },
+          close: () => inner.close(),
+        };
+      },
+    });
+    const journal = await LaneJournal.open(refusing, spool, lane);
+    for (const [index, id] of ['a', 'b', 'c'].entries()) await journal.record(index, ok(id));
+    await journal.close();
+    expect(appends).toBe(2);
+    expect((await storage.list(path.join(spool, 'lanes', lane))).sort()).toEqual(['0001.json', '0002.json', 'journal.log']);
+    expect([...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b)).toEqual([
+      [0, ok('a')],
+      [1, ok('b')],
+      [2, ok('c')],
+    ]);
   });
 
   it('refuses to write a sink when a sealed lane is missing its segment, and writes nothing', async () => {

@@ -10,7 +10,7 @@ import {
   assembleSink,
   carryOkLines,
   journaled,
-  journalItem,
+  LaneJournal,
   probeWritable,
   removeLeftovers,
   SegmentMissing,
@@ -261,6 +261,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       const done = context.info.attempt > 1 ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
+      const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane));
       /** What this attempt journaled, so sealing does not read it back. */
       const written = new Map<number, string>(done);
       const lane = new AbortController();
@@ -307,7 +308,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         }
         const text = JSON.stringify(line);
         // The answer is durable before the lane takes its next item: a crash from here on cannot cost this call again.
-        await mapped(() => journalItem(storage, input.spool, input.lane, index, text));
+        await mapped(() => journal.record(index, text));
         written.set(index, text);
         tallyLine(result, line);
       };
@@ -335,6 +336,7 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         clearInterval(heartbeat);
         context.cancellationSignal.removeEventListener('abort', onCancel);
         lane.abort(new Error('lane ended'));
+        await journal.close();
       }
       if (context.cancellationSignal.aborted && !context.cancellationDetails?.cancelRequested) {
         // Timed out, lost or shut down: not sealed, so the next attempt carries on from the journal.

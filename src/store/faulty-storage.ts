@@ -1,4 +1,4 @@
-import { StorageError, type ObjectStorage } from './object-storage';
+import { StorageError, type Appender, type ObjectStorage } from './object-storage';
 
 /**
  * A store that fails a share of its calls with StorageError('Unavailable'), as a flaky disk or S3 does: for fault
@@ -48,6 +48,19 @@ export class FaultyStorage implements ObjectStorage {
   async write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
     this.maybeFail(uri, 'write');
     return this.inner.write(uri, data, options);
+  }
+  async openAppender(uri: string): Promise<Appender | undefined> {
+    this.maybeFail(uri, 'openAppender');
+    const inner = await this.inner.openAppender(uri);
+    if (!inner) return undefined;
+    return {
+      // A fault before the write: the record never reaches the object, as when a disk refuses a write.
+      append: async (record: string) => {
+        this.maybeFail(uri, 'append');
+        return inner.append(record);
+      },
+      close: () => inner.close(),
+    };
   }
   async writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
     this.maybeFail(uri, 'writeStream');

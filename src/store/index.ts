@@ -52,6 +52,9 @@ export class Storage implements ObjectStorage {
   writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
     return this.backend(uri).writeStream(uri, chunks);
   }
+  openAppender(uri: string) {
+    return this.backend(uri).openAppender(uri);
+  }
   list(prefix: string) {
     return this.backend(prefix).list(prefix);
   }

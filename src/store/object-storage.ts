@@ -15,6 +15,12 @@ export interface ObjectStorage {
    * files) skips the flush to the disk: the object survives the process being killed, not the machine losing power.
    */
   write(uri: string, data: Buffer | string, options?: { sync?: boolean }): Promise<void>;
+  /**
+   * Opens `uri` for appending records, where the store can (local files): one open for many small records, none ever
+   * rewritten, at a fraction of a whole-object write's cost. `undefined` where objects are written whole (S3): write one
+   * object per record there. A crash may cut the last record short; `Appender` says how readers tell.
+   */
+  openAppender(uri: string): Promise<Appender | undefined>;
   /** Writes a stream as one object, atomically, without holding it in memory. Returns the bytes written. */
   writeStream(uri: string, chunks: AsyncIterable<Buffer | string>): Promise<number>;
   /** Names (not URIs) directly or indirectly under `prefix` + '/', sorted. */
@@ -41,4 +47,15 @@ export class StorageError extends Error {
     super(`${uri}: ${message}`, options);
     this.name = 'StorageError';
   }
+}
+
+/**
+ * Appends newline-terminated records to one object. Each record goes down in one write, unflushed: it survives the
+ * process being killed, not the machine losing power. A record cut short by a crash has no newline; the next appender
+ * opened on the object first ends that line, so a reader that skips lines it cannot parse loses only the cut record.
+ * After a failed append the appender refuses more (the caller writes the record some other way).
+ */
+export interface Appender {
+  append(record: string): Promise<void>;
+  close(): Promise<void>;
 }

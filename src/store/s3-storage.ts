@@ -159,6 +159,11 @@ export class S3Storage implements ObjectStorage {
     }
   }
 
+  /** S3 objects are written whole: no appends. */
+  async openAppender(): Promise<undefined> {
+    return undefined;
+  }
+
   async writeStream(uri: string, chunks: AsyncIterable<Buffer | string>): Promise<number> {
     let bytes = 0;
     const counted = async function* () {
