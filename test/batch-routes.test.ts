@@ -14,8 +14,8 @@ let servers: TestServers;
 let worker: TestWorker;
 const directory = batchDirectory();
 
-/** Simulated time at 1,000 x: a provider batch of 100-300 simulated seconds answers in 0.1-0.3 s. */
-const FAST: SimulatorConfigInput = { providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } } };
+/** Simulated time at 1,000 x: a provider batch of 100-300 simulated seconds answers in 0.1-0.3 s; one with an expiring item ends at 1.5 s. */
+const FAST: SimulatorConfigInput = { providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } };
 
 beforeAll(async () => {
   servers = await startTestServers({ simulator: FAST });
@@ -31,7 +31,7 @@ afterAll(async () => {
 });
 
 describe('a batch chooses its route', () => {
-  it('provider-batch: answers at the batch price from one provider batch, and sends only what expired or failed retryably again, sync', async () => {
+  it('provider-batch: answers at the batch price, sends what expired or failed retryably in a second provider batch, and only what that hands back sync', async () => {
     const fate = (index: number) => (index === 3 || index === 11 ? ' [sim batch=expired]' : index === 7 ? ' [sim batch=error-500]' : '');
     const source = writeTasks(directory, 30, (index) => `route item ${index}${fate(index)}`, 'routed');
     const sink = path.join(directory, 'routed.jsonl');
@@ -39,10 +39,11 @@ describe('a batch chooses its route', () => {
     const summary = await handle.result();
     expect(summary).toMatchObject({ route: 'provider-batch', total: 30, succeeded: 30, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
-    expect(summary.providerBatches?.length).toBe(1);
+    expect(summary.providerBatches?.map((batch) => batch.counts.total)).toEqual([30, 3]);
     expect(summary.savingsUsd).toBeGreaterThan(0);
-    // One provider batch answered 27; the three it handed back went as chat completions, and nothing else did.
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: 27 });
+    // The first provider batch answered 27 and the second, of the three it handed back, none (their markers hold);
+    // those three went as chat completions, and nothing else did.
+    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 33, itemsAnswered: 27 });
     expect(requestsOfRun(servers.simulator.log(), handle.batchId).map((request) => request.taskId).sort()).toEqual(['routed-11', 'routed-3', 'routed-7']);
     expect(readSink(sink).filter((line) => ['routed-3', 'routed-7', 'routed-11'].includes(line.id)).every((line) => line.status === 'ok')).toBe(true);
   });

@@ -126,6 +126,59 @@ it('hands expired and retryably errored items back for a sync retry, and writes 
   expect(result.providerBatches[0].status).toBe('expired');
 });
 
+describe('items a provider batch hands back', () => {
+  const tasks = [
+    { id: 'fine-1', prompt: 'fine' },
+    { id: 'late', prompt: 'late [sim batch=expired-once]' },
+    { id: 'flaky', prompt: 'flaky [sim batch=error-500-once]' },
+    { id: 'bad', prompt: 'bad [sim batch=error-400]' },
+    { id: 'fine-2', prompt: 'fine' },
+  ];
+
+  it('go into a new provider batch when the deadline leaves twice the time the first round took', async () => {
+    // The first batch ends when its expired item's window closes: 1,500 simulated seconds, 1.5 s; 24 h are left.
+    servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+    const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks) });
+    const result = (await handle.result()) as ProviderBatchResult;
+
+    expect(result.retry).toBeUndefined();
+    const lines = linesOf(result);
+    expect(lines.map((line) => [line.id, line.status, line.attempts]).sort()).toEqual([
+      ['bad', 'failed', 1],
+      ['fine-1', 'ok', 1],
+      ['fine-2', 'ok', 1],
+      ['flaky', 'ok', 2],
+      ['late', 'ok', 2],
+    ]);
+    expect(result).toMatchObject({ succeeded: 4, failed: 1 });
+    expect(result.providerBatches.map((batch) => [batch.part, batch.status, batch.counts.total])).toEqual([
+      [0, 'expired', 5],
+      [1, 'completed', 2],
+    ]);
+    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 7, itemsAnswered: 4 });
+    expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({ parts: 2, collected: 2, retried: 0 });
+    // Nothing went the sync way.
+    expect(servers.simulator.log()).toHaveLength(0);
+  });
+
+  it('are handed back to be sent sync when the deadline is nearer than twice the time the first round took', async () => {
+    // The first batch takes 40 simulated seconds at 10 x, 4 s; a 7 s deadline leaves about 3 s after it, short of 8.
+    servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 }, expiresAfterSeconds: 40 } });
+    const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks), options: { deadlineMs: 7000 } });
+    const result = (await handle.result()) as ProviderBatchResult;
+
+    expect(retryIds(result).sort()).toEqual(['flaky', 'late']);
+    expect(linesOf(result).map((line) => [line.id, line.status]).sort()).toEqual([
+      ['bad', 'failed'],
+      ['fine-1', 'ok'],
+      ['fine-2', 'ok'],
+    ]);
+    expect(result.providerBatches).toHaveLength(1);
+    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsSubmitted: 5, itemsAnswered: 2 });
+    expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({ parts: 1, retried: 2 });
+  });
+});
+
 it('runs claude-* tasks through Anthropic Message Batches and the rest through OpenAI, one model per part', async () => {
   const directory = batchDirectory();
   const tasks = [
@@ -134,7 +187,7 @@ it('runs claude-* tasks through Anthropic Message Batches and the rest through O
     { id: 'c-late', prompt: 'late [sim batch=expired]', model: 'claude-haiku-4-5' },
   ];
   servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
-  const { handle } = await start({ source: writeTaskFile(directory, tasks) });
+  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { retryRounds: 0 } });
   const result = (await handle.result()) as ProviderBatchResult;
 
   const lines = linesOf(result);

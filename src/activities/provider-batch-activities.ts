@@ -34,6 +34,10 @@ export interface PlanInput {
   model?: string;
   maxRequestsPerPart?: number;
   maxBytesPerPart?: number;
+  /** Retry files of earlier parts: only their items are planned (a new round of provider batches). */
+  retries?: string[];
+  /** Number of the first part planned (a new round's follow the earlier rounds'). Default 0. */
+  firstIndex?: number;
 }
 
 /** What one part's collection wrote and counted. */
@@ -112,6 +116,11 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
       return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const skip = input.skipIds === undefined ? undefined : await okIdsOf(storage, input.skipIds);
+          let only: Set<string> | undefined;
+          if (input.retries !== undefined) {
+            only = new Set();
+            for (const retry of input.retries) for await (const line of linesOf(storage, retry)) if (line.text) only.add((JSON.parse(line.text) as RetryLine).id);
+          }
           const parts = await planParts(storage, input.source, input.spool, {
             defaultModel: input.model ?? dependencies.defaultModel,
             provider: input.provider,
@@ -119,6 +128,8 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
             maxRequestsPerPart: input.maxRequestsPerPart,
             maxBytesPerPart: input.maxBytesPerPart,
             skip,
+            only,
+            firstIndex: input.firstIndex,
           });
           return { parts };
         }),
@@ -148,7 +159,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
      * and its retry file (expired, cancelled, retryable errors, and items the provider did not mention). Both names are
      * fixed by the part and written whole, so a retry after a crash rewrites them with the same lines.
      */
-    async collectProviderBatch(input: { spool: string; part: BatchPart; id?: string; durationMs: number }): Promise<PartCollected> {
+    async collectProviderBatch(input: { spool: string; part: BatchPart; id?: string; durationMs: number; /** 0 for the first round of provider batches. */ round?: number }): Promise<PartCollected> {
       return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const { part } = input;
@@ -175,7 +186,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
                   id: entry.id,
                   status: 'ok',
                   output: outcome.output,
-                  attempts: 1,
+                  attempts: (input.round ?? 0) + 1,
                   durationMs: input.durationMs,
                   usage: outcome.usage,
                   ...(costUsd === undefined ? { unpriced: true } : { costUsd }),
@@ -189,7 +200,7 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
                 else collected.cost.usd += costUsd;
                 collected.standardUsd += standard ?? 0;
               } else {
-                line = { id: entry.id, status: 'failed', error: { type: outcome.type, message: outcome.message }, attempts: 1, durationMs: input.durationMs };
+                line = { id: entry.id, status: 'failed', error: { type: outcome.type, message: outcome.message }, attempts: (input.round ?? 0) + 1, durationMs: input.durationMs };
                 collected.failed += 1;
               }
               yield `${JSON.stringify(line)}\n`;

@@ -23,6 +23,10 @@ export interface PlanOptions {
   anthropicMaxTokens?: number;
   /** Task ids not to send (a resume's ok ids). */
   skip?: ReadonlySet<string>;
+  /** The only task ids to send (items handed back by earlier provider batches, sent in a new round). */
+  only?: ReadonlySet<string>;
+  /** Number of the first part (a new round's parts follow the earlier rounds'). Default 0. */
+  firstIndex?: number;
 }
 
 /** The provider request line of a task, in its batch input format. */
@@ -80,18 +84,18 @@ interface Pending {
 export async function planParts(storage: ObjectStorage, source: string, spool: string, options: PlanOptions): Promise<BatchPart[]> {
   const models = new Map<string, number>();
   const modelOf = (task: AgentTask) => task.model ?? options.defaultModel;
-  for await (const { task } of tasksOf(storage, source, options.skip)) models.set(modelOf(task), (models.get(modelOf(task)) ?? 0) + 1);
+  for await (const { task } of tasksOf(storage, source, options)) models.set(modelOf(task), (models.get(modelOf(task)) ?? 0) + 1);
   const parts: BatchPart[] = [];
   for (const model of [...models.keys()].sort()) {
     const provider = options.provider ?? providerOfModel(model);
     const endpoint = options.endpoint ?? '/v1/chat/completions';
     const maxRequests = Math.min(options.maxRequestsPerPart ?? Infinity, PROVIDER_LIMITS[provider].requests);
     const maxBytes = Math.min(options.maxBytesPerPart ?? Infinity, PROVIDER_LIMITS[provider].bytes);
-    const tasks = tasksOf(storage, source, options.skip, model, modelOf)[Symbol.asyncIterator]();
+    const tasks = tasksOf(storage, source, options, model, modelOf)[Symbol.asyncIterator]();
     let carried: Pending | undefined;
     let exhausted = false;
     while (!exhausted) {
-      const index = parts.length;
+      const index = (options.firstIndex ?? 0) + parts.length;
       const files = partFiles(spool, index);
       const map: PartMapLine[] = [];
       let bytes = 0;
@@ -134,7 +138,7 @@ export async function planParts(storage: ObjectStorage, source: string, spool: s
 async function* tasksOf(
   storage: ObjectStorage,
   source: string,
-  skip: ReadonlySet<string> | undefined,
+  { skip, only }: Pick<PlanOptions, 'skip' | 'only'>,
   model?: string,
   modelOf?: (task: AgentTask) => string,
 ): AsyncGenerator<Pending> {
@@ -142,7 +146,7 @@ async function* tasksOf(
     if (line.text !== undefined && line.text.trim() === '') continue;
     const { task, issues } = parseTaskLine(line.text, `${source} line ${line.line}`);
     if (!task) throw new InvalidInputError(issues);
-    if (skip?.has(task.id)) continue;
+    if (skip?.has(task.id) || (only && !only.has(task.id))) continue;
     if (model !== undefined && modelOf?.(task) !== model) continue;
     yield { task, offset: line.offset, length: line.length };
   }

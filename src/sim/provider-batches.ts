@@ -6,7 +6,9 @@ import { z } from 'zod';
  * The simulator's provider batch APIs: OpenAI's `/v1/files` and `/v1/batches`, and Anthropic's `/v1/messages/batches`.
  * Time runs `speed` times faster than real: a batch that would take an hour takes 3.6 s at speed 1000. Each item's
  * finish time, and whether it expires or errors, is rolled from the seed and its custom_id, or scripted by a marker in
- * its prompt (`[sim batch=expired]`, `[sim batch=error-500]`, `[sim batch=error-400]`). Answers say they are simulated.
+ * its prompt (`[sim batch=expired]`, `[sim batch=error-500]`, `[sim batch=error-400]`; `expired-once` and
+ * `error-500-once` do so in the first batch the prompt is sent in, and answer it in later ones). Answers say they are
+ * simulated.
  */
 export const providerBatchSimSchema = z.strictObject({
   /** Simulated seconds per real second. Default: env FANOUT_SIM_BATCH_SPEED, else 1. */
@@ -131,7 +133,7 @@ function multipartParts(body: Buffer, contentType: string): { name: string; file
   return parts;
 }
 
-const BATCH_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)*\s+batch=(expired|error-500|error-400)(?:\s+[a-z-]+=[^\s\]]+)*\s*\]/;
+const BATCH_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)*\s+batch=(expired|error-500|error-400)(-once)?(?:\s+[a-z-]+=[^\s\]]+)*\s*\]/;
 const ANY_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g;
 
 function textOf(content: unknown): string {
@@ -178,6 +180,8 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
   let batches = new Map<string, SimBatch>();
   let counter = 0;
   let stats = emptyStats();
+  /** Batches each marked prompt was sent in, for the `-once` markers. */
+  let promptsSent = new Map<string, number>();
 
   function emptyStats(): ProviderBatchStats {
     return {
@@ -197,8 +201,13 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
   const elapsed = (batch: SimBatch) => ((Date.now() - batch.createdAtMs) / 1000) * batch.speed;
 
   function fateOf(customId: string, prompt: string): ItemFate {
-    const marked = BATCH_MARKER.exec(prompt)?.[1] as ItemFate | undefined;
-    if (marked) return marked;
+    const marker = BATCH_MARKER.exec(prompt);
+    if (marker) {
+      const sent = (promptsSent.get(prompt) ?? 0) + 1;
+      promptsSent.set(prompt, sent);
+      if (marker[2] === undefined || sent === 1) return marker[1] as ItemFate;
+      return 'ok';
+    }
     const config = options.config();
     const value = roll(options.seed(), 'batch-fate', customId);
     if (value < config.expiredRate) return 'expired';
@@ -562,6 +571,7 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       files = new Map();
       batches = new Map();
       flexRequests = new Map();
+      promptsSent = new Map();
       stats = emptyStats();
     },
   };

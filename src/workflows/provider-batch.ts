@@ -31,6 +31,13 @@ export interface ProviderBatchRouteOptions {
    * is the provider's; a batch refused with `token_limit_exceeded` waits and is submitted again). Default 4.
    */
   maxActiveParts?: number;
+  /**
+   * Rounds of new provider batches for the items a round hands back (expired, cancelled, retryable errors), each taken
+   * only while the deadline leaves at least twice the time the round before took (its slowest part, submit to end): one
+   * round's worth for the new batches, and as much again in reserve for the sync path should they fall short too.
+   * What is left after the last round goes back in `retry`, to be sent sync. Default 1; 0 sends every such item sync.
+   */
+  retryRounds?: number;
 }
 
 /** The one argument of `providerBatch`. */
@@ -90,6 +97,9 @@ export const providerBatchProgressQuery = defineQuery<ProviderBatchProgress>('pr
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+/** A new round of provider batches needs this many times the previous round's length left before the deadline. */
+const RETRY_ROUND_MARGIN = 2;
+
 function activities() {
   const retry = { initialInterval: 1000, backoffCoefficient: 2, maximumInterval: 60_000, maximumAttempts: 30 };
   // Uploads and downloads of up to a few hundred MB heartbeat; a lost worker is noticed by the heartbeat timeout.
@@ -114,11 +124,17 @@ export interface ProviderBatchHooks {
 
 interface PartState {
   part: BatchPart;
+  /** 0 for the parts planned from the source; n for the parts of the n-th round of handed-back items. */
+  round: number;
   attempt: number;
   id?: string;
   submittedAt?: number;
   info?: ProviderBatchInfo;
   collected?: PartCollected;
+  /** When its results were collected (workflow time). */
+  endedAt?: number;
+  /** Its handed-back items went into a later round's parts: they are not in the route's retry file. */
+  resubmitted?: boolean;
 }
 
 /**
@@ -145,7 +161,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
       collected: done.length,
       succeeded: done.reduce((sum, part) => sum + part.succeeded, 0),
       failed: done.reduce((sum, part) => sum + part.failed, 0),
-      retried: done.reduce((sum, part) => sum + part.retried, 0),
+      retried: states.reduce((sum, state) => sum + (state.collected && !state.resubmitted ? state.collected.retried : 0), 0),
       providerBatches: history,
       savingsUsd: roundUsd(done.reduce((sum, part) => sum + part.standardUsd - part.cost.usd, 0)),
       tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
@@ -154,14 +170,15 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   };
   const changed = () => hooks.onProgress?.(progress());
 
-  const { parts } = await long.planProviderBatch({
+  const planInput = {
     batchId: input.batchId,
     source: input.source,
     spool: input.spool,
     ...(input.skipIds === undefined ? {} : { skipIds: input.skipIds }),
     ...pick(options, ['provider', 'endpoint', 'model', 'maxRequestsPerPart', 'maxBytesPerPart']),
-  });
-  for (const part of parts) states.push({ part, attempt: 0 });
+  };
+  const { parts } = await long.planProviderBatch(planInput);
+  for (const part of parts) states.push({ part, round: 0, attempt: 0 });
   changed();
 
   const submitInput = (state: PartState) => ({ batchId: input.batchId, spool: input.spool, part: state.part, attempt: state.attempt, notBefore });
@@ -196,7 +213,14 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   }
 
   async function collect(state: PartState, id: string | undefined): Promise<void> {
-    state.collected = await long.collectProviderBatch({ spool: input.spool, part: state.part, ...(id === undefined ? {} : { id }), durationMs: Date.now() - (state.submittedAt ?? startedAt) });
+    state.collected = await long.collectProviderBatch({
+      spool: input.spool,
+      part: state.part,
+      ...(id === undefined ? {} : { id }),
+      durationMs: Date.now() - (state.submittedAt ?? startedAt),
+      ...(state.round === 0 ? {} : { round: state.round }),
+    });
+    state.endedAt = Date.now();
     changed();
   }
 
@@ -228,7 +252,20 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     const lane = async (): Promise<void> => {
       while (next < states.length) await runPart(states[next++]);
     };
-    await Promise.all(Array.from({ length: Math.min(states.length, options.maxActiveParts ?? 4) }, lane));
+    for (let round = 0; ; round += 1) {
+      await Promise.all(Array.from({ length: Math.min(states.length - next, options.maxActiveParts ?? 4) }, lane));
+      // What this round handed back goes into new provider batches while the deadline leaves room for them (and for the
+      // sync path after them); otherwise, or after the last round, it is handed back to be sent sync.
+      const ended = states.filter((state) => state.round === round);
+      const handedBack = ended.filter((state) => state.collected?.retry !== undefined);
+      if (handedBack.length === 0 || round >= (options.retryRounds ?? 1)) break;
+      const roundMs = Math.max(...ended.map((state) => (state.endedAt ?? Date.now()) - (state.submittedAt ?? startedAt)));
+      if (deadline - Date.now() < RETRY_ROUND_MARGIN * roundMs || !patched('provider-batch-retry-round')) break;
+      const { parts: more } = await long.planProviderBatch({ ...planInput, retries: handedBack.map((state) => state.collected?.retry as string), firstIndex: states.length });
+      for (const state of handedBack) state.resubmitted = true;
+      for (const part of more) states.push({ part, round: round + 1, attempt: 0 });
+      changed();
+    }
   } catch (error) {
     // Cancelled (or failed): no provider batch may run on unwatched, and nothing it answered may be lost.
     await CancellationScope.nonCancellable(async () => {
@@ -247,7 +284,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   }
 
   const done = states.map((state) => state.collected as PartCollected);
-  const retries = done.flatMap((part) => (part.retry === undefined ? [] : [part.retry]));
+  const retries = states.flatMap((state) => (state.resubmitted || state.collected?.retry === undefined ? [] : [state.collected.retry]));
   const retry = retries.length === 0 ? undefined : await long.joinProviderBatchRetries({ spool: input.spool, retries });
   const final = progress();
   return {
