@@ -3,7 +3,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { APIError } from 'openai';
-import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionTool } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from '../provider-batch/responses-api';
 import type { AgentCallResult, AgentTask } from '../contract/agent-task';
@@ -13,6 +13,7 @@ import { integerFromEnvironment } from '../config/environment';
 import type { PacedOutcome, Permit } from '../pacing/key-pacer';
 import { defaultPacer, type Pacer } from '../pacing/pacer';
 import { pacerKeyOf } from '../pacing/provider-key';
+import type { PacingReport } from '../contract/pacing';
 import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
 import { watchdogFor } from '../watchdog';
@@ -62,9 +63,9 @@ export interface CompleteTaskOptions {
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
-function correlationHeaders(task: AgentTask, attempt: number, info: Context['info'], runId?: string): Record<string, string> {
+function correlationHeaders(taskId: string, attempt: number, info: Context['info'], runId?: string): Record<string, string> {
   return {
-    'x-fanout-task-id': task.id,
+    'x-fanout-task-id': taskId,
     'x-fanout-attempt': String(attempt),
     'x-fanout-workflow-id': runId ?? info.workflowExecution?.workflowId ?? '',
   };
@@ -145,6 +146,34 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/** One chat request: a plain task's prompt, or an agent step's transcript and tools. */
+export interface ChatRequest {
+  /** The task the request is for: sent as `x-fanout-task-id` and named in failures. */
+  taskId: string;
+  /** How failures name the call. Default `agent "<taskId>"`. */
+  label?: string;
+  model: string;
+  messages: ChatCompletionCreateParamsNonStreaming['messages'];
+  /** The tools the model is offered (an agent step's). Default none. */
+  tools?: ChatCompletionTool[];
+  temperature?: number;
+  maxTokens?: number;
+  /** Headers sent besides the correlation headers (an agent step's `x-fanout-step`). Default none. */
+  headers?: Record<string, string>;
+}
+
+/** What the provider answered one request. */
+export interface ChatAnswer {
+  completion: ChatCompletion;
+  /** The first choice, checked to hold a message. */
+  choice: ChatCompletion.Choice;
+  /** The attempt the answer came on. */
+  attempt: number;
+  /** Duration of the request that answered, ms. */
+  durationMs: number;
+  pacing?: PacingReport;
+}
+
 /**
  * One chat completion for a task inside the current activity. Paced at the provider's rate limits (it may wait for
  * admission); a 429 is waited out and the request sent again within the same attempt, up to the attempt's rate-limit
@@ -152,11 +181,45 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
  * Other failures are mapped to Temporal failures, which decide retries.
  */
 export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies, call: CompleteTaskOptions = {}): Promise<AgentCallResult> {
+  const model = task.model ?? dependencies.defaultModel;
+  const messages = [
+    ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
+    { role: 'user' as const, content: task.prompt },
+  ];
+  const request = {
+    taskId: task.id,
+    model,
+    messages,
+    ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
+    ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+  };
+  const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
+  const usage = completion.usage;
+  return {
+    output: choice.message.content ?? '',
+    finishReason: choice.finish_reason ?? null,
+    model: completion.model ?? model,
+    usage: usage ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 } : undefined,
+    attempt,
+    durationMs,
+    ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
+    ...(pacing ? { pacing } : {}),
+  };
+}
+
+/**
+ * The one way a model is called, by plain tasks, batch items and agent steps alike (completeTask above is the plain
+ * task's shape of it): paced, 429s waited out within the attempt's rate-limit budget, the request given the attempt's
+ * own deadline (`attemptMs`, by default the activity's start-to-close less the rate-limit budget) rather than the HTTP
+ * client's 600 s, and aborted by the activity's cancellation, the caller's signal or the watchdog.
+ */
+export async function sendChat(chat: ChatRequest, dependencies: AgentCallDependencies, call: CompleteTaskOptions = {}): Promise<ChatAnswer> {
   const context = Context.current();
   const { info } = context;
   const attempt = call.attempt ?? info.attempt;
-  const failureContext = { taskId: task.id, attempt };
-  const model = task.model ?? dependencies.defaultModel;
+  const failureContext = { taskId: chat.taskId, attempt };
+  const label = chat.label ?? `agent "${chat.taskId}"`;
+  const model = chat.model;
   const pacer = dependencies.pacer ?? defaultPacer();
   const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
   const workerWaitMs = dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
@@ -178,11 +241,8 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
   const waitBudget = linkedSignal(signal, Math.max(1, rateLimitWaitMs));
   const waitSignal = waitBudget.signal;
 
-  const messages = [
-    ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
-    { role: 'user' as const, content: task.prompt },
-  ];
-  const { promptTokens, reservedTokens } = estimateRequestTokens(messages, task.maxTokens, pacer.options.defaultCompletionTokens);
+  const messages = chat.messages;
+  const { promptTokens, reservedTokens } = estimateRequestTokens(messages, chat.maxTokens, pacer.options.defaultCompletionTokens);
   const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs, (reason) => callAbort.abort(reason));
   let rateLimitedResponses = 0;
   const outOfWaitBudget = (cause: unknown) => rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
@@ -207,8 +267,9 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
         const params = {
           model,
           messages,
-          ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
-          ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+          ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: chat.tools }),
+          ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
+          ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
           ...(flex ? { service_tier: 'flex' as const } : {}),
         };
         const { data: completion, response } = await sendRequest(
@@ -217,7 +278,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           params,
           {
             signal: request.signal,
-            headers: correlationHeaders(task, attempt, info, call.runId),
+            headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
             // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
             // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
             timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
@@ -229,25 +290,13 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           release({ kind: 'failed', headers: response.headers });
           throw ApplicationFailure.create({
             type: FailureType.MalformedResponse,
-            message: `agent "${task.id}" attempt ${attempt}: the response has no choices`,
+            message: `${label} attempt ${attempt}: the response has no choices`,
             details: [failureContext],
           });
         }
-        const usage = completion.usage;
-        release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (usage?.completion_tokens ?? 0) });
+        release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (completion.usage?.completion_tokens ?? 0) });
         const pacing = keyPacer && info.workflowExecution ? pacingReport(info.workflowExecution.workflowId, workerIdentity(context), keyPacer) : undefined;
-        return {
-          output: choice.message.content ?? '',
-          finishReason: choice.finish_reason ?? null,
-          model: completion.model ?? model,
-          usage: usage
-            ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 }
-            : undefined,
-          attempt,
-          durationMs: Math.round(dependencies.clock() - startedAt),
-          ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
-          ...(pacing ? { pacing } : {}),
-        };
+        return { completion, choice, attempt, durationMs: Math.round(dependencies.clock() - startedAt), ...(pacing ? { pacing } : {}) };
       } catch (error) {
         if (error instanceof ApplicationFailure) throw error;
         const headers = (error as Partial<APIError>).headers;
@@ -260,7 +309,7 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
           release({ kind: 'abandoned' });
           throw ApplicationFailure.create({
             type: FailureType.Timeout,
-            message: `agent "${task.id}" attempt ${attempt}: no response within ${Math.round(deadlineMs)} ms (agentTimeoutMs)`,
+            message: `${label} attempt ${attempt}: no response within ${Math.round(deadlineMs)} ms (agentTimeoutMs)`,
             details: [failureContext],
           });
         }

@@ -3,35 +3,24 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentTask } from '../../contract/agent-task';
 import { segmentName } from '../../contract/location';
-import { FailureType } from '../../contract/failure-types';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
 import { withCost } from '../../pricing/price-of';
 import type { PayloadStore } from '../../store';
 import type { ToolRegistry } from '../../tools/registry';
 import { AgentFailureType, MAX_SPAWNED_AGENTS, SPAWN_AGENTS_TOOL, type AgentStepInput, type AgentStepResult, type ToolCallRequest } from '../../workflows/agent/types';
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { sendChat, type AgentCallDependencies } from '../agent-call';
 import { materialise, runPrefix, storageFailure } from '../call-agent';
-import type { ChatClient } from '../llm-client';
-import type { APIError } from 'openai';
-import type { Permit } from '../../pacing/key-pacer';
-import { defaultPacer, type Pacer } from '../../pacing/pacer';
-import { pacerKeyOf } from '../../pacing/provider-key';
-import { estimateRequestTokens } from '../../pacing/token-estimate';
-import { isRateLimit, retryAfterMs, toAgentFailure } from '../provider-errors';
-import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
 
-export interface AgentStepDependencies {
-  llm: ChatClient;
-  defaultModel: string;
-  clock: () => number;
+/** The model call's (AgentCallDependencies: client, default model, clock, pacer, heartbeats), and the step's own. */
+export interface AgentStepDependencies extends AgentCallDependencies {
   store: PayloadStore;
   prices: PriceTable;
   tools: ToolRegistry;
   messages: MessageStore;
-  /** Paces model calls at the provider's limits. Default: the process's pacer (FANOUT_PACING=off: unpaced). */
-  pacer?: Pacer;
 }
 
 /** What the model is told `spawn_agents` takes. */
@@ -125,85 +114,6 @@ async function spawnTasks(parent: AgentTask, step: number, callIndex: number, ar
   return tasks;
 }
 
-type ChatRequest = Parameters<ChatClient['chat']['completions']['create']>[0];
-
-/**
- * One chat completion for an agent step, paced at the provider's limits as plain calls are (src/pacing): it waits for
- * admission, and a 429 is waited out and the request sent again within the same attempt, so rate limits use no
- * attempts. Aborted by the activity's cancellation or the attempt's deadline; other failures are mapped to Temporal's.
- */
-async function pacedCompletion(
-  dependencies: AgentStepDependencies,
-  body: ChatRequest,
-  headers: Record<string, string>,
-  call: { task: AgentTask; step: number; maxTokens: number | undefined; messages: ChatMessage[] },
-) {
-  const context = Context.current();
-  const { info } = context;
-  const failureContext = { taskId: call.task.id, attempt: info.attempt };
-  const pacer = dependencies.pacer ?? defaultPacer();
-  const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, String(body.model))) : undefined;
-  const { promptTokens, reservedTokens } = estimateRequestTokens(call.messages as { content?: unknown }[], call.maxTokens, pacer.options.defaultCompletionTokens);
-  const stopWatching = watchForCancellation();
-  // The whole attempt, rate-limit waits included, ends a little before Temporal's start-to-close would cut it off.
-  const attempt = deadlineSignal(context.cancellationSignal, Math.max(1000, info.startToCloseTimeoutMs - 5000));
-  let rateLimited = 0;
-  try {
-    for (;;) {
-      let permit: Permit | undefined;
-      try {
-        permit = keyPacer ? await keyPacer.acquire(reservedTokens, attempt.signal) : undefined;
-        const startedAt = dependencies.clock();
-        const { data, response } = await dependencies.llm.chat.completions.create({ ...body, stream: false }, { signal: attempt.signal, headers }).withResponse();
-        permit?.release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (data.usage?.completion_tokens ?? 0) });
-        return { data, startedAt };
-      } catch (error) {
-        if (context.cancellationSignal.aborted) {
-          permit?.release({ kind: 'abandoned' });
-          throw context.cancellationSignal.reason;
-        }
-        if (attempt.timedOut()) {
-          permit?.release({ kind: 'abandoned' });
-          throw ApplicationFailure.create({
-            type: rateLimited > 0 ? FailureType.RateLimitWaitExceeded : FailureType.Timeout,
-            message: `agent "${call.task.id}" step ${call.step}: no answer within the attempt${rateLimited > 0 ? ` (${rateLimited} responses were 429)` : ''}`,
-            details: [failureContext],
-            nonRetryable: rateLimited > 0,
-          });
-        }
-        const responseHeaders = (error as Partial<APIError>).headers;
-        if (!isRateLimit(error)) {
-          permit?.release({ kind: 'failed', headers: responseHeaders });
-          throw toAgentFailure(error, failureContext);
-        }
-        rateLimited += 1;
-        const retryAfter = retryAfterMs(error.headers);
-        permit?.release({ kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter });
-        // Paced, the key is paused for the Retry-After and the next acquire waits; unpaced, wait here.
-        if (!keyPacer) await abortableDelay(Math.max(100, retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimited - 1, 5))), attempt.signal).catch(() => undefined);
-      }
-    }
-  } finally {
-    attempt.clear();
-    stopWatching();
-  }
-}
-
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** The transcript's messages before this step's call, stored, and their references. */
 async function conversation(input: AgentStepInput, dependencies: AgentStepDependencies): Promise<{ refs: PayloadRef[]; messages: ChatMessage[] }> {
   const store = dependencies.messages;
@@ -254,7 +164,6 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const context = Context.current();
     const { info } = context;
     const task = input.task;
-    const failureContext = { taskId: task.id, attempt: info.attempt };
     const wanted = (task.tools ?? []).filter((name) => name !== SPAWN_AGENTS_TOOL);
     const { tools, unknown } = await dependencies.tools.resolve(wanted);
     if (unknown.length > 0) {
@@ -274,28 +183,20 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const { refs, messages } = inline ? { refs: [], messages: await inlineConversation(input, dependencies) } : await conversation(input, dependencies);
 
     const model = task.model ?? dependencies.defaultModel;
-    const completion = await pacedCompletion(
-      dependencies,
+    // The same call path as a plain task's: its pacing, the attempt's own deadline (agentTimeoutMs), its aborts.
+    const { completion, choice, durationMs } = await sendChat(
       {
+        taskId: task.id,
+        label: `agent "${task.id}" step ${input.step}`,
         model,
-        messages: messages as never,
-        ...(offered.length > 0 ? { tools: offered } : {}),
+        messages: messages as ChatCompletionMessageParam[],
+        tools: offered,
         ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
-        ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+        ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+        headers: { 'x-fanout-step': String(input.step) },
       },
-      {
-        'x-fanout-task-id': task.id,
-        'x-fanout-attempt': String(info.attempt),
-        'x-fanout-workflow-id': info.workflowExecution?.workflowId ?? '',
-        'x-fanout-step': String(input.step),
-      },
-      { task, step: input.step, maxTokens: task.maxTokens, messages },
+      dependencies,
     );
-    const startedAt = completion.startedAt;
-    const choice = completion.data?.choices?.[0];
-    if (!choice || typeof choice.message !== 'object' || choice.message === null) {
-      throw ApplicationFailure.create({ type: FailureType.MalformedResponse, message: `agent "${task.id}" step ${input.step}: the response has no choices`, details: [failureContext] });
-    }
     const calls = (choice.message.tool_calls ?? []).filter((call) => call.type === 'function');
     const assistant: ChatMessage = {
       role: 'assistant',
@@ -342,11 +243,11 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         answer = Buffer.byteLength(output) > input.inlineOutputBytes ? { outputRef } : { output, outputRef };
       } else answer = { output };
     }
-    const reported = completion.data.usage;
+    const reported = completion.usage;
     const usage = reported
       ? { promptTokens: reported.prompt_tokens ?? 0, completionTokens: reported.completion_tokens ?? 0, totalTokens: reported.total_tokens ?? 0 }
       : undefined;
-    const priced = withCost({ model: completion.data.model ?? model, usage }, dependencies.prices);
+    const priced = withCost({ model: completion.model ?? model, usage }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {
       transcript: transcript ?? placeholder,
@@ -358,7 +259,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       ...(usage ? { usage } : {}),
       ...(priced.costUsd === undefined ? { unpriced: true } : { costUsd: priced.costUsd }),
       attempt: info.attempt,
-      durationMs: Math.round(dependencies.clock() - startedAt),
+      durationMs,
       ...(inline ? { inlineMessages: [...messages, assistant] } : {}),
     };
   };

@@ -10,6 +10,8 @@ export interface AgentActivityDependencies {
   llm: ChatClient;
   defaultModel: string;
   clock: () => number;
+  /** Heartbeat cadence of a model step in flight, where heartbeats are sent (AgentCallDependencies). */
+  heartbeatIntervalMs: number;
   store: PayloadStore;
   prices: PriceTable;
   tools: ToolRegistry;
