@@ -179,6 +179,34 @@ describe('items a provider batch hands back', () => {
   });
 });
 
+it('continues as new during a long wait, carrying its parts: each provider batch created once, every result written once', async () => {
+  // Batches of 20-30 simulated seconds at 10 x (2-3 s; the part with an expiring item 4 s), polled every 0.2-1 s, three
+  // polls a run: a run hands over several times per batch, between submits, mid-round and between rounds.
+  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 20, max: 30 }, expiresAfterSeconds: 40 } });
+  const tasks = Array.from({ length: 12 }, (_, index) => ({ id: `can-${index}`, prompt: index === 5 ? 'late [sim batch=expired-once]' : `item ${index}` }));
+  const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks), options: { maxRequestsPerPart: 4, maxActiveParts: 2, maxPollsPerRun: 3 } });
+  const result = (await handle.result()) as ProviderBatchResult;
+
+  expect(result.runs).toBeGreaterThan(2);
+  expect((await handle.describe()).runId).not.toBe(handle.firstExecutionRunId);
+  const lines = linesOf(result);
+  expect(lines.map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).sort());
+  expect(lines.every((line) => line.status === 'ok')).toBe(true);
+  expect(result).toMatchObject({ succeeded: 12, failed: 0 });
+  expect(result.retry).toBeUndefined();
+  // Three parts and one of the item the first round handed back: four batches, each created once and listed once.
+  const stats = servers.simulator.batchStats();
+  expect(stats).toMatchObject({ filesUploaded: 4, batchesCreated: 4, itemsSubmitted: 13, itemsAnswered: 12 });
+  expect(result.providerBatches.map((batch) => [batch.part, batch.id])).toEqual(stats.batches.map((batch) => [Number(batch.metadata.fanout_part), batch.id]).sort((left, right) => Number(left[0]) - Number(right[0])));
+  expect(result.providerBatches.map((batch) => [batch.part, batch.counts.total])).toEqual([
+    [0, 4],
+    [1, 4],
+    [2, 4],
+    [3, 1],
+  ]);
+  expect(servers.simulator.log()).toHaveLength(0);
+});
+
 it('runs claude-* tasks through Anthropic Message Batches and the rest through OpenAI, one model per part', async () => {
   const directory = batchDirectory();
   const tasks = [

@@ -1,4 +1,4 @@
-import { ActivityCancellationType, CancellationScope, defineQuery, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, continueAsNew, defineQuery, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { PartCollected, ProviderBatchActivities } from '../activities/provider-batch-activities';
 import { roundUsd, type RunCost } from '../contract/metrics';
 import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../provider-batch/types';
@@ -38,6 +38,11 @@ export interface ProviderBatchRouteOptions {
    * What is left after the last round goes back in `retry`, to be sent sync. Default 1; 0 sends every such item sync.
    */
   retryRounds?: number;
+  /**
+   * Polls one run makes before it continues as new (its parts' state carried over), so that a long wait keeps its
+   * history small; a run also continues as new when Temporal suggests it. Default 300 (about 3,500 events).
+   */
+  maxPollsPerRun?: number;
 }
 
 /** The one argument of `providerBatch`. */
@@ -51,6 +56,35 @@ export interface ProviderBatchInput {
   options?: ProviderBatchRouteOptions;
   /** A JSONL of result lines (a sink) whose ok ids are not sent (a resume). */
   skipIds?: string;
+  /** Set by the workflow itself when it continues as new: what the earlier runs did. Never set it when starting one. */
+  carried?: ProviderBatchCarried;
+}
+
+/** What a run of `providerBatch` hands to the next when it continues as new. */
+export interface ProviderBatchCarried {
+  /** The first run's start (epoch ms): the deadline, the lookups' bound and the durations count from it. */
+  startedAt: number;
+  deadline: number;
+  /** The round of provider batches under way (0: the parts planned from the source). */
+  round: number;
+  parts: CarriedPart[];
+  providerBatches: ProviderBatchInfo[];
+  /** Runs so far, this one included. */
+  runs: number;
+}
+
+/** A part's state as one run hands it on (see PartState). */
+export interface CarriedPart {
+  part: BatchPart;
+  round: number;
+  attempt: number;
+  id?: string;
+  submittedAt?: number;
+  collected?: PartCollected;
+  endedAt?: number;
+  resubmitted?: boolean;
+  deadlineCancelled?: boolean;
+  pollWaitMs?: number;
 }
 
 /** One provider batch as `batch status` shows it. */
@@ -77,6 +111,8 @@ export interface ProviderBatchResult {
   savingsUsd: number;
   /** A JSONL of `{ id, offset, length, reason }` of the items to send again sync (expired, retryable errors), or undefined. */
   retry?: string;
+  /** Runs the workflow took (it continues as new during long waits); absent when run inline. */
+  runs?: number;
 }
 
 /** The route's state while it runs. */
@@ -120,6 +156,12 @@ function activities() {
 /** Called as the route's state changes; a batch workflow running the route inline shows it in its own status. */
 export interface ProviderBatchHooks {
   onProgress?(progress: ProviderBatchProgress): void;
+  /**
+   * Called when the run's history should be handed on (its polls reached `maxPollsPerRun`, or Temporal suggests it),
+   * once no activity is running; it must not return (the `providerBatch` workflow continues as new). Without it the
+   * run never hands over.
+   */
+  handOver?(carried: ProviderBatchCarried): Promise<never>;
 }
 
 interface PartState {
@@ -135,7 +177,14 @@ interface PartState {
   endedAt?: number;
   /** Its handed-back items went into a later round's parts: they are not in the route's retry file. */
   resubmitted?: boolean;
+  /** Its provider batch was cancelled at the deadline (and is still ending). */
+  deadlineCancelled?: boolean;
+  /** The wait before its next poll, carried across a hand-over. */
+  pollWaitMs?: number;
 }
+
+/** A lane stopped for a hand-over: its part's state says where to go on from. */
+const HANDED_OVER = 'handed-over' as const;
 
 /**
  * Runs a batch through provider batch APIs: plans parts, submits them (idempotently), waits with durable timers, and
@@ -145,14 +194,28 @@ interface PartState {
 export async function runProviderBatch(input: ProviderBatchInput, hooks: ProviderBatchHooks = {}): Promise<ProviderBatchResult> {
   const options = input.options ?? {};
   const { long, short } = activities();
-  const startedAt = workflowInfo().startTime.getTime();
-  const deadline = options.deadlineAtMs ?? startedAt + (options.deadlineMs ?? DAY_MS);
+  const { carried } = input;
+  const startedAt = carried?.startedAt ?? workflowInfo().startTime.getTime();
+  const deadline = carried?.deadline ?? options.deadlineAtMs ?? startedAt + (options.deadlineMs ?? DAY_MS);
   // Provider batches made before this run began cannot be its parts; lookups stop there (an hour's slack for clocks).
   const notBefore = Math.floor(startedAt / 1000) - 3600;
   const pollMs = options.pollIntervalMs ?? 60_000;
   const maxPollMs = options.maxPollIntervalMs ?? 600_000;
-  const history: ProviderBatchInfo[] = [];
-  const states: PartState[] = [];
+  const history: ProviderBatchInfo[] = carried ? carried.providerBatches.map((info) => ({ ...info, counts: { ...info.counts } })) : [];
+  const states: PartState[] = (carried?.parts ?? []).map((part) => ({
+    ...part,
+    info: history.find((info) => info.part === part.part.index && info.attempt === part.attempt && info.id === part.id),
+  }));
+  const runs = carried?.runs ?? 1;
+  let polls = 0;
+  let handingOver = false;
+  /** True once this run should hand over; decided at a poll, so every lane stops at its next one. */
+  const handOverDue = (): boolean => {
+    if (handingOver || !hooks.handOver) return handingOver;
+    if (polls < (options.maxPollsPerRun ?? 300) && !workflowInfo().continueAsNewSuggested) return false;
+    handingOver = patched('provider-batch-continue-as-new');
+    return handingOver;
+  };
 
   const progress = (): ProviderBatchProgress => {
     const done = states.filter((state) => state.collected).map((state) => state.collected as PartCollected);
@@ -177,8 +240,10 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     ...(input.skipIds === undefined ? {} : { skipIds: input.skipIds }),
     ...pick(options, ['provider', 'endpoint', 'model', 'maxRequestsPerPart', 'maxBytesPerPart']),
   };
-  const { parts } = await long.planProviderBatch(planInput);
-  for (const part of parts) states.push({ part, round: 0, attempt: 0 });
+  if (!carried) {
+    const { parts } = await long.planProviderBatch(planInput);
+    for (const part of parts) states.push({ part, round: 0, attempt: 0 });
+  }
   changed();
 
   const submitInput = (state: PartState) => ({ batchId: input.batchId, spool: input.spool, part: state.part, attempt: state.attempt, notBefore });
@@ -193,21 +258,28 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     return turn;
   };
 
-  /** Polls until the batch ends, waiting on timers; past the deadline it is cancelled (what it answered is kept). */
-  async function untilEnded(state: PartState, id: string, honourDeadline: boolean): Promise<ProviderBatchStatus> {
-    let wait = pollMs;
-    let cancelled = false;
+  /**
+   * Polls until the batch ends, waiting on timers; past the deadline it is cancelled (what it answered is kept). With
+   * `mayHandOver`, stops (returning HANDED_OVER) at the first poll after this run's hand-over was decided.
+   */
+  async function untilEnded(state: PartState, id: string, honourDeadline: boolean, mayHandOver = false): Promise<ProviderBatchStatus | typeof HANDED_OVER> {
+    let wait = state.pollWaitMs ?? pollMs;
     for (;;) {
+      if (mayHandOver && handOverDue()) {
+        state.pollWaitMs = wait;
+        return HANDED_OVER;
+      }
       const status = await short.pollProviderBatch({ provider: state.part.provider, id });
+      polls += 1;
       if (state.info) Object.assign(state.info, { status: status.providerStatus, counts: status.counts });
       changed();
       if (status.state !== 'running') return status;
-      if (honourDeadline && !cancelled && Date.now() >= deadline) {
+      if (honourDeadline && !state.deadlineCancelled && Date.now() >= deadline) {
         await short.cancelProviderBatch({ provider: state.part.provider, id });
-        cancelled = true;
+        state.deadlineCancelled = true;
       }
       const untilDeadline = deadline - Date.now();
-      await sleep(honourDeadline && !cancelled && untilDeadline > 0 ? Math.min(wait, untilDeadline) : wait);
+      await sleep(honourDeadline && !state.deadlineCancelled && untilDeadline > 0 ? Math.min(wait, untilDeadline) : wait);
       wait = Math.min(maxPollMs, Math.round(wait * 1.5));
     }
   }
@@ -227,12 +299,18 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   async function runPart(state: PartState): Promise<void> {
     let backoff = pollMs;
     for (;;) {
-      const { id } = await submit(state);
-      state.id = id;
-      state.submittedAt ??= Date.now();
-      state.info = { provider: state.part.provider, id, status: 'submitted', counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count }, part: state.part.index, attempt: state.attempt };
-      history.push(state.info);
-      const status = await untilEnded(state, id, true);
+      // A part an earlier run submitted goes on being polled; its submit is not asked again.
+      let id = state.id;
+      if (id === undefined) {
+        if (handingOver) return;
+        ({ id } = await submit(state));
+        state.id = id;
+        state.submittedAt ??= Date.now();
+        state.info = { provider: state.part.provider, id, status: 'submitted', counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count }, part: state.part.index, attempt: state.attempt };
+        history.push(state.info);
+      }
+      const status = await untilEnded(state, id, true, true);
+      if (status === HANDED_OVER) return;
       if (status.state === 'ended') return collect(state, id);
       // Refused whole. Over the enqueued-token limit: wait for earlier batches to drain, then submit again.
       if (status.failure?.code === 'token_limit_exceeded' && Date.now() + backoff < deadline) {
@@ -240,6 +318,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
         backoff = Math.min(maxPollMs, Math.round(backoff * 1.5));
         state.attempt += 1;
         state.id = undefined;
+        state.pollWaitMs = undefined;
         continue;
       }
       // Nothing of it ran: every item goes back to be sent sync.
@@ -247,13 +326,19 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     }
   }
 
+  let round = carried?.round ?? 0;
   try {
     let next = 0;
     const lane = async (): Promise<void> => {
-      while (next < states.length) await runPart(states[next++]);
+      while (next < states.length && !handingOver) {
+        const state = states[next++];
+        if (!state.collected) await runPart(state);
+      }
     };
-    for (let round = 0; ; round += 1) {
-      await Promise.all(Array.from({ length: Math.min(states.length - next, options.maxActiveParts ?? 4) }, lane));
+    for (; ; round += 1) {
+      const open = states.slice(next).filter((state) => !state.collected).length;
+      await Promise.all(Array.from({ length: Math.min(open, options.maxActiveParts ?? 4) }, lane));
+      if (handingOver) break;
       // What this round handed back goes into new provider batches while the deadline leaves room for them (and for the
       // sync path after them); otherwise, or after the last round, it is handed back to be sent sync.
       const ended = states.filter((state) => state.round === round);
@@ -277,10 +362,21 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
       for (const state of states) {
         if (state.collected || state.id === undefined) continue;
         const status = await untilEnded(state, state.id, false);
-        if (status.state === 'ended') await collect(state, state.id);
+        if (status !== HANDED_OVER && status.state === 'ended') await collect(state, state.id);
       }
     });
     throw error;
+  }
+  if (handingOver && hooks.handOver) {
+    // No activity is running (and, outside the try, a continue-as-new is not taken for a failure to clean up after).
+    return hooks.handOver({
+      startedAt,
+      deadline,
+      round,
+      parts: states.map(({ info: _info, ...part }) => part),
+      providerBatches: history,
+      runs: runs + 1,
+    });
   }
 
   const done = states.map((state) => state.collected as PartCollected);
@@ -296,6 +392,7 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
     providerBatches: [...history].sort((left, right) => left.part - right.part || left.attempt - right.attempt),
     savingsUsd: final.savingsUsd,
     ...(retry === undefined ? {} : { retry }),
+    ...(hooks.handOver ? { runs } : {}),
   };
 }
 
@@ -303,7 +400,10 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
 export async function providerBatch(input: ProviderBatchInput): Promise<ProviderBatchResult> {
   let latest: ProviderBatchProgress = { parts: 0, collected: 0, succeeded: 0, failed: 0, retried: 0, providerBatches: [], savingsUsd: 0 };
   setHandler(providerBatchProgressQuery, () => latest);
-  return runProviderBatch(input, { onProgress: (progress) => (latest = progress) });
+  return runProviderBatch(input, {
+    onProgress: (progress) => (latest = progress),
+    handOver: (carried) => continueAsNew<typeof providerBatch>({ ...input, carried }),
+  });
 }
 
 function pick<T extends object, K extends keyof T>(object: T, keys: K[]): Partial<Pick<T, K>> {
