@@ -1,4 +1,3 @@
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import OpenAI from 'openai';
 import { createActivities } from '../src/activities';
@@ -8,6 +7,7 @@ import type { AgentCallResult } from '../src/contract/agent-task';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { waitFor } from './support/wait-for';
+import { activityEnvironment } from './support/activity-environment';
 
 let simulator: Simulator;
 
@@ -34,7 +34,7 @@ async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure>
 
 describe('the agent activity over real HTTP', () => {
   it('returns output, finish reason, usage, model and attempt of one chat completion', async () => {
-    const environment = new MockActivityEnvironment({ attempt: 3 });
+    const environment = activityEnvironment({ attempt: 3 });
     const result: AgentCallResult = await environment.run(activities().callAgent, { id: 'a', system: 'You are terse.', prompt: 'Say hi', temperature: 0.2, maxTokens: 20 });
     expect(result).toMatchObject({ finishReason: 'stop', model: 'sim-model', attempt: 3 });
     expect(result.output).toContain('[simulated] as "You are terse." answer to: Say hi');
@@ -44,7 +44,7 @@ describe('the agent activity over real HTTP', () => {
   });
 
   it('heartbeats while the request is in flight', async () => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     let heartbeats = 0;
     environment.on('heartbeat', () => (heartbeats += 1));
     await environment.run(activities().callAgent, { id: 'hb', prompt: 'wait [sim latency=400]' });
@@ -52,7 +52,7 @@ describe('the agent activity over real HTTP', () => {
   });
 
   it('aborts the HTTP request when cancelled and throws CancelledFailure', async () => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const running = environment.run(activities().callAgent, { id: 'cancel-me', prompt: 'long [sim latency=60000]' });
     await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'cancel-me'));
     environment.cancel();
@@ -72,7 +72,7 @@ describe('the agent activity over real HTTP', () => {
     ['reset', 'ConnectionError', false],
     ['malformed', 'MalformedResponse', false],
   ])('maps a simulated %s to %s (non-retryable: %s)', async (fault, type, nonRetryable) => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const failure = await failureOf(environment.run(activities().callAgent, { id: `fault-${fault}`, prompt: `x [sim fault=${fault}]` }));
     expect(failure.type).toBe(type);
     expect(failure.nonRetryable).toBe(nonRetryable);
@@ -82,14 +82,14 @@ describe('the agent activity over real HTTP', () => {
   });
 
   it('turns Retry-After into the next retry delay', async () => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const failure = await failureOf(environment.run(activities().callAgent, { id: 'ra', prompt: 'x [sim fault=429 retry-after=7]' }));
     expect(failure.nextRetryDelay).toBe(7000);
     expect(failure.message).toContain('retry after 7000 ms');
   });
 
   it('times out a hung request at the attempt deadline as a retryable Timeout', async () => {
-    const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 300 });
+    const environment = activityEnvironment({ startToCloseTimeoutMs: 300 });
     const failure = await failureOf(environment.run(activities().callAgent, { id: 'hang', prompt: 'x [sim fault=hang]' }));
     expect(failure.type).toBe('Timeout');
     expect(failure.nonRetryable).toBe(false);
@@ -99,7 +99,7 @@ describe('the agent activity over real HTTP', () => {
     const closed = await startSimulator();
     const baseURL = closed.baseUrl;
     await closed.close();
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const refused = createActivities({ llm: createLlmClient({ baseURL, apiKey: 'k' }) });
     const failure = await failureOf(environment.run(refused.callAgent, { id: 'refused', prompt: 'x' }));
     expect(failure.type).toBe('ConnectionError');
@@ -113,14 +113,14 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
   }
 
   it('sends and returns the item\'s own attempt when the caller names it', async () => {
-    const environment = new MockActivityEnvironment({ attempt: 1 });
+    const environment = activityEnvironment({ attempt: 1 });
     const result: AgentCallResult = await environment.run(() => completeTask({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }));
     expect(result.attempt).toBe(4);
     expect(simulator.log().filter((entry) => entry.taskId === 'own-attempt').map((entry) => entry.attempt)).toEqual([4]);
   });
 
   it('aborts the HTTP request when the caller\'s signal aborts, with that signal\'s reason', async () => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const lane = new AbortController();
     const running = environment.run(() => completeTask({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }));
     await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'lane-ended'));
@@ -130,7 +130,7 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
   });
 
   it('lets the request\'s own deadline rule over the HTTP client\'s timeout (600 s by default, 300 ms here)', async () => {
-    const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 10_000 });
+    const environment = activityEnvironment({ startToCloseTimeoutMs: 10_000 });
     const llm = new OpenAI({ baseURL: simulator.baseUrl, apiKey: 'k', maxRetries: 0, timeout: 300 });
     const result: AgentCallResult = await environment.run(() => completeTask({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)));
     expect(result.output).toContain('[simulated]');
@@ -139,7 +139,7 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
 
 describe('a stored prompt that cannot be read', () => {
   it('fails PayloadUnavailable and is retried (bounded by the policy), as an item of a chunk is', async () => {
-    const environment = new MockActivityEnvironment();
+    const environment = activityEnvironment();
     const missing = { uri: '/nonexistent/temporal-fanout/prompt', bytes: 10, sha256: 'a'.repeat(64) };
     const failure = await failureOf(environment.run(activities().callAgent, { task: { id: 'gone', prompt: '', contentRef: missing }, inlineOutputBytes: 1000 }));
     expect(failure.type).toBe('PayloadUnavailable');

@@ -1,10 +1,10 @@
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { completeTask, type AgentCallDependencies, type CompleteTaskOptions } from '../src/activities/agent-call';
 import { createLlmClient } from '../src/activities/llm-client';
 import type { AgentCallResult, AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
 import { BUILT_IN_PRICES, priceOf, withCost } from '../src/pricing';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { activityEnvironment } from './support/activity-environment';
 
 let simulator: Simulator;
 let dependencies: AgentCallDependencies;
@@ -27,7 +27,7 @@ beforeEach(() => simulator.reset());
 
 /** One call as an activity would make it, with a minute for the request and the usual rate-limit wait budget. */
 function call(task: AgentTask, options: CompleteTaskOptions): Promise<AgentCallResult> {
-  const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 60_000 + RATE_LIMIT_WAIT_MS });
+  const environment = activityEnvironment({ startToCloseTimeoutMs: 60_000 + RATE_LIMIT_WAIT_MS });
   return environment.run(() => completeTask(task, dependencies, options));
 }
 

@@ -1,7 +1,6 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { MockActivityEnvironment } from '@temporalio/testing';
 import { ApplicationFailure } from '@temporalio/common';
 import OpenAI from 'openai';
 import { completeTask, type AgentCallDependencies } from '../src/activities/agent-call';
@@ -18,6 +17,7 @@ import type { SimulatorConfigInput } from '../src/sim/config';
 import { eventsQuery } from '../src/workflows/messages';
 import { runCli } from './support/processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { activityEnvironment } from './support/activity-environment';
 
 function headers(values: Record<string, string | number>): Headers {
   return new Headers(Object.fromEntries(Object.entries(values).map(([name, value]) => [`x-ratelimit-${name}`, String(value)])));
@@ -156,7 +156,7 @@ describe('agent calls against a rate-limited provider', () => {
 
   /** One call as an activity attempt scheduled the way workflows schedule agent calls (with the wait budget). */
   function call(task: AgentTask, deps: AgentCallDependencies): Promise<AgentCallResult> {
-    const environment = new MockActivityEnvironment({ startToCloseTimeoutMs: 30_000 + RATE_LIMIT_WAIT_MS });
+    const environment = activityEnvironment({ startToCloseTimeoutMs: 30_000 + RATE_LIMIT_WAIT_MS });
     return environment.run(() => completeTask(task, deps));
   }
 
