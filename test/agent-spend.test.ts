@@ -2,9 +2,10 @@ import path from 'node:path';
 import type { AgentResult } from '../src/contract/agent-task';
 import { roundUsd } from '../src/contract/metrics';
 import type { Tool } from '../src/tools/define-tool';
-import { agentProgressQuery } from '../src/workflows/agent/messages';
-import { modelCalls } from './support/agents';
+import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
+import { modelCalls, toolCalls } from './support/agents';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { waitFor } from './support/wait-for';
 
 let servers: TestServers;
 let stack: TestWorker;
@@ -72,4 +73,44 @@ it("counts a failed agent's spend against the run's budget: the next agent is no
   ]);
   expect(stoppedBy).toBe('budget');
   expect(modelCalls(servers.simulator, 'next').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+});
+
+it("adds what agents cancelled by the run's budget had spent, their sub-agents' included, to the run's totals", async () => {
+  const dig = JSON.stringify({ tasks: [{ prompt: 'dig [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] }] });
+  const handle = await stack.client.startParallel(
+    [
+      // 3,000 words of prompt: its first step alone spends the run's budget, counted once it ends.
+      { id: 'big', prompt: `Check ${'word '.repeat(3000)} [[tool:publish {"title":"Q"}]]`, tools: ['publish'] },
+      { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${dig}]]`, tools: ['spawn_agents', 'search'] },
+    ],
+    { tokenBudget: 1000 },
+  );
+  const agent = (taskId: string) => stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:${taskId}`);
+  const sub = stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:lead/sub-1-1-1`);
+  // The lead's sub-agent has taken a step and is in its long tool call; the big agent waits for a person.
+  await waitFor('the sub-agent to be in its tool call', async () => {
+    const progress = await sub.query(agentProgressQuery).catch(() => undefined);
+    return progress?.events.some((event) => event.type === 'tool-call') ? true : undefined;
+  });
+  const waiting = await waitFor('the big agent to wait for approval', async () => (await agent('big').query(agentProgressQuery)).waiting[0]);
+  // Approved, it ends at its loop's budget check, which stops the run and cancels the lead and its sub-agent.
+  await agent('big').executeUpdate(approveUpdate, { args: [{ callId: waiting.callId, approve: true }] });
+
+  const { results, metrics, stoppedBy } = await handle.result();
+  expect(stoppedBy).toBe('budget');
+  expect(results.map((result) => [result.id, result.status, result.error?.type])).toEqual([
+    ['big', 'failed', 'BudgetExhausted'],
+    ['lead', 'cancelled', 'BudgetExhausted'],
+  ]);
+  expect((await sub.describe()).status.name).toBe('CANCELLED');
+  expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === sub.workflowId)[0].clientClosedAt).toBeDefined();
+
+  const [lead, dug] = [await agent('lead').query(agentProgressQuery), await sub.query(agentProgressQuery)];
+  expect([lead.steps, dug.steps]).toEqual([1, 1]);
+  expect(dug.usage.totalTokens).toBeGreaterThan(0);
+  // The lead's spend holds its sub-agent's, and the run's result holds the lead's.
+  expect(lead.usage.totalTokens).toBeGreaterThan(dug.usage.totalTokens);
+  expect([results[1].usage, results[1].costUsd]).toEqual([lead.usage, lead.costUsd]);
+  expect(metrics.tokens.total).toBe((results[0].usage?.totalTokens ?? 0) + lead.usage.totalTokens);
+  expect(results[0].usage?.totalTokens).toBeGreaterThan(3000);
 });

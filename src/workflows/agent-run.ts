@@ -1,4 +1,4 @@
-import { CancellationScope, patched, setCurrentDetails, sleep, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, patched, setCurrentDetails, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
@@ -10,7 +10,8 @@ import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
 import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
-import { spendOfFailure } from './agent/child-failure';
+import { spendOfFailure, type FailureSpend } from './agent/child-failure';
+import { agentSpendSignal } from './agent/messages';
 import { runsAsAgent } from '../contract/agent-task';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
@@ -44,6 +45,8 @@ export class AgentRun {
   private readonly timerScope = new CancellationScope();
   /** Outputs above this travel as references, so every result of the run fits one workflow result payload. */
   readonly inlineOutputBytes: number;
+  /** What cancelled agents spent, by their workflow id, as they reported it (agentSpendSignal). */
+  private readonly cancelledSpend = new Map<string, FailureSpend>();
 
   constructor(
     readonly tasks: readonly AgentTask[],
@@ -54,6 +57,7 @@ export class AgentRun {
     this.activities = agentActivities(options);
     this.inlineOutputBytes = inlineOutputLimit(tasks.length);
     this.emit('run-started', undefined, `${tasks.length} agents`);
+    setHandler(agentSpendSignal, ({ workflowId, spend }) => void this.cancelledSpend.set(workflowId, spend));
     if (options.runTimeoutMs !== undefined) {
       const timeout = options.runTimeoutMs;
       void this.timerScope.run(() => sleep(timeout)).then(
@@ -163,7 +167,8 @@ export class AgentRun {
       (error: unknown) => {
         let result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
         // An agent that failed or stopped on its budget paid for its steps: they count in the run's totals and budgets.
-        const spent = spendOfFailure(error);
+        // A cancelled one reported its spend by signal (agentSpendSignal) before it ended.
+        const spent = spendOfFailure(error) ?? (isCancellation(error) ? this.cancelledSpend.get(agentWorkflowId(workflowInfo().workflowId, task.id)) : undefined);
         if (spent !== undefined && patched('failed-agent-spend')) result = { ...result, usage: spent.usage, ...(spent.unpriced ? { unpriced: true } : { costUsd: spent.costUsd }) };
         if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
         if (result.status === 'cancelled' && this.stoppedBy === 'budget') {

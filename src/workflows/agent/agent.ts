@@ -1,11 +1,14 @@
 import {
   ActivityCancellationType,
   ApplicationFailure,
+  CancellationScope,
   ChildWorkflowCancellationType,
   ParentClosePolicy,
   condition,
   continueAsNew,
   executeChild,
+  getExternalWorkflowHandle,
+  isCancellation,
   patched,
   proxyActivities,
   setCurrentDetails,
@@ -17,7 +20,7 @@ import { agentTaskSchema, DEFAULT_MAX_STEPS } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import { roundUsd } from '../../contract/metrics';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
-import { agentProgressQuery, approveUpdate } from './messages';
+import { agentProgressQuery, agentSpendSignal, approveUpdate } from './messages';
 import { childFailure, failureWithSpend, spendOfFailure } from './child-failure';
 import { failed } from '../task-outcome';
 import {
@@ -143,6 +146,8 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     state.costUsd = roundUsd(state.costUsd + (spend.costUsd ?? 0));
     if (spend.unpriced) state.unpricedSteps += 1;
   };
+  // A cancelled sub-agent's spend is this agent's too (a failed one's comes with its failure).
+  setHandler(agentSpendSignal, ({ spend }) => addSpend(spend));
   const outcome = (status: AgentOutcome['status'], extra: Partial<AgentOutcome>): AgentOutcome => ({
     status,
     steps: state.steps,
@@ -240,6 +245,16 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     return done;
   };
 
+  /** Tells the workflow that started this agent what it spent, before it ends cancelled (agentSpendSignal). */
+  const reportCancelledSpend = async (): Promise<void> => {
+    const parent = workflowInfo().parent;
+    const spentAny = state.usage.totalTokens > 0 || state.costUsd > 0 || state.unpricedSteps > 0;
+    if (parent === undefined || !spentAny || !patched('failed-agent-spend')) return;
+    const spend = { usage: state.usage, costUsd: state.costUsd, ...(state.unpricedSteps > 0 ? { unpriced: true } : {}) };
+    // The parent may have ended already (terminated): then nobody is left to count it.
+    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(parent.workflowId).signal(agentSpendSignal, { workflowId: selfId, spend })).catch(() => undefined);
+  };
+
   /** The loop itself; a failure leaves it with the spend so far attached (failureWithSpend). */
   const loop = async (): Promise<AgentOutcome> => {
     let stepsThisRun = 0;
@@ -310,6 +325,10 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   try {
     return await loop();
   } catch (error) {
+    if (isCancellation(error)) {
+      await reportCancelledSpend();
+      throw error;
+    }
     const described = failed(task, error, 0, options.retry.maximumAttempts);
     const { type, message } = described.error ?? { type: FailureType.Unknown, message: String(error) };
     throw failureWithSpend(error, { type, message, attempts: described.attempts }, {
