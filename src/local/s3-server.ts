@@ -219,6 +219,8 @@ function logTail(logFile: string, lines = 40): string {
  * Each probe has a short timeout and no SDK retries, so the deadline is ours.
  */
 async function waitUntilWritable(server: S3Server, weed: WeedProcess): Promise<void> {
+  // As the S3 store does (s3-storage.ts): the SDK's warning that its future releases need Node 22 is noise here.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   const client = new S3Client({
     endpoint: server.endpoint,
     region: server.region,
