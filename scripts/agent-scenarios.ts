@@ -78,4 +78,61 @@ export const agentScenarios: AgentScenario[] = [
       return handle.workflow;
     },
   },
+  {
+    // Patch failed-agent-spend: an agent that fails and one that stops on its step budget; the run counts their spend.
+    name: 'fanout-agent-spend',
+    async run(stack, workflowId) {
+      const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
+      const tasks = [
+        { id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 },
+        { id: 'looper', prompt: 'Loop [[repeat 5 tool:search {"q":"again"}]]', tools: ['search'], maxSteps: 2 },
+      ];
+      const handle = await stack.client.startParallel(tasks, undefined, { workflowId });
+      const { results, metrics } = await handle.result();
+      check(results.every((result) => result.status === 'failed') && metrics.tokens.total > 0, this.name, 'fail both agents and count their tokens');
+      return handle.workflow;
+    },
+  },
+  {
+    // Patch failed-agent-spend: an agent cancelled while its sub-agent is in a tool call; the sub-agent signals its spend.
+    // (Its fixture is the sub-agent's, `agent-cancelled-spend.sub-1-1-1`: a parent's fixture replays under the scenario's
+    // id, and a parent's children's ids derive from its own.)
+    name: 'agent-cancelled-spend',
+    async run(stack, workflowId) {
+      // The sub-agent waits for a person (a tool call in flight would need the simulator, which this script's tools do not call).
+      const dig = JSON.stringify({ tasks: [{ prompt: 'dig [[tool:publish {"title":"d"}]]', tools: ['publish'] }] });
+      const handle = await startAgent(stack, workflowId, { task: { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${dig}]]`, tools: ['spawn_agents', 'publish'] } });
+      const sub = stack.client.client.workflow.getHandle(`${workflowId}/sub-1-1-1`);
+      await waitFor('the sub-agent to wait for approval', async () => (await sub.query(agentProgressQuery).catch(() => undefined))?.waiting[0]);
+      await handle.cancel();
+      await handle.result().catch(() => undefined);
+      const lead = await handle.query(agentProgressQuery);
+      const dug = await sub.query(agentProgressQuery);
+      const cancelled = (await sub.describe()).status.name === 'CANCELLED';
+      check(cancelled && dug.usage.totalTokens > 0 && lead.usage.totalTokens > dug.usage.totalTokens, this.name, "cancel the sub-agent and count its tokens in the lead's");
+      return handle;
+    },
+  },
+  {
+    // Patch failed-agent-spend: the run's budget cancels an agent whose sub-agent is in a tool call; both report their spend.
+    name: 'fanout-agent-cancelled-spend',
+    async run(stack, workflowId) {
+      const dig = JSON.stringify({ tasks: [{ prompt: 'dig [[tool:publish {"title":"d"}]]', tools: ['publish'] }] });
+      const tasks = [
+        { id: 'big', prompt: `Check ${'word '.repeat(3000)} [[tool:publish {"title":"Q"}]]`, tools: ['publish'] },
+        { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${dig}]]`, tools: ['spawn_agents', 'publish'] },
+      ];
+      const handle = await stack.client.startParallel(tasks, { tokenBudget: 1000 }, { workflowId });
+      const workflows = stack.client.client.workflow;
+      const sub = workflows.getHandle(`${workflowId}/agent:lead/sub-1-1-1`);
+      await waitFor('the sub-agent to wait for approval', async () => (await sub.query(agentProgressQuery).catch(() => undefined))?.waiting[0]);
+      const big = workflows.getHandle(`${workflowId}/agent:big`);
+      const waiting = await waitFor('the big agent to wait for approval', async () => (await big.query(agentProgressQuery)).waiting[0]);
+      await big.executeUpdate(approveUpdate, { args: [{ callId: waiting.callId, approve: true }] });
+      const { results, stoppedBy } = await handle.result();
+      const cancelled = results[1].status === 'cancelled' && (results[1].usage?.totalTokens ?? 0) > 0;
+      check(stoppedBy === 'budget' && cancelled, this.name, "stop on the run's budget and count the cancelled lead's tokens");
+      return handle.workflow;
+    },
+  },
 ];
