@@ -177,9 +177,11 @@ const scenarios: Scenario[] = [
 ];
 
 /**
- * The provider-batch route: one answered part, one part with an expired item handed back (its retry file joined), and a
- * run cancelled while its batches run (cancel, collect, rethrow). Their provider batches go to a simulator of their own,
- * which the worker's batch clients reach through OPENAI_BASE_URL (read when the first of them is made).
+ * The provider-batch route: one answered part, one part with an expired item sent again in a second round and then
+ * handed back (its retry file joined), a run that continues as new every two polls, two Anthropic parts created one at a
+ * time, and a run cancelled while its batches run (cancel, collect, rethrow). Their provider batches go to a simulator
+ * of their own, which the worker's batch clients reach through OPENAI_BASE_URL and ANTHROPIC_BASE_URL (read when the
+ * first of them is made).
  */
 function providerBatchScenarios(): Scenario[] {
   let simulator: Promise<Simulator> | undefined;
@@ -187,6 +189,8 @@ function providerBatchScenarios(): Scenario[] {
     simulator ??= startSimulator(config).then((started) => {
       process.env.OPENAI_BASE_URL = started.baseUrl;
       process.env.OPENAI_API_KEY = 'fixtures';
+      process.env.ANTHROPIC_BASE_URL = started.baseUrl.replace(/\/v1$/, '');
+      process.env.ANTHROPIC_API_KEY = 'fixtures';
       return started;
     });
     const started = await simulator;
@@ -206,7 +210,30 @@ function providerBatchScenarios(): Scenario[] {
         await batchSimulator({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1000 } });
         const handle = await start(stack, workflowId, directory, 6, (index) => (index === 4 ? 'late [sim batch=expired]' : `item ${index}`), { maxRequestsPerPart: 3 });
         const result = (await handle.result()) as ProviderBatchResult;
-        expectThat(result.succeeded === 5 && result.retry !== undefined && result.providerBatches.length === 2, this.name, 'answer 5 items in 2 parts and hand 1 back');
+        expectThat(result.succeeded === 5 && result.retry !== undefined && result.providerBatches.length === 3, this.name, 'answer 5 items in 2 parts, send 1 again in a third, and hand it back');
+        return handle;
+      },
+    },
+    {
+      name: 'provider-batch-continued',
+      async run(stack, workflowId, directory) {
+        await batchSimulator({ providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 } } });
+        const handle = await start(stack, workflowId, directory, 4, (index) => `item ${index}`, { maxRequestsPerPart: 2, maxPollsPerRun: 2 });
+        const result = (await handle.result()) as ProviderBatchResult;
+        expectThat(result.succeeded === 4 && (result.runs ?? 0) > 1, this.name, 'answer 4 items in 2 parts over several runs');
+        return handle;
+      },
+    },
+    {
+      name: 'provider-batch-anthropic',
+      async run(stack, workflowId, directory) {
+        const started = await batchSimulator({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } } });
+        const source = path.join(directory, `${workflowId}.jsonl`);
+        writeFileSync(source, Array.from({ length: 4 }, (_, index) => JSON.stringify({ id: `${workflowId}-${index}`, prompt: `item ${index}`, model: 'claude-haiku-4-5' })).join('\n') + '\n');
+        const input: ProviderBatchInput = { batchId: workflowId, source, spool: path.join(directory, `${workflowId}.spool`), options: { pollIntervalMs: 200, maxPollIntervalMs: 500, maxRequestsPerPart: 2 } };
+        const handle = await stack.client.client.workflow.start('providerBatch', { taskQueue: stack.taskQueue, workflowId, args: [input] });
+        const result = (await handle.result()) as ProviderBatchResult;
+        expectThat(result.succeeded === 4 && started.batchStats().byProvider.anthropic.batchesCreated === 2, this.name, 'answer 4 items in 2 Anthropic parts');
         return handle;
       },
     },
