@@ -5,8 +5,9 @@ import { temporal } from '@temporalio/proto';
 import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
 import { maxOverlap } from './support/overlap';
 import { answeredIds, droppedAnswers, faultCost, fewestOpenBetweenFirstAndLast, requestsOfRun } from './support/request-ledger';
-import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { runCli, spawnWorker } from './support/processes';
+import { FanoutClient } from '../src/client/fanout-client';
+import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
 let servers: TestServers;
@@ -71,6 +72,24 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(requests).toHaveLength(240);
     expect(maxOverlap(requests)).toBeLessThanOrEqual(12);
     expect(fewestOpenBetweenFirstAndLast(requests)).toBeGreaterThan(0);
+  });
+
+  it("spreads a concurrency above one worker's slots over the workers polling the queue: 40 in flight on four workers of 10", async () => {
+    const taskQueue = uniqueName('spread');
+    const env = { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_MAX_CONCURRENT_ACTIVITIES: '10' };
+    const workers = await Promise.all(Array.from({ length: 4 }, () => spawnWorker({ address: servers.server.address, taskQueue, env })));
+    try {
+      const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+      const source = writeTasks(directory, 160, () => 'x [sim latency=1500]', 'spread');
+      const sink = path.join(directory, 'spread.jsonl');
+      const handle = await client.startBatch({ source, sink, options: { concurrency: 40 } });
+      expect(await handle.result()).toMatchObject({ total: 160, succeeded: 160 });
+      expect(sinkCounts(sink)).toEqual({ lines: 160, ids: 160, ok: 160 });
+      // No worker runs more than 10 calls at once: 40 at once means all four took their share.
+      expect(maxOverlap(requestsOf(handle.batchId))).toBe(40);
+    } finally {
+      await Promise.all(workers.map((worker) => worker.stop()));
+    }
   });
 
   it('runs an item that failed retryably in a lane again on its own, sending its real attempt, and writes a non-retryable failure at once', async () => {

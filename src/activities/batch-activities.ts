@@ -252,13 +252,15 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
     async runBatchLane(input: LaneInput): Promise<LaneResult> {
       const context = Context.current();
       const result = emptyResult();
-      const sealed = await mapped(() => sealedLines(storage, input.spool, input.lane));
+      // Only a retried attempt can find its lane sealed or journaled: the first one saves the look.
+      const retried = context.info.attempt > 1;
+      const sealed = retried ? await mapped(() => sealedLines(storage, input.spool, input.lane)) : undefined;
       if (sealed) {
         // An earlier attempt sealed the lane and its completion was lost: report what it wrote.
         for (const text of sealed) tally(result, text);
         return result;
       }
-      const done = context.info.attempt > 1 ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
+      const done = retried ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
       const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane));

@@ -28,9 +28,13 @@ function wrapped(uri: string, error: unknown): unknown {
 
 /** Writes through a temporary sibling then renames: a crash leaves the old file or the new one, and the data is synced. */
 async function writeAtomically(target: string, write: (handle: import('node:fs/promises').FileHandle) => Promise<number>, sync = true): Promise<number> {
-  await mkdir(path.dirname(target), { recursive: true });
   const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
-  const handle = await open(temporary, 'w');
+  // The directory is made only when it is missing: most writes go where others went before.
+  const handle = await open(temporary, 'w').catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'ENOENT') throw error;
+    await mkdir(path.dirname(target), { recursive: true });
+    return open(temporary, 'w');
+  });
   let bytes: number;
   try {
     bytes = await write(handle);
