@@ -1,6 +1,6 @@
 import path from 'node:path';
 import OpenAI from 'openai';
-import type { BatchProgress } from '../src/contract/batch';
+import type { BatchProgress, BatchSummary } from '../src/contract/batch';
 import { OpenAiBatches } from '../src/provider-batch/openai-batches';
 import { Storage } from '../src/store';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
@@ -71,5 +71,20 @@ describe('batch status of a provider-batch route', () => {
     expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     // Every answer came through the provider batch: no chat completion was sent.
     expect(servers.simulator.log()).toHaveLength(0);
+  });
+
+  it('--watch refreshes the provider batch as it goes, though the history of the batch itself does not move meanwhile', async () => {
+    servers.simulator.reset();
+    const directory = batchDirectory();
+    const source = writeTasks(directory, ITEMS, (index) => `watched item ${index}`, 'watched');
+    const handle = await worker.client.startBatch({ source, sink: path.join(directory, 'watched.jsonl'), options: { route: 'provider-batch', providerPollSeconds: 0.2 } });
+    const { code, stdout } = await runCli(['batch', 'status', handle.batchId, '--watch', '--json', '--address', servers.server.address, '--task-queue', worker.taskQueue]);
+    expect(code).toBe(0);
+    const lines = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Partial<BatchProgress> & Partial<BatchSummary>);
+    // Progress lines while the provider batch ran, at least two of them with different counts; the summary last.
+    const answeredSoFar = lines.filter((line) => line.providerBatches?.[0]?.status === 'in_progress').map((line) => line.providerBatches?.[0]?.counts.succeeded);
+    expect(new Set(answeredSoFar).size).toBeGreaterThanOrEqual(2);
+    expect(lines.at(-1)).toMatchObject({ route: 'provider-batch', succeeded: ITEMS, failed: 0 });
+    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
   });
 });
