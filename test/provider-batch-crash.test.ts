@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import type { WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import path from 'node:path';
 import type { ProviderBatchStats } from '../src/sim/provider-batches';
 import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
@@ -27,7 +28,7 @@ const ITEMS = 20;
  */
 async function crashAt(
   phase: string,
-  killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>) => Promise<boolean> | boolean,
+  killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>, handle: WorkflowHandleWithFirstExecutionRunId) => Promise<boolean> | boolean,
   { model, options }: { model?: string; options?: ProviderBatchInput['options'] } = {},
 ) {
   const taskQueue = uniqueName(`pb-crash-${phase}`);
@@ -49,12 +50,12 @@ async function crashAt(
     workflowId: batchId,
     args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300, maxPollIntervalMs: 1000, ...options } } satisfies ProviderBatchInput],
   });
-  await waitFor(`the ${phase} phase`, () => killWhen(servers.simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress')), { timeoutMs: 60_000 });
+  await waitFor(`the ${phase} phase`, () => killWhen(servers.simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress'), handle), { timeoutMs: 60_000 });
   await first.kill();
   workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
   const result = (await handle.result()) as ProviderBatchResult;
   const lines = result.segments.flatMap((segment) => readSink(segment));
-  return { result, lines, ids: tasks.map((task) => task.id), stats: servers.simulator.batchStats() };
+  return { result, lines, ids: tasks.map((task) => task.id), stats: servers.simulator.batchStats(), handle };
 }
 
 function configure(providerBatches: NonNullable<Parameters<TestServers['simulator']['configure']>[0]>['providerBatches']): void {
@@ -97,6 +98,27 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
     configure({ speed: 10, processingSeconds: { min: 100, max: 100 } });
     const { lines, ids, stats, result } = await crashAt('poll', async (stats, progress) => stats.batchesCreated === 1 && (await progress()).providerBatches[0]?.status === 'in_progress');
     expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(result.providerBatches).toHaveLength(1);
+    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+  });
+
+  it('while a run that continued as new polls: the next worker goes on from the carried state, one batch, each id once', async () => {
+    // Two polls a run, 200 simulated seconds per batch at 10 x (20 s): hand-overs before the kill and after it.
+    configure({ speed: 10, processingSeconds: { min: 200, max: 200 } });
+    let killedIn: string | undefined;
+    const { lines, ids, stats, result, handle } = await crashAt(
+      'continued',
+      async (stats, progress, handle) => {
+        if (stats.batchesCreated !== 1 || ((await progress()).providerBatches[0]?.counts.succeeded ?? 0) === 0) return false;
+        killedIn = (await handle.describe()).runId;
+        return killedIn !== handle.firstExecutionRunId;
+      },
+      { options: { maxPollsPerRun: 2 } },
+    );
+    // The run the worker died in was not the last: the next worker went on handing over.
+    expect((await handle.describe()).runId).not.toBe(killedIn);
+    expect(result.runs).toBeGreaterThanOrEqual(3);
+    expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
     expect(result.providerBatches).toHaveLength(1);
     expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
   });
