@@ -1,15 +1,14 @@
 import { execFileSync } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BatchResultLine } from '../src/contract/batch';
 import { laneName } from '../src/contract/lane-name';
 import { segmentName } from '../src/contract/location';
-import { appendFileSync } from 'node:fs';
 import { assembleLeftover, assembleSink, carryOkLines, journaled, LaneJournal, sealLane, spoolOf } from '../src/batch/spool';
-import type { ObjectStorage } from '../src/store';
-import { FileStorage } from '../src/store';
+import { FileStorage, type ObjectStorage } from '../src/store';
+import { readSink } from './support/batch-files';
 import { ROOT } from './support/paths';
 
 const storage = new FileStorage();
@@ -48,17 +47,31 @@ describe('the spool', () => {
     expect(assembled.counts).toMatchObject({ succeeded: 3, failed: 0, tokens: { total: 15 }, cost: { usd: 0.75 } });
   });
 
-  it('skips a record a killed writer cut short, ends its line before appending, and counts the first record of an index', async () => {
+  it('skips a record a killed writer cut short, even one cut while another attempt was appending, and counts the first record of an index', async () => {
     const spool = spoolOf(path.join(directory, 'cut.jsonl'), 'run-1');
     const lane = laneName(0, 0);
     await journalItem(storage, spool, lane, 0, ok('a'));
-    // A worker killed mid-append left half a record with no newline.
-    appendFileSync(path.join(spool, 'lanes', lane, 'journal.log'), `1 ${ok('b').slice(0, 20)}`);
     const retried = await LaneJournal.open(storage, spool, lane);
+    // A stale attempt, killed mid-append while the retried one had the log open, left half a record with no newline.
+    appendFileSync(path.join(spool, 'lanes', lane, 'journal.log'), `1 ${ok('b').slice(0, 20)}`);
     await retried.record(1, ok('b', 'retried'));
     await retried.record(0, ok('a', 'a stale attempt again'));
     await retried.close();
     expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b', 'retried') });
+  });
+
+  it('reads back an answer holding the line and paragraph separators JSON leaves unescaped', async () => {
+    const sink = path.join(directory, 'separators.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    const lane = laneName(0, 0);
+    const answers = [ok('a'), ok('b', 'one\u2028two\u2029three'), ok('c')];
+    const journal = await LaneJournal.open(storage, spool, lane);
+    for (const [index, line] of answers.entries()) await journal.record(index, line);
+    await journal.close();
+    expect([...(await journaled(storage, spool, lane)).values()]).toEqual(answers);
+    await sealLane(storage, spool, lane);
+    await assembleSink(storage, sink, spool, { windows: [1], unsealed: [] });
+    expect(readSink(sink).map((line) => line.output)).toEqual(['answer a', 'one\u2028two\u2029three', 'answer c']);
   });
 
   it('journals a record as an object of its own once the store refuses an append, and reads both kinds back', async () => {
@@ -88,6 +101,18 @@ describe('the spool', () => {
       [1, ok('b')],
       [2, ok('c')],
     ]);
+  });
+
+  it('writes both records as objects when two appends are refused at once', async () => {
+    const spool = spoolOf(path.join(directory, 'both-refused.jsonl'), 'run-1');
+    const lane = laneName(0, 0);
+    const refusing: ObjectStorage = Object.assign(Object.create(storage) as ObjectStorage, {
+      openAppender: async () => ({ append: async () => Promise.reject(new Error('disk full')), close: async () => undefined }),
+    });
+    const journal = await LaneJournal.open(refusing, spool, lane);
+    await Promise.all([journal.record(0, ok('a')), journal.record(1, ok('b'))]);
+    await journal.close();
+    expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b') });
   });
 
   it('refuses to write a sink when a sealed lane is missing its segment, and writes nothing', async () => {

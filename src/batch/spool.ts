@@ -78,13 +78,15 @@ export class LaneJournal {
   }
 
   async record(index: number, line: string): Promise<void> {
-    if (this.appender) {
+    const appender = this.appender;
+    if (appender) {
       try {
-        return await this.appender.append(`${index} ${line}\n`);
+        // Begun on a line of its own too: a record another writer left cut short cannot swallow this one.
+        return await appender.append(`\n${index} ${line}\n`);
       } catch {
         // The store refused the append: this record and the lane's next ones go as objects, each written whole.
-        void this.appender.close();
-        this.appender = undefined;
+        if (this.appender === appender) this.appender = undefined;
+        void appender.close();
       }
     }
     await this.storage.write(childOf(this.directory, `${String(index).padStart(4, '0')}.json`), line, { sync: false });
@@ -96,19 +98,26 @@ export class LaneJournal {
   }
 }
 
+/** A journal log record's index and line, or undefined for a record cut short (or anything else unreadable). */
+export function logRecord(record: string): { index: number; line: string } | undefined {
+  // Split at the first space, not by a pattern: `.` would not match the U+2028 and U+2029 that JSON leaves unescaped.
+  const space = record.indexOf(' ');
+  if (space <= 0 || !/^\d+$/.test(record.slice(0, space))) return undefined;
+  const line = record.slice(space + 1);
+  try {
+    JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  return { index: Number(record.slice(0, space)), line };
+}
+
 /** The records of a lane's journal log, by index, the first of an index winning; cut or unreadable ones skipped. */
 function logRecords(text: string, into: Map<number, string>): void {
-  const lines = text.split('\n');
   // The part after the last newline is a record cut short (or nothing).
-  for (const record of lines.slice(0, -1)) {
-    const match = /^(\d+) (\{.*\})$/.exec(record);
-    if (!match || into.has(Number(match[1]))) continue;
-    try {
-      JSON.parse(match[2]);
-    } catch {
-      continue;
-    }
-    into.set(Number(match[1]), match[2]);
+  for (const part of text.split('\n').slice(0, -1)) {
+    const record = logRecord(part);
+    if (record && !into.has(record.index)) into.set(record.index, record.line);
   }
 }
 
@@ -126,6 +135,8 @@ export async function journaled(storage: ObjectStorage, spool: string, lane: str
     if (!Number.isInteger(index) || found.has(index)) continue;
     found.set(index, known?.get(index) ?? (await storage.read(childOf(directory, name))).toString('utf8').trim());
   }
+  // What this attempt recorded itself counts even where the store lost it (a record another writer cut into).
+  for (const [index, line] of known ?? []) if (!found.has(index)) found.set(index, line);
   return found;
 }
 
@@ -271,8 +282,8 @@ async function* spoolLines(storage: ObjectStorage, spool: string): AsyncGenerato
     const log = /^lanes\/[^/]+\/journal\.log$/.test(name);
     if (!(log || name === 'kept.jsonl' || /^seg\/.+\.jsonl$/.test(name) || /^lanes\/[^/]+\/\d+\.json$/.test(name))) continue;
     for await (const line of linesOf(storage, childOf(spool, name))) {
-      // A journal log's records are `<index> <line>`; a cut one does not parse further on and is skipped there.
-      const text = log ? line.text?.replace(/^\d+ /, '') : line.text;
+      // A journal log's records are `<index> <line>`, blank lines between them; a cut one is skipped.
+      const text = log ? (line.text === undefined ? undefined : logRecord(line.text)?.line) : line.text;
       if (text !== undefined && text.trim() !== '') yield text;
     }
   }

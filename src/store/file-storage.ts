@@ -147,23 +147,16 @@ export class FileStorage implements ObjectStorage {
   async openAppender(uri: string): Promise<Appender> {
     const target = localPath(uri);
     try {
-      const handle = await open(target, 'a+').catch(async (error: NodeJS.ErrnoException) => {
+      const handle = await open(target, 'a').catch(async (error: NodeJS.ErrnoException) => {
         if (error.code !== 'ENOENT') throw error;
         await mkdir(path.dirname(target), { recursive: true });
-        return open(target, 'a+');
+        return open(target, 'a');
       });
-      // A record an earlier writer left cut short (it was killed mid-write) is ended here, so ours start on a line.
-      const { size } = await handle.stat();
-      if (size > 0) {
-        const last = Buffer.alloc(1);
-        await handle.read(last, 0, 1, size - 1);
-        if (last[0] !== 0x0a) await handle.write('\n');
-      }
       let broken: unknown;
       return {
         append: async (record: string) => {
           if (broken !== undefined) wrap(uri, broken);
-          const bytes = Buffer.from(record.endsWith('\n') ? record : `${record}\n`, 'utf8');
+          const bytes = Buffer.from(record, 'utf8');
           try {
             const { bytesWritten } = await handle.write(bytes);
             if (bytesWritten !== bytes.length) throw new StorageError('Unavailable', uri, `wrote ${bytesWritten} of ${bytes.length} bytes`);

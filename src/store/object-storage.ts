@@ -50,10 +50,11 @@ export class StorageError extends Error {
 }
 
 /**
- * Appends newline-terminated records to one object. Each record goes down in one write, unflushed: it survives the
- * process being killed, not the machine losing power. A record cut short by a crash has no newline; the next appender
- * opened on the object first ends that line, so a reader that skips lines it cannot parse loses only the cut record.
- * After a failed append the appender refuses more (the caller writes the record some other way).
+ * Appends records to one object, each in one write, unflushed: a record survives the process being killed, not the
+ * machine losing power. A record may be cut short by a kill mid-write; the caller frames records so a reader can tell
+ * (the batch journal begins and ends each with a newline and skips lines it cannot parse). After a failed append the
+ * appender refuses more (the caller writes the record some other way). Appends from several processes interleave whole
+ * records on one machine's disk; a disk shared between machines (NFS) gives no such promise: use S3 there.
  */
 export interface Appender {
   append(record: string): Promise<void>;
