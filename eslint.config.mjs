@@ -16,7 +16,10 @@ export default tseslint.config(
   {
     // Plain CommonJS helpers the tests start as their own processes (an MCP server, tools a worker loads).
     files: ['**/*.js'],
-    languageOptions: { sourceType: 'commonjs', globals: { require: 'readonly', module: 'writable', process: 'readonly', console: 'readonly' } },
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { require: 'readonly', module: 'writable', process: 'readonly', console: 'readonly' },
+    },
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
@@ -27,9 +30,39 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['node:*', 'fs', 'path', 'os', 'http', 'https', 'net', 'crypto', 'child_process', 'worker_threads'], message: 'workflow code must stay deterministic: no Node built-ins' },
-            { group: ['openai', '@temporalio/worker', '@temporalio/client', '@temporalio/activity', '../sim/*', '../client/*', '../local/*', '../config/*'], message: 'workflow code must not import I/O' },
-            { group: ['../activities', '../activities/*'], message: 'import activities as types only (import type)', allowTypeImports: true },
+            {
+              group: [
+                'node:*',
+                'fs',
+                'path',
+                'os',
+                'http',
+                'https',
+                'net',
+                'crypto',
+                'child_process',
+                'worker_threads',
+              ],
+              message: 'workflow code must stay deterministic: no Node built-ins',
+            },
+            {
+              group: [
+                'openai',
+                '@temporalio/worker',
+                '@temporalio/client',
+                '@temporalio/activity',
+                '../sim/*',
+                '../client/*',
+                '../local/*',
+                '../config/*',
+              ],
+              message: 'workflow code must not import I/O',
+            },
+            {
+              group: ['../activities', '../activities/*'],
+              message: 'import activities as types only (import type)',
+              allowTypeImports: true,
+            },
           ],
         },
       ],

@@ -64,7 +64,11 @@ async function settledActions(server: MeteredServer): Promise<Record<string, num
 }
 
 /** A run's events, a few per page: a page of an inline transcript's history can pass the client's 4 MB message limit. */
-async function eventsOf(server: MeteredServer, workflowId: string, runId: string | undefined): Promise<proto.temporal.api.history.v1.IHistoryEvent[]> {
+async function eventsOf(
+  server: MeteredServer,
+  workflowId: string,
+  runId: string | undefined,
+): Promise<proto.temporal.api.history.v1.IHistoryEvent[]> {
   const events: proto.temporal.api.history.v1.IHistoryEvent[] = [];
   let nextPageToken: Uint8Array | undefined;
   do {
@@ -81,7 +85,10 @@ async function eventsOf(server: MeteredServer, workflowId: string, runId: string
 }
 
 /** Every run of a workflow's continue-as-new chain: its histories' events and encoded bytes. */
-async function chainSize(server: MeteredServer, handle: WorkflowHandle): Promise<{ runs: number; events: number; bytes: number; largestEvent: number }> {
+async function chainSize(
+  server: MeteredServer,
+  handle: WorkflowHandle,
+): Promise<{ runs: number; events: number; bytes: number; largestEvent: number }> {
   const size = { runs: 0, events: 0, bytes: 0, largestEvent: 0 };
   let runId: string | undefined;
   do {
@@ -89,7 +96,9 @@ async function chainSize(server: MeteredServer, handle: WorkflowHandle): Promise
     size.runs += 1;
     size.events += events.length;
     for (const event of events) {
-      const bytes = proto.temporal.api.history.v1.HistoryEvent.encode(proto.temporal.api.history.v1.HistoryEvent.fromObject(event)).finish().length;
+      const bytes = proto.temporal.api.history.v1.HistoryEvent.encode(
+        proto.temporal.api.history.v1.HistoryEvent.fromObject(event),
+      ).finish().length;
       size.bytes += bytes;
       size.largestEvent = Math.max(size.largestEvent, bytes);
     }
@@ -98,9 +107,20 @@ async function chainSize(server: MeteredServer, handle: WorkflowHandle): Promise
   return size;
 }
 
-async function runAgent(server: MeteredServer, label: string, type: 'agent' | 'inlineAgent', steps: number, pageWords: number): Promise<Row> {
+async function runAgent(
+  server: MeteredServer,
+  label: string,
+  type: 'agent' | 'inlineAgent',
+  steps: number,
+  pageWords: number,
+): Promise<Row> {
   const directive = `[[repeat ${steps} tool:read_page {"page":1,"words":${pageWords}}]]`;
-  const task = { id: `${type}-${steps}`, prompt: `Read every page ${directive}`, tools: ['read_page'], maxSteps: steps + 1 };
+  const task = {
+    id: `${type}-${steps}`,
+    prompt: `Read every page ${directive}`,
+    tools: ['read_page'],
+    maxSteps: steps + 1,
+  };
   const before = await settledActions(server);
   const startedAt = Date.now();
   const handle = await server.client.workflow.start(type, {
@@ -113,7 +133,17 @@ async function runAgent(server: MeteredServer, label: string, type: 'agent' | 'i
   if (outcome.steps !== steps + 1) throw new Error(`${label}: ${outcome.steps} steps, expected ${steps + 1}`);
   const actions = total(await settledActions(server), before);
   const size = await chainSize(server, handle);
-  return { label, steps: outcome.steps, runs: size.runs, events: size.events, historyBytes: size.bytes, largestEventBytes: size.largestEvent, actions, conversationWords: steps * pageWords, seconds };
+  return {
+    label,
+    steps: outcome.steps,
+    runs: size.runs,
+    events: size.events,
+    historyBytes: size.bytes,
+    largestEventBytes: size.largestEvent,
+    actions,
+    conversationWords: steps * pageWords,
+    seconds,
+  };
 }
 
 const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`;
@@ -126,7 +156,10 @@ async function main(): Promise<void> {
     connection: server.nativeConnection,
     taskQueue: TASK_QUEUE,
     tools: [readPage],
-    activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }), store: new PayloadStore(new FileStorage(), storeRoot) },
+    activities: {
+      llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }),
+      store: new PayloadStore(new FileStorage(), storeRoot),
+    },
     workerOptions: { workflowsPath: require.resolve('./agents/workflows') },
   });
   const running = worker.run();
@@ -140,7 +173,9 @@ async function main(): Promise<void> {
       simulator.reset();
       const row = await runAgent(server, label, type, steps, words);
       rows.push(row);
-      console.error(`agents: ${label}: ${kb(row.historyBytes)} history, ${row.events} events, ${row.actions} actions, ${row.seconds.toFixed(1)} s`);
+      console.error(
+        `agents: ${label}: ${kb(row.historyBytes)} history, ${row.events} events, ${row.actions} actions, ${row.seconds.toFixed(1)} s`,
+      );
     }
   } finally {
     worker.shutdown();
@@ -177,7 +212,10 @@ conversation is about 200,000 tokens at its last step, and its history stays far
   const existing = readFileSync(target, 'utf8');
   const block = `<!-- agents:start -->\n${section}\n<!-- agents:end -->`;
   const pattern = /<!-- agents:start -->[\s\S]*?<!-- agents:end -->/;
-  writeFileSync(target, pattern.test(existing) ? existing.replace(pattern, block) : `${existing.trimEnd()}\n\n${block}\n`);
+  writeFileSync(
+    target,
+    pattern.test(existing) ? existing.replace(pattern, block) : `${existing.trimEnd()}\n\n${block}\n`,
+  );
   console.log(section);
 }
 

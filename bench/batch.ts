@@ -36,7 +36,11 @@ function countLines(file: string): { lines: number; ids: number } {
 async function windowScenario(server: DevServer): Promise<string> {
   const simulator = await spawnSimulator(['--latency', '200']);
   const taskQueue = 'bench-window';
-  const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }) } });
+  const worker = await createFanoutWorker({
+    connection: server.nativeConnection,
+    taskQueue,
+    activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }) },
+  });
   const running = worker.run();
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: string[] = [];
@@ -48,7 +52,9 @@ async function windowScenario(server: DevServer): Promise<string> {
       const summary = await (await client.startBatch({ source, sink, options: { concurrency: 50 } })).result();
       const wallMs = performance.now() - startedAt;
       const ideal = Math.ceil(1000 / 50) * 200;
-      rows.push(`| ${round + 1} | ${wallMs.toFixed(0)} | ${ideal} | ${(wallMs / ideal).toFixed(2)} | ${summary.succeeded} | ${countLines(sink).lines} |`);
+      rows.push(
+        `| ${round + 1} | ${wallMs.toFixed(0)} | ${ideal} | ${(wallMs / ideal).toFixed(2)} | ${summary.succeeded} | ${countLines(sink).lines} |`,
+      );
       console.error(`window round ${round + 1}: ${(wallMs / ideal).toFixed(2)} x ideal`);
     }
   } finally {
@@ -56,7 +62,11 @@ async function windowScenario(server: DevServer): Promise<string> {
     await running;
     await simulator.close();
   }
-  return ['| round | wall (ms) | ideal ceil(N/C) x L (ms) | wall / ideal | ok | sink lines |', '| --- | ---: | ---: | ---: | ---: | ---: |', ...rows].join('\n');
+  return [
+    '| round | wall (ms) | ideal ceil(N/C) x L (ms) | wall / ideal | ok | sink lines |',
+    '| --- | ---: | ---: | ---: | ---: | ---: |',
+    ...rows,
+  ].join('\n');
 }
 
 function peakRssMb(pid: number): number {
@@ -93,7 +103,9 @@ async function bigScenario(server: DevServer): Promise<string> {
       largestHistory = Math.max(largestHistory, execution.historyLength);
     }
     const sinkLines = countLines(sink);
-    console.error(`big: ${summary.succeeded} ok in ${(wallMs / 1000).toFixed(1)} s, ${runs} runs, largest history ${largestHistory}`);
+    console.error(
+      `big: ${summary.succeeded} ok in ${(wallMs / 1000).toFixed(1)} s, ${runs} runs, largest history ${largestHistory}`,
+    );
     return [
       '| items | concurrency | ok | failed | sink lines / distinct ids | wall (s) | calls / s | worker peak RSS (MB) | runs | largest history of any run (events) |',
       '| ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |',
@@ -145,7 +157,11 @@ ${big}`
   const pattern = /<!-- batch:start -->[\s\S]*?<!-- batch:end -->/;
   // Older files have the section without markers, up to the next section's marker.
   const unmarked = /## Batches\n[\s\S]*?(?=<!-- |$)/;
-  const updated = pattern.test(existing) ? existing.replace(pattern, () => block) : unmarked.test(existing) ? existing.replace(unmarked, () => `${block}\n\n`) : `${existing.trimEnd()}\n\n${block}\n`;
+  const updated = pattern.test(existing)
+    ? existing.replace(pattern, () => block)
+    : unmarked.test(existing)
+      ? existing.replace(unmarked, () => `${block}\n\n`)
+      : `${existing.trimEnd()}\n\n${block}\n`;
   writeFileSync(target, updated);
   console.error('wrote the batch section of docs/BENCHMARKS.md');
 }

@@ -13,7 +13,16 @@
  * (`npm run build` first), so the harness survives rewrites behind them.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  createWriteStream,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -39,9 +48,15 @@ const { values: flags } = parseArgs({
 });
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
 const BIG_ITEMS = Number(flags['big-items']);
-const SCENARIOS = new Set((flags.only ?? (flags.big ? 'a,b,c,d,e,f' : 'a,b,c,e')).split(',').map((name) => name.trim()));
-for (const [name, value] of [['--rounds', ROUNDS], ['--big-items', BIG_ITEMS]] as const) {
-  if (!Number.isInteger(value) || value < 1) throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
+const SCENARIOS = new Set(
+  (flags.only ?? (flags.big ? 'a,b,c,d,e,f' : 'a,b,c,e')).split(',').map((name) => name.trim()),
+);
+for (const [name, value] of [
+  ['--rounds', ROUNDS],
+  ['--big-items', BIG_ITEMS],
+] as const) {
+  if (!Number.isInteger(value) || value < 1)
+    throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
 }
 
 const loadAtStart = os.loadavg()[0];
@@ -102,20 +117,38 @@ interface DevServer {
 
 /** One `temporal server start-dev`: in memory, free ports, no UI, errors only. */
 async function startServer(): Promise<DevServer> {
-  const executable = execFileSync('bash', [path.join(ROOT, 'scripts', 'ensure-temporal.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  const executable = execFileSync('bash', [path.join(ROOT, 'scripts', 'ensure-temporal.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  }).trim();
   const version = execFileSync(executable, ['--version'], { encoding: 'utf8' }).trim();
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const child = track(
-    spawn(executable, [
-      'server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--headless', '--log-level', 'error',
-      '--search-attribute', 'FanoutName=Keyword',
-      // Otherwise the server asks Temporal's servers for newer versions at start: a network call a local run does not need.
-      '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
-      // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
-      // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
-      '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
-    ], { stdio: ['ignore', 'ignore', 'pipe'] }),
+    spawn(
+      executable,
+      [
+        'server',
+        'start-dev',
+        '--ip',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--headless',
+        '--log-level',
+        'error',
+        '--search-attribute',
+        'FanoutName=Keyword',
+        // Otherwise the server asks Temporal's servers for newer versions at start: a network call a local run does not need.
+        '--dynamic-config-value',
+        'frontend.enableServerVersionCheck=false',
+        // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
+        // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
+        '--dynamic-config-value',
+        'system.enableActivityEagerExecution=true',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    ),
   );
   let output = '';
   child.stderr?.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-4000)));
@@ -140,11 +173,18 @@ interface WorkerProcess {
   stop(): Promise<void>;
 }
 
-async function spawnWorker(label: string, command: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<WorkerProcess> {
+async function spawnWorker(
+  label: string,
+  command: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+): Promise<WorkerProcess> {
   const logFile = path.join(directory, `${label.replace(/\W+/g, '-')}.log`);
   const log = createWriteStream(logFile);
   const taskQueue = command[command.indexOf('--task-queue') + 1];
-  const child = track(spawn(process.execPath, command, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }));
+  const child = track(
+    spawn(process.execPath, command, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }),
+  );
   let output = '';
   await new Promise<void>((resolve, reject) => {
     child.stderr?.on('data', (chunk: Buffer) => {
@@ -165,17 +205,48 @@ async function spawnWorker(label: string, command: string[], env: NodeJS.Process
   };
 }
 
-function oursWorker(server: DevServer, simulator: Simulator, name: string, env: NodeJS.ProcessEnv = {}): Promise<WorkerProcess> {
+function oursWorker(
+  server: DevServer,
+  simulator: Simulator,
+  name: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<WorkerProcess> {
   const taskQueue = `ours-${name}-${Date.now()}`;
   const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return spawnWorker(`ours-${name}`, [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench', ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}), ...env }, /worker polling/);
+  return spawnWorker(
+    `ours-${name}`,
+    [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue],
+    {
+      OPENAI_BASE_URL: simulator.baseUrl,
+      OPENAI_API_KEY: 'bench',
+      ...(process.env.BENCH_WORKER_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_WORKER_NODE_OPTIONS } : {}),
+      ...env,
+    },
+    /worker polling/,
+  );
 }
 
 function plainWorker(server: DevServer, simulator: Simulator, bundle: string, slots: number): Promise<WorkerProcess> {
   const taskQueue = `plain-${slots}-${Date.now()}`;
   const script = path.join(PLAIN_BUILD, 'worker.js');
   const nodeArgs = (process.env.BENCH_PLAIN_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  return spawnWorker(`plain-${slots}`, [...nodeArgs, script, '--address', server.address, '--task-queue', taskQueue, '--bundle', bundle, '--slots', String(slots)], { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' }, /plain worker polling/);
+  return spawnWorker(
+    `plain-${slots}`,
+    [
+      ...nodeArgs,
+      script,
+      '--address',
+      server.address,
+      '--task-queue',
+      taskQueue,
+      '--bundle',
+      bundle,
+      '--slots',
+      String(slots),
+    ],
+    { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' },
+    /plain worker polling/,
+  );
 }
 
 function readStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
@@ -236,7 +307,10 @@ function peakRss(pid: number): { stop(): number } {
 function writeTasks(name: string, count: number, model?: string): string {
   const file = path.join(directory, `${name}.jsonl`);
   const lines: string[] = [];
-  for (let index = 0; index < count; index += 1) lines.push(JSON.stringify({ id: `item-${index}`, prompt: `batch item ${index}`, ...(model === undefined ? {} : { model }) }));
+  for (let index = 0; index < count; index += 1)
+    lines.push(
+      JSON.stringify({ id: `item-${index}`, prompt: `batch item ${index}`, ...(model === undefined ? {} : { model }) }),
+    );
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
 }
@@ -306,7 +380,13 @@ function cpuSeconds(pid: number): number {
   }
 }
 
-async function measure(id: string, title: string, metric: string, higherIsBetter: boolean, contenders: Contender[]): Promise<ScenarioResult> {
+async function measure(
+  id: string,
+  title: string,
+  metric: string,
+  higherIsBetter: boolean,
+  contenders: Contender[],
+): Promise<ScenarioResult> {
   const rows: Row[] = contenders.map((contender) => ({ contender: contender.name, samples: [] }));
   const attempt = async (index: number, size: 'warm-up' | 'measured') => {
     const row = rows[index];
@@ -316,8 +396,11 @@ async function measure(id: string, title: string, metric: string, higherIsBetter
       const sample = await contenders[index].run(size);
       if (size === 'measured') {
         row.samples.push(sample);
-        const serverCpu = serverPid === undefined ? '' : `, dev server CPU ${(cpuSeconds(serverPid) - serverCpuBefore).toFixed(1)} s`;
-        console.error(`(${id}) ${row.contender}: ${metric} ${sample.value.toFixed(3)}, wall ${sample.wallMs.toFixed(0)} ms${sample.rssMb === undefined ? '' : `, peak RSS ${sample.rssMb.toFixed(0)} MB`}${serverCpu}${sample.note ? `, ${sample.note}` : ''}`);
+        const serverCpu =
+          serverPid === undefined ? '' : `, dev server CPU ${(cpuSeconds(serverPid) - serverCpuBefore).toFixed(1)} s`;
+        console.error(
+          `(${id}) ${row.contender}: ${metric} ${sample.value.toFixed(3)}, wall ${sample.wallMs.toFixed(0)} ms${sample.rssMb === undefined ? '' : `, peak RSS ${sample.rssMb.toFixed(0)} MB`}${serverCpu}${sample.note ? `, ${sample.note}` : ''}`,
+        );
       }
     } catch (error) {
       row.error = (error instanceof Error ? error.message : String(error)).split('\n')[0].slice(0, 160);
@@ -326,7 +409,8 @@ async function measure(id: string, title: string, metric: string, higherIsBetter
   };
   for (let index = 0; index < contenders.length; index += 1) await attempt(index, 'warm-up');
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (let step = 0; step < contenders.length; step += 1) await attempt((round + step) % contenders.length, 'measured');
+    for (let step = 0; step < contenders.length; step += 1)
+      await attempt((round + step) % contenders.length, 'measured');
   }
   return { id, title, metric, higherIsBetter, rows };
 }
@@ -339,21 +423,49 @@ interface Harness {
   python: string | undefined;
 }
 
-async function runAsyncio(harness: Harness, count: number, concurrency: number): Promise<{ wallMs: number; ok: number; failed: number; peakRssMb: number }> {
+async function runAsyncio(
+  harness: Harness,
+  count: number,
+  concurrency: number,
+): Promise<{ wallMs: number; ok: number; failed: number; peakRssMb: number }> {
   const python = harness.python as string;
-  const child = track(spawn(python, [path.join(__dirname, 'asyncio', 'semaphore_batch.py'), '--base-url', harness.simulator.baseUrl, '--count', String(count), '--concurrency', String(concurrency)], { stdio: ['ignore', 'pipe', 'pipe'] }));
+  const child = track(
+    spawn(
+      python,
+      [
+        path.join(__dirname, 'asyncio', 'semaphore_batch.py'),
+        '--base-url',
+        harness.simulator.baseUrl,
+        '--count',
+        String(count),
+        '--concurrency',
+        String(concurrency),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    ),
+  );
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
   if (code !== 0) throw new Error(`asyncio script exited with ${code}: ${stderr}`);
-  const result = JSON.parse(stdout.trim().split('\n').pop() as string) as { wallMs: number; ok: number; failed: number; peakRssMb: number };
+  const result = JSON.parse(stdout.trim().split('\n').pop() as string) as {
+    wallMs: number;
+    ok: number;
+    failed: number;
+    peakRssMb: number;
+  };
   if (result.ok !== count) throw new Error(`asyncio: ${result.failed} of ${count} calls failed`);
   return result;
 }
 
-function asyncioContender(harness: Harness, count: number, concurrency: number, value: (wallMs: number) => number): Contender[] {
+function asyncioContender(
+  harness: Harness,
+  count: number,
+  concurrency: number,
+  value: (wallMs: number) => number,
+): Contender[] {
   if (harness.python === undefined) return [];
   return [
     {
@@ -367,7 +479,11 @@ function asyncioContender(harness: Harness, count: number, concurrency: number, 
   ];
 }
 
-async function timedOnWorker<T>(harness: Harness, worker: WorkerProcess, work: () => Promise<T>): Promise<{ wallMs: number; rssMb: number; result: T }> {
+async function timedOnWorker<T>(
+  harness: Harness,
+  worker: WorkerProcess,
+  work: () => Promise<T>,
+): Promise<{ wallMs: number; rssMb: number; result: T }> {
   harness.simulator.reset();
   const rss = peakRss(worker.pid);
   const startedAt = performance.now();
@@ -380,7 +496,8 @@ async function timedOnWorker<T>(harness: Harness, worker: WorkerProcess, work: (
   }
 }
 
-const tasks = (count: number) => Array.from({ length: count }, (_, index) => ({ id: `agent-${index}`, prompt: `agent prompt ${index}` }));
+const tasks = (count: number) =>
+  Array.from({ length: count }, (_, index) => ({ id: `agent-${index}`, prompt: `agent prompt ${index}` }));
 
 /** (a) 500 agents of 1 s each, all at once: wall over the 1 s a single agent takes. */
 async function agentsScenario(harness: Harness): Promise<ScenarioResult> {
@@ -388,12 +505,21 @@ async function agentsScenario(harness: Harness): Promise<ScenarioResult> {
   const ours = await oursWorker(harness.server, harness.simulator, 'agents');
   const plain100 = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 100);
   const plain500 = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 500);
-  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
   const count = (size: string) => (size === 'warm-up' ? 20 : 500);
   const plain = (worker: WorkerProcess, slots: number): Contender => ({
     name: `plain SDK: plainFanOut (Promise.all), ${slots} activity slots`,
     run: async (size) => {
-      const run = await timedOnWorker(harness, worker, () => withDeadline(runPlainFanOut(harness.plainClient, worker.taskQueue, tasks(count(size))), 120_000, async () => undefined));
+      const run = await timedOnWorker(harness, worker, () =>
+        withDeadline(
+          runPlainFanOut(harness.plainClient, worker.taskQueue, tasks(count(size))),
+          120_000,
+          async () => undefined,
+        ),
+      );
       return { wallMs: run.wallMs, value: run.wallMs / 1000, rssMb: run.rssMb };
     },
   });
@@ -422,15 +548,28 @@ async function agentsScenario(harness: Harness): Promise<ScenarioResult> {
 }
 
 /** Runs a batch through the public API, checks the sink, and returns the summary with the end-to-end wall. */
-async function oursBatch(harness: Harness, fanout: FanoutClient, worker: WorkerProcess, source: string, count: number, concurrency: number, deadlineMs: number) {
+async function oursBatch(
+  harness: Harness,
+  fanout: FanoutClient,
+  worker: WorkerProcess,
+  source: string,
+  count: number,
+  concurrency: number,
+  deadlineMs: number,
+) {
   const sink = newSink();
   const run = await timedOnWorker(harness, worker, async () => {
     const handle = await fanout.startBatch({ source, sink, options: { concurrency } });
-    return { batchId: handle.batchId, summary: await withDeadline(handle.result(), deadlineMs, () => handle.workflow.terminate('benchmark deadline')) };
+    return {
+      batchId: handle.batchId,
+      summary: await withDeadline(handle.result(), deadlineMs, () => handle.workflow.terminate('benchmark deadline')),
+    };
   });
-  if (run.result.summary.succeeded !== count) throw new Error(`batch: ${run.result.summary.succeeded} of ${count} succeeded`);
+  if (run.result.summary.succeeded !== count)
+    throw new Error(`batch: ${run.result.summary.succeeded} of ${count} succeeded`);
   const stored = sinkCounts(sink);
-  if (stored.lines !== count || stored.ids !== count) throw new Error(`sink holds ${stored.lines} lines / ${stored.ids} ids, expected ${count}`);
+  if (stored.lines !== count || stored.ids !== count)
+    throw new Error(`sink holds ${stored.lines} lines / ${stored.ids} ids, expected ${count}`);
   return { ...run, sink };
 }
 
@@ -442,7 +581,10 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
   const count = (size: 'warm-up' | 'measured') => (size === 'warm-up' ? 100 : 1000);
   const ours = await oursWorker(harness.server, harness.simulator, 'window');
   const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 100);
-  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
   let coldRounds = 0;
   try {
     return await measure('b', '1,000-item batch, concurrency 50, 200 ms calls (ideal 4.0 s)', 'wall / ideal', false, [
@@ -450,7 +592,12 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
         name: 'ours: startBatch → result(), end to end (inside the workflow in notes)',
         run: async (size) => {
           const run = await oursBatch(harness, fanout, ours, sources[size], count(size), 50, 180_000);
-          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x` };
+          return {
+            wallMs: run.wallMs,
+            value: run.wallMs / ideal,
+            rssMb: run.rssMb,
+            note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x`,
+          };
         },
       },
       {
@@ -460,7 +607,12 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
         run: async (size) => {
           const source = writeTasks(`window-cold-${(coldRounds += 1)}`, count(size), `sim-cold-${coldRounds}`);
           const run = await oursBatch(harness, fanout, ours, source, count(size), 50, 180_000);
-          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x` };
+          return {
+            wallMs: run.wallMs,
+            value: run.wallMs / ideal,
+            rssMb: run.rssMb,
+            note: `inside the workflow ${(run.result.summary.wallMs / ideal).toFixed(2)} x`,
+          };
         },
       },
       {
@@ -468,25 +620,63 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
         run: async (size) => {
           const sink = newSink();
           const run = await timedOnWorker(harness, ours, async () => {
-            const child = track(spawn(process.execPath, [CLI, 'batch', 'start', sources[size], '--out', sink, '--concurrency', '50', '--watch', '--json', '--address', harness.server.address, '--task-queue', ours.taskQueue], { stdio: ['ignore', 'pipe', 'pipe'] }));
+            const child = track(
+              spawn(
+                process.execPath,
+                [
+                  CLI,
+                  'batch',
+                  'start',
+                  sources[size],
+                  '--out',
+                  sink,
+                  '--concurrency',
+                  '50',
+                  '--watch',
+                  '--json',
+                  '--address',
+                  harness.server.address,
+                  '--task-queue',
+                  ours.taskQueue,
+                ],
+                { stdio: ['ignore', 'pipe', 'pipe'] },
+              ),
+            );
             let stdout = '';
             let stderr = '';
             child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
             child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
-            const code = await withDeadline(new Promise<number | null>((resolve) => child.once('exit', resolve)), 180_000, () => stopChild(child));
+            const code = await withDeadline(
+              new Promise<number | null>((resolve) => child.once('exit', resolve)),
+              180_000,
+              () => stopChild(child),
+            );
             if (code !== 0) throw new Error(`fanout batch start exited with ${code}: ${stderr || stdout.slice(-500)}`);
             return JSON.parse(stdout.trim().split('\n').pop() as string) as { succeeded: number; wallMs: number };
           });
-          if (run.result.succeeded !== count(size)) throw new Error(`CLI batch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          if (run.result.succeeded !== count(size))
+            throw new Error(`CLI batch: ${run.result.succeeded} of ${count(size)} succeeded`);
           if (sinkCounts(sink).ids !== count(size)) throw new Error('CLI batch: the sink does not hold every id');
-          return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb, note: `inside the workflow ${(run.result.wallMs / ideal).toFixed(2)} x` };
+          return {
+            wallMs: run.wallMs,
+            value: run.wallMs / ideal,
+            rssMb: run.rssMb,
+            note: `inside the workflow ${(run.result.wallMs / ideal).toFixed(2)} x`,
+          };
         },
       },
       {
         name: 'plain SDK: plainBatch (sliding window), 100 activity slots',
         run: async (size) => {
-          const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 50), 180_000, async () => undefined));
-          if (run.result.succeeded !== count(size)) throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          const run = await timedOnWorker(harness, plain, () =>
+            withDeadline(
+              runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 50),
+              180_000,
+              async () => undefined,
+            ),
+          );
+          if (run.result.succeeded !== count(size))
+            throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
           return { wallMs: run.wallMs, value: run.wallMs / ideal, rssMb: run.rssMb };
         },
       },
@@ -506,7 +696,10 @@ async function throughputScenario(harness: Harness): Promise<ScenarioResult> {
   const count = (size: 'warm-up' | 'measured') => (size === 'warm-up' ? 200 : total);
   const ours = await oursWorker(harness.server, harness.simulator, 'throughput');
   const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 500);
-  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
   const perSecond = (calls: number, wallMs: number) => (calls * 1000) / wallMs;
   try {
     return await measure('c', '5,000 zero-latency calls, concurrency 200', 'calls / s', true, [
@@ -520,8 +713,15 @@ async function throughputScenario(harness: Harness): Promise<ScenarioResult> {
       {
         name: 'plain SDK: plainBatch, 500 activity slots, results not stored',
         run: async (size) => {
-          const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 200), 600_000, async () => undefined));
-          if (run.result.succeeded !== count(size)) throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
+          const run = await timedOnWorker(harness, plain, () =>
+            withDeadline(
+              runPlainBatch(harness.plainClient, plain.taskQueue, count(size), 200),
+              600_000,
+              async () => undefined,
+            ),
+          );
+          if (run.result.succeeded !== count(size))
+            throw new Error(`plainBatch: ${run.result.succeeded} of ${count(size)} succeeded`);
           return { wallMs: run.wallMs, value: perSecond(count(size), run.wallMs), rssMb: run.rssMb };
         },
       },
@@ -545,7 +745,12 @@ function inFlightTimeline(simulator: Simulator, stepMs: number): number[] {
   const start = Math.min(...log.map((request) => request.arrivedAt));
   const end = Math.max(...log.map((request) => request.respondedAt ?? request.clientClosedAt ?? request.arrivedAt));
   const points: number[] = [];
-  for (let at = start; at <= end; at += stepMs) points.push(log.filter((request) => request.arrivedAt <= at && (request.respondedAt ?? request.clientClosedAt ?? Infinity) > at).length);
+  for (let at = start; at <= end; at += stepMs)
+    points.push(
+      log.filter(
+        (request) => request.arrivedAt <= at && (request.respondedAt ?? request.clientClosedAt ?? Infinity) > at,
+      ).length,
+    );
   return points;
 }
 
@@ -561,22 +766,47 @@ const timelines: string[] = [];
  * (e) and (f): calls of the lengths LLM work has, at the concurrency of a real batch. Wall over the ideal (the calls'
  * summed latency over the concurrency), the worker's CPU per call, and the calls in flight over time.
  */
-async function longCallsScenario(harness: Harness, id: string, count: number, concurrency: number, latency: { minMs: number; maxMs: number }): Promise<ScenarioResult> {
+async function longCallsScenario(
+  harness: Harness,
+  id: string,
+  count: number,
+  concurrency: number,
+  latency: { minMs: number; maxMs: number },
+): Promise<ScenarioResult> {
   harness.simulator.configure({ latency, seed: `long-${id}` });
   const warmCount = Math.min(200, count);
   const sources = { 'warm-up': writeTasks(`long-${id}-warm-up`, warmCount), measured: writeTasks(`long-${id}`, count) };
   const size = (which: 'warm-up' | 'measured') => (which === 'warm-up' ? warmCount : count);
   const slots = String(Math.max(500, concurrency));
-  const ours = await oursWorker(harness.server, harness.simulator, `long-${id}`, { FANOUT_MAX_CONCURRENT_ACTIVITIES: slots });
+  const ours = await oursWorker(harness.server, harness.simulator, `long-${id}`, {
+    FANOUT_MAX_CONCURRENT_ACTIVITIES: slots,
+  });
   const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, Math.max(500, concurrency));
-  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
   const deadline = 20 * 60_000;
-  const sample = (which: 'warm-up' | 'measured', name: string, wallMs: number, rssMb: number | undefined, cpu: number) => {
+  const sample = (
+    which: 'warm-up' | 'measured',
+    name: string,
+    wallMs: number,
+    rssMb: number | undefined,
+    cpu: number,
+  ) => {
     const ideal = idealMs(harness.simulator, concurrency);
     const timeline = inFlightTimeline(harness.simulator, Math.max(1000, Math.round(ideal / 30)));
-    if (which === 'measured') timelines.push(`(${id}) ${name}: calls in flight every ${Math.max(1, Math.round(ideal / 30000))} s: ${timeline.join(' ')}`);
+    if (which === 'measured')
+      timelines.push(
+        `(${id}) ${name}: calls in flight every ${Math.max(1, Math.round(ideal / 30000))} s: ${timeline.join(' ')}`,
+      );
     const zeroes = timeline.slice(1, -1).filter((open) => open === 0).length;
-    return { wallMs, value: wallMs / ideal, rssMb, note: `CPU ${((cpu * 1000) / size(which)).toFixed(2)} ms per call, ideal ${(ideal / 1000).toFixed(1)} s, min in flight ${Math.min(...timeline.slice(1, -1))}${zeroes > 0 ? `, ${zeroes} samples at zero` : ''}` };
+    return {
+      wallMs,
+      value: wallMs / ideal,
+      rssMb,
+      note: `CPU ${((cpu * 1000) / size(which)).toFixed(2)} ms per call, ideal ${(ideal / 1000).toFixed(1)} s, min in flight ${Math.min(...timeline.slice(1, -1))}${zeroes > 0 ? `, ${zeroes} samples at zero` : ''}`,
+    };
   };
   try {
     return await measure(
@@ -597,8 +827,15 @@ async function longCallsScenario(harness: Harness, id: string, count: number, co
           name: `plain SDK: plainBatch (sliding window), ${Math.max(500, concurrency)} activity slots`,
           run: async (which) => {
             const cpuBefore = treeCpuSeconds(plain.pid);
-            const run = await timedOnWorker(harness, plain, () => withDeadline(runPlainBatch(harness.plainClient, plain.taskQueue, size(which), concurrency), deadline, async () => undefined));
-            if (run.result.succeeded !== size(which)) throw new Error(`plainBatch: ${run.result.succeeded} of ${size(which)} succeeded`);
+            const run = await timedOnWorker(harness, plain, () =>
+              withDeadline(
+                runPlainBatch(harness.plainClient, plain.taskQueue, size(which), concurrency),
+                deadline,
+                async () => undefined,
+              ),
+            );
+            if (run.result.succeeded !== size(which))
+              throw new Error(`plainBatch: ${run.result.succeeded} of ${size(which)} succeeded`);
             return sample(which, 'plain', run.wallMs, run.rssMb, treeCpuSeconds(plain.pid) - cpuBefore);
           },
         },
@@ -625,7 +862,10 @@ async function bigScenario(harness: Harness): Promise<ScenarioResult & { largest
   harness.simulator.configure({ latency: { minMs: 0, maxMs: 0 } });
   const source = writeTasks('big', BIG_ITEMS);
   const ours = await oursWorker(harness.server, harness.simulator, 'big');
-  const fanout = await FanoutClient.connect({ temporal: { address: harness.server.address }, taskQueue: ours.taskQueue });
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
   let largestHistory: number | undefined;
   let runs: number | undefined;
   try {
@@ -638,14 +878,27 @@ async function bigScenario(harness: Harness): Promise<ScenarioResult & { largest
         runs += 1;
         largestHistory = Math.max(largestHistory, execution.historyLength);
       }
-      const sample = { wallMs: run.wallMs, value: (BIG_ITEMS * 1000) / run.wallMs, rssMb: run.rssMb, note: `${runs} runs, largest history ${largestHistory} events` };
+      const sample = {
+        wallMs: run.wallMs,
+        value: (BIG_ITEMS * 1000) / run.wallMs,
+        rssMb: run.rssMb,
+        note: `${runs} runs, largest history ${largestHistory} events`,
+      };
       row.samples.push(sample);
       console.error(`(d) ${sample.value.toFixed(0)} calls/s, peak RSS ${sample.rssMb.toFixed(0)} MB, ${sample.note}`);
     } catch (error) {
       row.error = (error instanceof Error ? error.message : String(error)).split('\n')[0].slice(0, 160);
       console.error(`(d) failed: ${row.error}`);
     }
-    return { id: 'd', title: `${BIG_ITEMS.toLocaleString('en-US')}-item batch, zero latency (one run)`, metric: 'calls / s', higherIsBetter: true, rows: [row], largestHistory, runs };
+    return {
+      id: 'd',
+      title: `${BIG_ITEMS.toLocaleString('en-US')}-item batch, zero latency (one run)`,
+      metric: 'calls / s',
+      higherIsBetter: true,
+      rows: [row],
+      largestHistory,
+      runs,
+    };
   } finally {
     await fanout.close();
     await ours.stop();
@@ -670,7 +923,9 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
   );
   const oursC = value('c', 'ours');
   const plainC = value('c', 'plain SDK');
-  lines.push(`- (c) zero-latency throughput ≥ 1.0 × the plain SDK's, results stored: ours ${oursC?.value.toFixed(0) ?? '–'} calls/s, plain ${plainC?.value.toFixed(0) ?? '–'} calls/s (${oursC && plainC ? (oursC.value / plainC.value).toFixed(2) : '–'} ×) → ${verdict(oursC && plainC ? oursC.value >= plainC.value : undefined)}`);
+  lines.push(
+    `- (c) zero-latency throughput ≥ 1.0 × the plain SDK's, results stored: ours ${oursC?.value.toFixed(0) ?? '–'} calls/s, plain ${plainC?.value.toFixed(0) ?? '–'} calls/s (${oursC && plainC ? (oursC.value / plainC.value).toFixed(2) : '–'} ×) → ${verdict(oursC && plainC ? oursC.value >= plainC.value : undefined)}`,
+  );
   const oursA = value('a', 'ours');
   for (const id of ['e', 'f']) {
     const ours = value(id, 'ours');
@@ -682,15 +937,21 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
     );
   }
   const plainA = value('a', 'plain SDK: plainFanOut (Promise.all), 500');
-  lines.push(`- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`);
+  lines.push(
+    `- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`,
+  );
   const big = results.get('d');
   const oursD = big ? medianSample(big.rows[0]) : undefined;
-  lines.push(`- (d) ${BIG_ITEMS.toLocaleString('en-US')}-item batch, worker peak RSS ≤ 400 MB, history per run bounded (≤ 10,240 events): ${oursD ? `${oursD.rssMb?.toFixed(0)} MB, largest run ${big?.largestHistory} events` : big ? `failed: ${big.rows[0].error}` : 'not run (add --big)'} → ${verdict(oursD ? (oursD.rssMb ?? Infinity) <= 400 && (big?.largestHistory ?? Infinity) <= 10_240 : undefined)}`);
+  lines.push(
+    `- (d) ${BIG_ITEMS.toLocaleString('en-US')}-item batch, worker peak RSS ≤ 400 MB, history per run bounded (≤ 10,240 events): ${oursD ? `${oursD.rssMb?.toFixed(0)} MB, largest run ${big?.largestHistory} events` : big ? `failed: ${big.rows[0].error}` : 'not run (add --big)'} → ${verdict(oursD ? (oursD.rssMb ?? Infinity) <= 400 && (big?.largestHistory ?? Infinity) <= 10_240 : undefined)}`,
+  );
   return lines;
 }
 
 function render(results: ScenarioResult[], server: DevServer, python: string | undefined, command: string): string {
-  const pythonVersion = python ? execFileSync(python, ['--version'], { encoding: 'utf8' }).trim() : 'not installed (asyncio skipped)';
+  const pythonVersion = python
+    ? execFileSync(python, ['--version'], { encoding: 'utf8' }).trim()
+    : 'not installed (asyncio skipped)';
   const tables = results.map((scenario) => {
     const rows = scenario.rows.map((row) => {
       const chosen = medianSample(row);
@@ -698,7 +959,13 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
       const format = (sample: Sample) => (scenario.higherIsBetter ? sample.value.toFixed(0) : sample.value.toFixed(2));
       return `| ${row.contender} | ${format(chosen)} | ${row.samples.map(format).join(' ')}${row.error ? ` (then failed: ${row.error})` : ''} | ${chosen.wallMs.toFixed(0)} | ${chosen.rssMb?.toFixed(0) ?? ''} | ${chosen.note ?? ''} |`;
     });
-    return [`### (${scenario.id}) ${scenario.title}`, '', `| contender | ${scenario.metric} (median) | every round | wall (ms) | peak RSS of the worker / script (MB) | notes |`, '| --- | ---: | --- | ---: | ---: | --- |', ...rows].join('\n');
+    return [
+      `### (${scenario.id}) ${scenario.title}`,
+      '',
+      `| contender | ${scenario.metric} (median) | every round | wall (ms) | peak RSS of the worker / script (MB) | notes |`,
+      '| --- | ---: | --- | ---: | ---: | --- |',
+      ...rows,
+    ].join('\n');
   });
   return [
     '## Side by side: ours, a plain Temporal project, asyncio',
@@ -709,12 +976,14 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
     '3 eager calls per workflow task, ours takes up to its free slots for fan-outs) and one simulator (in the harness process) for everyone; each worker is its own process',
     '(ours: `fanout worker` with its defaults, its peak RSS summed over the launcher and the worker it starts; plain: bench/plain/worker.ts with the SDK defaults and the slots shown). Every round runs every contender',
     'once, in a rotated order. "plain SDK" is bench/plain/: `proxyActivities` + `Promise.all`, and a sliding window of one activity per item with',
-    'continue-as-new when the server suggests it, no heartbeats, results not stored. asyncio is the seed guide\'s semaphore pattern (bench/asyncio/),',
+    "continue-as-new when the server suggests it, no heartbeats, results not stored. asyncio is the seed guide's semaphore pattern (bench/asyncio/),",
     'timed from its first call with its client already built; it keeps results in memory only. Ours writes every batch result to its sink, checked',
     'line by line after each run. Compare within this run only: the machine is shared.',
     '',
     ...tables.flatMap((table) => [table, '']),
-    ...(timelines.length > 0 ? ['Calls in flight at the simulator over each measured run (long calls):', '', '```', ...timelines, '```', ''] : []),
+    ...(timelines.length > 0
+      ? ['Calls in flight at the simulator over each measured run (long calls):', '', '```', ...timelines, '```', '']
+      : []),
     'Goals:',
     ...goals(new Map(results.map((result) => [result.id, result]))),
   ].join('\n');
@@ -725,19 +994,45 @@ function writeSection(section: string): void {
   const block = `<!-- compare:start -->\n${section}\n<!-- compare:end -->`;
   const existing = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
   const pattern = /<!-- compare:start -->[\s\S]*?<!-- compare:end -->/;
-  writeFileSync(target, pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`);
+  writeFileSync(
+    target,
+    pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`,
+  );
 }
 
 /** The plain worker runs as compiled JavaScript, like ours (dist/), so neither pays for a TypeScript loader. */
 function buildPlainWorker(): void {
   mkdirSync(PLAIN_BUILD, { recursive: true });
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  execFileSync(process.execPath, [tsc, '--outDir', PLAIN_BUILD, '--rootDir', path.join(__dirname, 'plain'), '--module', 'commonjs', '--target', 'es2022', '--esModuleInterop', '--skipLibCheck', '--strict', '--types', 'node', path.join(__dirname, 'plain', 'worker.ts')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [
+      tsc,
+      '--outDir',
+      PLAIN_BUILD,
+      '--rootDir',
+      path.join(__dirname, 'plain'),
+      '--module',
+      'commonjs',
+      '--target',
+      'es2022',
+      '--esModuleInterop',
+      '--skipLibCheck',
+      '--strict',
+      '--types',
+      'node',
+      path.join(__dirname, 'plain', 'worker.ts'),
+    ],
+    { stdio: 'inherit' },
+  );
 }
 
 function findPython(): string | undefined {
   try {
-    return execFileSync('bash', [path.join(__dirname, 'asyncio', 'ensure-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    return execFileSync('bash', [path.join(__dirname, 'asyncio', 'ensure-venv.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
   } catch {
     console.error('note: no Python venv for the asyncio baseline; it is skipped');
     return undefined;
@@ -761,8 +1056,10 @@ async function main(): Promise<void> {
     if (SCENARIOS.has('b')) results.push(await windowScenario(harness));
     if (SCENARIOS.has('c')) results.push(await throughputScenario(harness));
     if (SCENARIOS.has('d')) results.push(await bigScenario(harness));
-    if (SCENARIOS.has('e')) results.push(await longCallsScenario(harness, 'e', 4000, 500, { minMs: 3000, maxMs: 3000 }));
-    if (SCENARIOS.has('f')) results.push(await longCallsScenario(harness, 'f', 20_000, 1000, { minMs: 1000, maxMs: 10_000 }));
+    if (SCENARIOS.has('e'))
+      results.push(await longCallsScenario(harness, 'e', 4000, 500, { minMs: 3000, maxMs: 3000 }));
+    if (SCENARIOS.has('f'))
+      results.push(await longCallsScenario(harness, 'f', 20_000, 1000, { minMs: 1000, maxMs: 10_000 }));
   } finally {
     await connection.close();
     await simulator.close();

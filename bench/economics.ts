@@ -47,17 +47,26 @@ async function settled(server: MeteredServer): Promise<Record<string, number>> {
 }
 
 async function configure(simulator: RemoteSimulator, config: SimulatorConfigInput): Promise<void> {
-  const response = await fetch(`${simulator.baseUrl.replace(/\/v1$/, '')}/_sim/config`, { method: 'PUT', body: JSON.stringify(config) });
+  const response = await fetch(`${simulator.baseUrl.replace(/\/v1$/, '')}/_sim/config`, {
+    method: 'PUT',
+    body: JSON.stringify(config),
+  });
   if (!response.ok) throw new Error(`simulator config refused: ${await response.text()}`);
   await simulator.reset();
 }
 
 function tasks(prefix: string, count: number, marker = ''): AgentTask[] {
-  return Array.from({ length: count }, (_, index) => ({ id: `${prefix}-${index}`, prompt: `economics ${index} ${marker}`.trim() }));
+  return Array.from({ length: count }, (_, index) => ({
+    id: `${prefix}-${index}`,
+    prompt: `economics ${index} ${marker}`.trim(),
+  }));
 }
 
 function cli(args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'ignore'] });
+  return spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'ignore'],
+  });
 }
 
 interface WorkerProcess {
@@ -65,7 +74,11 @@ interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-async function spawnWorker(server: MeteredServer, taskQueue: string, env: Record<string, string>): Promise<WorkerProcess> {
+async function spawnWorker(
+  server: MeteredServer,
+  taskQueue: string,
+  env: Record<string, string>,
+): Promise<WorkerProcess> {
   const child = spawn(process.execPath, [CLI, 'worker', '--address', server.address, '--task-queue', taskQueue], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -147,9 +160,18 @@ async function actionsPerCall(server: MeteredServer): Promise<string> {
       return undefined;
     });
     const source = path.join(directory, 'batch-20.jsonl');
-    writeFileSync(source, `${tasks('b', 20, '[sim latency=10000]').map((task) => JSON.stringify(task)).join('\n')}\n`);
+    writeFileSync(
+      source,
+      `${tasks('b', 20, '[sim latency=10000]')
+        .map((task) => JSON.stringify(task))
+        .join('\n')}\n`,
+    );
     await measure('batch, 20 items of 10 s, `batch status --watch` alongside', 20, async () => {
-      const handle = await client.startBatch({ source, sink: path.join(directory, 'batch-20.out.jsonl'), options: { concurrency: 20 } });
+      const handle = await client.startBatch({
+        source,
+        sink: path.join(directory, 'batch-20.out.jsonl'),
+        options: { concurrency: 20 },
+      });
       const watcher = cli(['batch', 'status', handle.batchId, '--watch', '--json', '--address', server.address]);
       await handle.result();
       await new Promise((resolve) => (watcher.exitCode === null ? watcher.once('exit', resolve) : resolve(undefined)));
@@ -162,7 +184,9 @@ async function actionsPerCall(server: MeteredServer): Promise<string> {
       const cancelledAt = Date.now();
       await handle.cancel();
       await handle.result().catch(() => undefined);
-      const closed = (await simulator.log()).filter((request) => request.workflowId === handle.workflowId).map((request) => request.clientClosedAt ?? Number.NaN);
+      const closed = (await simulator.log())
+        .filter((request) => request.workflowId === handle.workflowId)
+        .map((request) => request.clientClosedAt ?? Number.NaN);
       return `every request closed ${((Math.max(...closed) - cancelledAt) / 1000).toFixed(1)} s after the cancel`;
     });
     await measure('fan-out, 1 call whose worker process is SIGKILLed', 1, async () => {
@@ -207,7 +231,9 @@ interface PacingRow {
  * bucket (10 s of refill) is spent, and before the tail, when fewer calls are left than the window holds.
  */
 function sustained(log: SimulatedRequest[]): { requestsPerMinute: number; tokensPerMinute: number } {
-  const answered = log.filter((request) => request.outcome === 200 && request.respondedAt !== undefined).sort((a, b) => (a.respondedAt ?? 0) - (b.respondedAt ?? 0));
+  const answered = log
+    .filter((request) => request.outcome === 200 && request.respondedAt !== undefined)
+    .sort((a, b) => (a.respondedAt ?? 0) - (b.respondedAt ?? 0));
   const from = Math.floor(answered.length * 0.25);
   const to = Math.floor(answered.length * 0.9);
   const window = answered.slice(from, to);
@@ -219,7 +245,14 @@ function sustained(log: SimulatedRequest[]): { requestsPerMinute: number; tokens
 const RPM = 600;
 const TPM = 150_000;
 
-async function pacingRun(server: MeteredServer, simulator: RemoteSimulator, source: string, label: string, workers: number, paced: boolean): Promise<PacingRow> {
+async function pacingRun(
+  server: MeteredServer,
+  simulator: RemoteSimulator,
+  source: string,
+  label: string,
+  workers: number,
+  paced: boolean,
+): Promise<PacingRow> {
   await configure(simulator, {
     seed: 'pacing',
     latency: { minMs: 1000, maxMs: 3000 },
@@ -227,7 +260,11 @@ async function pacingRun(server: MeteredServer, simulator: RemoteSimulator, sour
     rateLimits: { requestsPerMinute: RPM, tokensPerMinute: TPM, burstSeconds: 10 },
   });
   const taskQueue = `bench-pacing-${workers}-${paced ? 'paced' : 'unpaced'}`;
-  const env = { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench-pacing', FANOUT_PACING: paced ? 'on' : 'off' };
+  const env = {
+    OPENAI_BASE_URL: simulator.baseUrl,
+    OPENAI_API_KEY: 'bench-pacing',
+    FANOUT_PACING: paced ? 'on' : 'off',
+  };
   const processes = await Promise.all(Array.from({ length: workers }, () => spawnWorker(server, taskQueue, env)));
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const before = await settled(server);
@@ -238,7 +275,10 @@ async function pacingRun(server: MeteredServer, simulator: RemoteSimulator, sour
     const wallS = (performance.now() - startedAt) / 1000;
     const spent = total(await settled(server), before);
     const log = await simulator.log();
-    const lines = readFileSync(sink, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as { attempts?: number });
+    const lines = readFileSync(sink, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { attempts?: number });
     const row: PacingRow = {
       label,
       wallS,
@@ -261,11 +301,27 @@ async function pacing(server: MeteredServer): Promise<string> {
   const simulator = await spawnSimulator(['--latency', '1000']);
   // ~100 tokens of prompt and max_tokens 300: 400 reserved at admission, ~300 used (answers of 150-250 tokens).
   const source = path.join(directory, `pacing-${ITEMS}.jsonl`);
-  const prompt = `Summarise the following notes in one paragraph. ${'lorem ipsum dolor sit amet '.repeat(14)}`.slice(0, 400);
-  writeFileSync(source, `${Array.from({ length: ITEMS }, (_, index) => JSON.stringify({ id: `p-${index}`, prompt, maxTokens: 300 })).join('\n')}\n`);
+  const prompt = `Summarise the following notes in one paragraph. ${'lorem ipsum dolor sit amet '.repeat(14)}`.slice(
+    0,
+    400,
+  );
+  writeFileSync(
+    source,
+    `${Array.from({ length: ITEMS }, (_, index) => JSON.stringify({ id: `p-${index}`, prompt, maxTokens: 300 })).join('\n')}\n`,
+  );
   const rows: PacingRow[] = [];
   try {
-    for (const workers of WORKER_COUNTS) rows.push(await pacingRun(server, simulator, source, `paced, ${workers} worker process${workers > 1 ? 'es' : ''}`, workers, true));
+    for (const workers of WORKER_COUNTS)
+      rows.push(
+        await pacingRun(
+          server,
+          simulator,
+          source,
+          `paced, ${workers} worker process${workers > 1 ? 'es' : ''}`,
+          workers,
+          true,
+        ),
+      );
     rows.push(await pacingRun(server, simulator, source, 'unpaced (FANOUT_PACING=off), 1 worker process', 1, false));
   } finally {
     await simulator.close();

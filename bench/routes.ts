@@ -54,7 +54,12 @@ async function settled(server: MeteredServer): Promise<Record<string, number>> {
 
 function taskFile(name: string, count: number): string {
   const file = path.join(directory, `${name}.jsonl`);
-  writeFileSync(file, Array.from({ length: count }, (_, index) => JSON.stringify({ id: `${name}-${index}`, prompt: `routes ${index}`, model: 'gpt-4o-mini' })).join('\n') + '\n');
+  writeFileSync(
+    file,
+    Array.from({ length: count }, (_, index) =>
+      JSON.stringify({ id: `${name}-${index}`, prompt: `routes ${index}`, model: 'gpt-4o-mini' }),
+    ).join('\n') + '\n',
+  );
   return file;
 }
 
@@ -68,12 +73,19 @@ interface Measured {
 
 /** Provider $ per 1,000 items of the token profile, at a tier. */
 function providerDollars(model: string, tier: PriceTier): number {
-  const usage = { promptTokens: PROMPT_TOKENS, completionTokens: COMPLETION_TOKENS, totalTokens: PROMPT_TOKENS + COMPLETION_TOKENS };
+  const usage = {
+    promptTokens: PROMPT_TOKENS,
+    completionTokens: COMPLETION_TOKENS,
+    totalTokens: PROMPT_TOKENS + COMPLETION_TOKENS,
+  };
   return (priceOf(model, usage, BUILT_IN_PRICES, tier) ?? Number.NaN) * 1000;
 }
 
 async function main(): Promise<void> {
-  const simulator = await startSimulator({ latency: { minMs: 50, maxMs: 50 }, providerBatches: { speed: SPEED, processingSeconds: { min: BATCH_MINUTES * 60, max: BATCH_MINUTES * 60 } } });
+  const simulator = await startSimulator({
+    latency: { minMs: 50, maxMs: 50 },
+    providerBatches: { speed: SPEED, processingSeconds: { min: BATCH_MINUTES * 60, max: BATCH_MINUTES * 60 } },
+  });
   const server = await startMeteredServer();
   const storage = new Storage();
   const taskQueue = 'bench-routes';
@@ -83,7 +95,9 @@ async function main(): Promise<void> {
     activities: {
       llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }),
       storage,
-      providerBatches: { openai: new OpenAiBatches(storage, new OpenAI({ apiKey: 'bench', baseURL: simulator.baseUrl, maxRetries: 0 })) },
+      providerBatches: {
+        openai: new OpenAiBatches(storage, new OpenAI({ apiKey: 'bench', baseURL: simulator.baseUrl, maxRetries: 0 })),
+      },
     },
   });
   const running = worker.run();
@@ -99,7 +113,11 @@ async function main(): Promise<void> {
   };
   try {
     await measure('sync', ITEMS[0], async () => {
-      const handle = await client.startBatch({ source: taskFile('sync', ITEMS[0]), sink: path.join(directory, 'sync.out.jsonl'), options: { concurrency: 100 } });
+      const handle = await client.startBatch({
+        source: taskFile('sync', ITEMS[0]),
+        sink: path.join(directory, 'sync.out.jsonl'),
+        options: { concurrency: 100 },
+      });
       const summary = await handle.result();
       if (summary.succeeded !== ITEMS[0]) throw new Error(`sync: ${summary.succeeded} of ${ITEMS[0]} ok`);
       return 'batch workflow, default options, concurrency 100';
@@ -114,7 +132,11 @@ async function main(): Promise<void> {
           spool: path.join(directory, `${batchId}.spool`),
           options: { pollIntervalMs: 60_000 / SPEED, maxPollIntervalMs: 600_000 / SPEED },
         };
-        const result = (await server.client.workflow.execute('providerBatch', { taskQueue, workflowId: batchId, args: [input] })) as ProviderBatchResult;
+        const result = (await server.client.workflow.execute('providerBatch', {
+          taskQueue,
+          workflowId: batchId,
+          args: [input],
+        })) as ProviderBatchResult;
         if (result.succeeded !== items) throw new Error(`provider-batch: ${result.succeeded} of ${items} ok`);
         const polls = result.providerBatches.length;
         return `${polls} provider batch${polls === 1 ? '' : 'es'} of ${BATCH_MINUTES} simulated minutes; simulator: ${simulator.batchStats().itemsAnswered} answered`;
@@ -127,7 +149,12 @@ async function main(): Promise<void> {
     await simulator.close();
   }
   const sync = rows.find((row) => row.route === 'sync');
-  if (sync) rows.splice(1, 0, { ...sync, route: 'flex', note: 'the sync path with service_tier "flex": the same activities as sync' });
+  if (sync)
+    rows.splice(1, 0, {
+      ...sync,
+      route: 'flex',
+      note: 'the sync path with service_tier "flex": the same activities as sync',
+    });
   const section = render(rows);
   const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
   const existing = readFileSync(target, 'utf8');
@@ -147,7 +174,9 @@ function render(rows: Measured[]): string {
     return `| ${row.route} | ${row.items.toLocaleString('en-US')} | ${all} | ${(all / row.items).toFixed(4)} | ${perThousand.toFixed(0)} | $${((perThousand * DOLLARS_PER_MILLION_ACTIONS) / 1e6).toFixed(4)} | ${row.route === 'flex' ? '(as sync)' : row.wallS.toFixed(0)} | ${row.note} |`;
   });
   const dollarRows = MODELS.map((model) => {
-    const cells = ['sync', 'flex', 'provider-batch'].map((route) => `$${providerDollars(model, tierOf(route)).toFixed(3)}`);
+    const cells = ['sync', 'flex', 'provider-batch'].map(
+      (route) => `$${providerDollars(model, tierOf(route)).toFixed(3)}`,
+    );
     return `| ${model} | ${cells.join(' | ')} | $${(providerDollars(model, 'standard') - providerDollars(model, 'batch')).toFixed(3)} |`;
   });
   // Per 1,000 items of the first (smallest) run of each route.
@@ -197,4 +226,3 @@ main().catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });
-

@@ -31,7 +31,10 @@ function median(values: number[]): number {
 }
 
 function tasksFor(prefix: string, count: number): AgentTask[] {
-  return Array.from({ length: count }, (_, index) => ({ id: `${prefix}-${index}`, prompt: `benchmark prompt ${index}` }));
+  return Array.from({ length: count }, (_, index) => ({
+    id: `${prefix}-${index}`,
+    prompt: `benchmark prompt ${index}`,
+  }));
 }
 
 /** Times one run and reads the slowest latency the simulator applied to its requests. */
@@ -45,7 +48,11 @@ async function timed(simulator: RemoteSimulator, body: () => Promise<void>): Pro
 }
 
 /** A worker with `slots` activity slots, kept running across rounds (a warm worker, as in production). */
-async function temporalRunner(server: DevServer, simulator: RemoteSimulator, slots: number): Promise<{ run: Runner; stop(): Promise<void> }> {
+async function temporalRunner(
+  server: DevServer,
+  simulator: RemoteSimulator,
+  slots: number,
+): Promise<{ run: Runner; stop(): Promise<void> }> {
   const taskQueue = `bench-${slots}-${Math.random().toString(36).slice(2, 8)}`;
   const worker: Worker = await createFanoutWorker({
     connection: server.nativeConnection,
@@ -74,7 +81,10 @@ function promiseAllRunner(simulator: RemoteSimulator): Runner {
     timed(simulator, async () => {
       await Promise.all(
         tasks.map((task) =>
-          llm.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: task.prompt }] }, { headers: { 'x-fanout-task-id': task.id } }),
+          llm.chat.completions.create(
+            { model: 'gpt-4o-mini', messages: [{ role: 'user', content: task.prompt }] },
+            { headers: { 'x-fanout-task-id': task.id } },
+          ),
         ),
       );
     });
@@ -100,7 +110,9 @@ async function scenario(name: string, tasks: AgentTask[], runners: [string, Runn
     const ratios = results[index].map((m) => m.wallMs / m.slowestMs);
     const ratio = median(ratios);
     const chosen = results[index][ratios.indexOf(ratio)];
-    console.error(`${name} | ${runner}: ratio ${ratio.toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')})`);
+    console.error(
+      `${name} | ${runner}: ratio ${ratio.toFixed(3)} (rounds ${ratios.map((r) => r.toFixed(3)).join(', ')})`,
+    );
     return { scenario: name, runner, wallMs: chosen.wallMs, slowestMs: chosen.slowestMs, ratio, rounds: ratios };
   });
 }

@@ -29,17 +29,31 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<void> {
-  const [server, s3, simulator] = await Promise.all([startDevServer(), startS3Server(), spawnSimulator(['--latency', '0'])]);
+  const [server, s3, simulator] = await Promise.all([
+    startDevServer(),
+    startS3Server(),
+    spawnSimulator(['--latency', '0']),
+  ]);
   const storage = new Storage(s3.env());
   const taskQueue = 'bench-store';
   const worker = await createFanoutWorker({
     connection: server.nativeConnection,
     taskQueue,
-    activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }), storage, store: new PayloadStore(storage, `s3://${s3.bucket}/store`) },
+    activities: {
+      llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'bench' }),
+      storage,
+      store: new PayloadStore(storage, `s3://${s3.bucket}/store`),
+    },
   });
   const running = worker.run();
-  const client = await FanoutClient.connect({ client: server.client, taskQueue, store: new PayloadStore(storage, `s3://${s3.bucket}/store`) });
-  const tasks = Array.from({ length: ITEMS }, (_, index) => JSON.stringify({ id: `s-${index}`, prompt: `item ${index}` })).join('\n');
+  const client = await FanoutClient.connect({
+    client: server.client,
+    taskQueue,
+    store: new PayloadStore(storage, `s3://${s3.bucket}/store`),
+  });
+  const tasks = Array.from({ length: ITEMS }, (_, index) =>
+    JSON.stringify({ id: `s-${index}`, prompt: `item ${index}` }),
+  ).join('\n');
   const localSource = path.join(directory, 'tasks.jsonl');
   writeFileSync(localSource, tasks);
   const s3Source = `s3://${s3.bucket}/bench/tasks.jsonl`;
@@ -50,12 +64,16 @@ async function main(): Promise<void> {
     for (let round = 0; round < ROUNDS; round += 1) {
       for (const kind of round % 2 === 0 ? (['local', 's3'] as const) : (['s3', 'local'] as const)) {
         const source = kind === 'local' ? localSource : s3Source;
-        const sink = kind === 'local' ? path.join(directory, `out-${round}.jsonl`) : `s3://${s3.bucket}/bench/out-${round}.jsonl`;
+        const sink =
+          kind === 'local' ? path.join(directory, `out-${round}.jsonl`) : `s3://${s3.bucket}/bench/out-${round}.jsonl`;
         const startedAt = performance.now();
-        const summary = await (await client.startBatch({ source, sink, options: { concurrency: CONCURRENCY } })).result();
+        const summary = await (
+          await client.startBatch({ source, sink, options: { concurrency: CONCURRENCY } })
+        ).result();
         const seconds = (performance.now() - startedAt) / 1000;
         const lines = (await storage.read(sink)).toString('utf8').split('\n').filter(Boolean).length;
-        if (summary.succeeded !== ITEMS || lines !== ITEMS) throw new Error(`${kind} round ${round + 1}: ${summary.succeeded} ok, ${lines} lines`);
+        if (summary.succeeded !== ITEMS || lines !== ITEMS)
+          throw new Error(`${kind} round ${round + 1}: ${summary.succeeded} ok, ${lines} lines`);
         rates[kind].push(ITEMS / seconds);
         console.error(`${kind} round ${round + 1}: ${(ITEMS / seconds).toFixed(0)} calls/s`);
       }
@@ -68,7 +86,10 @@ async function main(): Promise<void> {
     await s3.stop();
   }
 
-  const rows = rates.local.map((local, index) => `| ${index + 1} | ${local.toFixed(0)} | ${rates.s3[index].toFixed(0)} | ${(rates.s3[index] / local).toFixed(2)} |`);
+  const rows = rates.local.map(
+    (local, index) =>
+      `| ${index + 1} | ${local.toFixed(0)} | ${rates.s3[index].toFixed(0)} | ${(rates.s3[index] / local).toFixed(2)} |`,
+  );
   const section = `## Batch throughput by store
 
 Command: \`npm run bench\` (\`bench/store.ts\`). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores, Node ${process.version}.
@@ -87,7 +108,10 @@ segment per flush, so the store adds one request per item and one per ${100} res
   const existing = readFileSync(target, 'utf8');
   const block = `<!-- store:start -->\n${section}\n<!-- store:end -->`;
   const pattern = /<!-- store:start -->[\s\S]*?<!-- store:end -->/;
-  writeFileSync(target, pattern.test(existing) ? existing.replace(pattern, block) : `${existing.trimEnd()}\n\n${block}\n`);
+  writeFileSync(
+    target,
+    pattern.test(existing) ? existing.replace(pattern, block) : `${existing.trimEnd()}\n\n${block}\n`,
+  );
   console.log(section);
 }
 

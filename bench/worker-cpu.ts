@@ -53,7 +53,8 @@ function cpuByThread(pid: number): Map<string, number> {
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const name = Number(tid) === pid ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[-\d]+$/, '');
+      const name =
+        Number(tid) === pid ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[-\d]+$/, '');
       const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
       byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10);
     } catch {
@@ -63,9 +64,19 @@ function cpuByThread(pid: number): Map<string, number> {
   return byName;
 }
 
-async function worker(label: string, args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ pid: number; stop(): Promise<void> }> {
-  const nodeArgs = flags.profile ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`] : [];
-  const child = spawn(process.execPath, [...nodeArgs, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+async function worker(
+  label: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+): Promise<{ pid: number; stop(): Promise<void> }> {
+  const nodeArgs = flags.profile
+    ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`]
+    : [];
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   children.add(child);
   let output = '';
   await new Promise<void>((resolve, reject) => {
@@ -87,13 +98,36 @@ async function worker(label: string, args: string[], env: NodeJS.ProcessEnv, rea
 }
 
 function tasks(round: number, batch: number) {
-  return Array.from({ length: WIDTH }, (_, index) => ({ id: `r${round}-b${batch}-${index}`, prompt: `cpu [sim latency=${MIN_MS + Math.floor(Math.random() * (MAX_MS - MIN_MS + 1))}]` }));
+  return Array.from({ length: WIDTH }, (_, index) => ({
+    id: `r${round}-b${batch}-${index}`,
+    prompt: `cpu [sim latency=${MIN_MS + Math.floor(Math.random() * (MAX_MS - MIN_MS + 1))}]`,
+  }));
 }
 
 async function main(): Promise<void> {
   mkdirSync(PLAIN_BUILD, { recursive: true });
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  execFileSync(process.execPath, [tsc, '--outDir', PLAIN_BUILD, '--rootDir', path.join(__dirname, 'plain'), '--module', 'commonjs', '--target', 'es2022', '--esModuleInterop', '--skipLibCheck', '--strict', '--types', 'node', path.join(__dirname, 'plain', 'worker.ts')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [
+      tsc,
+      '--outDir',
+      PLAIN_BUILD,
+      '--rootDir',
+      path.join(__dirname, 'plain'),
+      '--module',
+      'commonjs',
+      '--target',
+      'es2022',
+      '--esModuleInterop',
+      '--skipLibCheck',
+      '--strict',
+      '--types',
+      'node',
+      path.join(__dirname, 'plain', 'worker.ts'),
+    ],
+    { stdio: 'inherit' },
+  );
   const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-cpu-'));
   const bundle = path.join(directory, 'plain-bundle.js');
   await bundlePlainWorkflows(bundle);
@@ -101,17 +135,44 @@ async function main(): Promise<void> {
 
   const server = await startDevServer();
   // Per-prompt latencies for fan-outs; batches (whose plain prompts name none) take the simulator's own.
-  const simulator = await startSimulator({ latency: flags.batch ? { minMs: MIN_MS, maxMs: MAX_MS } : { minMs: 0, maxMs: 0 } });
+  const simulator = await startSimulator({
+    latency: flags.batch ? { minMs: MIN_MS, maxMs: MAX_MS } : { minMs: 0, maxMs: 0 },
+  });
   const env = { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' };
   const oursQueue = `ours-${Date.now()}`;
   const plainQueue = `plain-${Date.now()}`;
-  const ours = await worker('ours', [CLI, 'worker', '--address', server.address, '--task-queue', oursQueue], { ...env, FANOUT_WORKER_HEAP_MB: 'off' }, /worker polling/);
-  const plain = await worker('plain', [path.join(PLAIN_BUILD, 'worker.js'), '--address', server.address, '--task-queue', plainQueue, '--bundle', bundle, '--slots', '500'], env, /plain worker polling/);
+  const ours = await worker(
+    'ours',
+    [CLI, 'worker', '--address', server.address, '--task-queue', oursQueue],
+    { ...env, FANOUT_WORKER_HEAP_MB: 'off' },
+    /worker polling/,
+  );
+  const plain = await worker(
+    'plain',
+    [
+      path.join(PLAIN_BUILD, 'worker.js'),
+      '--address',
+      server.address,
+      '--task-queue',
+      plainQueue,
+      '--bundle',
+      bundle,
+      '--slots',
+      '500',
+    ],
+    env,
+    /plain worker polling/,
+  );
   const fanout = await FanoutClient.connect({ client: server.client, taskQueue: oursQueue });
   const batches = flags.batch ? 1 : Math.ceil(CALLS / WIDTH);
   const batchFile = (round: number) => {
     const file = path.join(directory, `tasks-${round}.jsonl`);
-    writeFileSync(file, Array.from({ length: round < 0 ? WIDTH : CALLS }, (_, index) => JSON.stringify({ id: `r${round}-${index}`, prompt: `batch item ${index}` })).join('\n') + '\n');
+    writeFileSync(
+      file,
+      Array.from({ length: round < 0 ? WIDTH : CALLS }, (_, index) =>
+        JSON.stringify({ id: `r${round}-${index}`, prompt: `batch item ${index}` }),
+      ).join('\n') + '\n',
+    );
     return file;
   };
   const contenders = flags.batch
@@ -119,21 +180,39 @@ async function main(): Promise<void> {
         ours: {
           pid: ours.pid,
           run: async (round: number) => {
-            const handle = await fanout.startBatch({ source: batchFile(round), sink: path.join(directory, `out-${round}-${Date.now()}.jsonl`), options: { concurrency: WIDTH } });
+            const handle = await fanout.startBatch({
+              source: batchFile(round),
+              sink: path.join(directory, `out-${round}-${Date.now()}.jsonl`),
+              options: { concurrency: WIDTH },
+            });
             await handle.result();
           },
         },
-        plain: { pid: plain.pid, run: async (round: number) => void (await runPlainBatch(server.client, plainQueue, round < 0 ? WIDTH : CALLS, WIDTH)) },
+        plain: {
+          pid: plain.pid,
+          run: async (round: number) =>
+            void (await runPlainBatch(server.client, plainQueue, round < 0 ? WIDTH : CALLS, WIDTH)),
+        },
       }
     : {
-        ours: { pid: ours.pid, run: async (round: number, batch: number) => void (await fanout.runParallel(tasks(round, batch), { maxParallel: WIDTH })) },
-        plain: { pid: plain.pid, run: async (round: number, batch: number) => void (await runPlainFanOut(server.client, plainQueue, tasks(round, batch))) },
+        ours: {
+          pid: ours.pid,
+          run: async (round: number, batch: number) =>
+            void (await fanout.runParallel(tasks(round, batch), { maxParallel: WIDTH })),
+        },
+        plain: {
+          pid: plain.pid,
+          run: async (round: number, batch: number) =>
+            void (await runPlainFanOut(server.client, plainQueue, tasks(round, batch))),
+        },
       };
   // One small warm-up each (JIT, connections), not counted.
   for (const contender of Object.values(contenders)) await contender.run(-1, 0);
   const results: Record<string, number[]> = { ours: [], plain: [] };
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const [name, contender] of round % 2 === 0 ? Object.entries(contenders) : Object.entries(contenders).reverse()) {
+    for (const [name, contender] of round % 2 === 0
+      ? Object.entries(contenders)
+      : Object.entries(contenders).reverse()) {
       const before = cpuMs(contender.pid);
       const threadsBefore = cpuByThread(contender.pid);
       const startedAt = Date.now();
@@ -146,12 +225,16 @@ async function main(): Promise<void> {
         .filter(([, ms]) => ms >= 0.05)
         .map(([thread, ms]) => `${thread} ${ms.toFixed(2)}`)
         .join(', ');
-      console.log(`round ${round + 1} ${name}: ${calls} calls in ${((Date.now() - startedAt) / 1000).toFixed(1)} s, worker CPU ${perCall.toFixed(2)} ms per call (${threads})`);
+      console.log(
+        `round ${round + 1} ${name}: ${calls} calls in ${((Date.now() - startedAt) / 1000).toFixed(1)} s, worker CPU ${perCall.toFixed(2)} ms per call (${threads})`,
+      );
     }
   }
   for (const [name, values] of Object.entries(results)) {
     const sorted = [...values].sort((a, b) => a - b);
-    console.log(`${name}: CPU per call ${sorted.map((value) => value.toFixed(2)).join(', ')} ms (median ${sorted[Math.floor(sorted.length / 2)].toFixed(2)})`);
+    console.log(
+      `${name}: CPU per call ${sorted.map((value) => value.toFixed(2)).join(', ')} ms (median ${sorted[Math.floor(sorted.length / 2)].toFixed(2)})`,
+    );
   }
   await ours.stop();
   await plain.stop();

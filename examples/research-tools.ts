@@ -6,9 +6,12 @@ import { z } from 'zod';
 import { defineTool } from '../src/tools/define-tool';
 
 const CORPUS: Record<string, string> = {
-  durable: 'Temporal persists every step of a workflow; a worker that dies mid-run is replaced and the run resumes where it was.',
-  history: 'A workflow history holds every event; past 50 MB or 51,200 events the server terminates the run, so long loops continue as new.',
-  agents: 'Agent loops alternate model calls and tool calls; each is an activity, retried on its own, so no finished call is paid for twice.',
+  durable:
+    'Temporal persists every step of a workflow; a worker that dies mid-run is replaced and the run resumes where it was.',
+  history:
+    'A workflow history holds every event; past 50 MB or 51,200 events the server terminates the run, so long loops continue as new.',
+  agents:
+    'Agent loops alternate model calls and tool calls; each is an activity, retried on its own, so no finished call is paid for twice.',
   cost: 'Temporal Cloud bills about $50 per million actions: each activity start, signal, update and timer.',
 };
 
@@ -19,7 +22,9 @@ export const webSearch = defineTool({
   run: ({ query }) => {
     const words = query.toLowerCase().split(/\W+/);
     const hits = Object.entries(CORPUS).filter(([topic]) => words.some((word) => word.startsWith(topic.slice(0, 5))));
-    return hits.length > 0 ? hits.map(([, note]) => note).join('\n') : 'no notes match; try durable, history, agents or cost';
+    return hits.length > 0
+      ? hits.map(([, note]) => note).join('\n')
+      : 'no notes match; try durable, history, agents or cost';
   },
 });
 

@@ -24,8 +24,14 @@ const deny = process.argv.includes('--deny');
 // For the simulator, directives script the model's moves (src/sim/tool-calls.ts); a real model reads the system prompt.
 const subAgents = JSON.stringify({
   tasks: [
-    { prompt: 'Find how Temporal keeps long agent loops alive. [[tool:web_search {"query":"durable history"}]]', tools: ['web_search'] },
-    { prompt: 'Find what running agents on Temporal costs. [[tool:web_search {"query":"agents cost"}]]', tools: ['web_search'] },
+    {
+      prompt: 'Find how Temporal keeps long agent loops alive. [[tool:web_search {"query":"durable history"}]]',
+      tools: ['web_search'],
+    },
+    {
+      prompt: 'Find what running agents on Temporal costs. [[tool:web_search {"query":"agents cost"}]]',
+      tools: ['web_search'],
+    },
   ],
 });
 const task: AgentTask = {
@@ -43,7 +49,9 @@ async function main(): Promise<void> {
   const stack = await startLocalStack({ simulator: real ? false : { latency: { minMs: 150, maxMs: 400 } } });
   const say = (line: string) => process.stdout.write(`${line}\n`);
   try {
-    say(`Temporal UI: ${stack.server.uiUrl}   model: ${real ? stack.providerUrl : 'the simulator (SIMULATED answers)'}`);
+    say(
+      `Temporal UI: ${stack.server.uiUrl}   model: ${real ? stack.providerUrl : 'the simulator (SIMULATED answers)'}`,
+    );
     const handle = await stack.client.startParallel([task]);
     say(`run ${handle.workflowId}: ${task.name}`);
     const cursors = new Map<string, number>();
@@ -52,7 +60,13 @@ async function main(): Promise<void> {
     const result = handle.result().finally(() => (closed = true));
     while (!closed) {
       const progress = await handle.progress().catch(() => undefined);
-      const agents = progress ? await runningAgents(stack.client.client.workflow, { workflowId: handle.workflowId, type: 'fanOut', progress }, { cursors }) : [];
+      const agents = progress
+        ? await runningAgents(
+            stack.client.client.workflow,
+            { workflowId: handle.workflowId, type: 'fanOut', progress },
+            { cursors },
+          )
+        : [];
       for (const { workflowId, progress: agent } of agents) {
         for (const event of agent.events) {
           cursors.set(workflowId, event.seq);
@@ -60,7 +74,9 @@ async function main(): Promise<void> {
         }
         for (const call of agent.waiting.filter((waiting) => !answered.has(waiting.callId))) {
           answered.add(call.callId);
-          say(`  -> waits for a person: fanout approve ${workflowId} ${call.callId}${deny ? ' --deny "not yet"' : ''}   (answering now, as that person)`);
+          say(
+            `  -> waits for a person: fanout approve ${workflowId} ${call.callId}${deny ? ' --deny "not yet"' : ''}   (answering now, as that person)`,
+          );
           await stack.client.client.workflow.getHandle(workflowId).executeUpdate(approveUpdate, {
             args: [{ callId: call.callId, approve: !deny, ...(deny ? { reason: 'not yet' } : {}) }],
           });
@@ -69,7 +85,9 @@ async function main(): Promise<void> {
       await Promise.race([result.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 300))]);
     }
     const [agent] = (await result).results;
-    say(`\n${agent.status}: ${agent.steps ?? 0} model steps, ${agent.usage?.totalTokens ?? 0} tokens${agent.costUsd === undefined ? '' : `, $${agent.costUsd}`}`);
+    say(
+      `\n${agent.status}: ${agent.steps ?? 0} model steps, ${agent.usage?.totalTokens ?? 0} tokens${agent.costUsd === undefined ? '' : `, $${agent.costUsd}`}`,
+    );
     say(agent.output ?? agent.error?.message ?? '');
   } finally {
     await stack.stop();

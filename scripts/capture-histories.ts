@@ -25,7 +25,12 @@ import { waitFor } from '../test/support/wait-for';
 import { agentScenarios } from './agent-scenarios';
 import type { SimulatorConfigInput } from '../src/sim/config';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
-import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult, ProviderBatchRouteOptions } from '../src/workflows/provider-batch';
+import type {
+  ProviderBatchInput,
+  ProviderBatchProgress,
+  ProviderBatchResult,
+  ProviderBatchRouteOptions,
+} from '../src/workflows/provider-batch';
 
 const FIXTURES = path.resolve(__dirname, '..', 'test', 'fixtures', 'histories');
 
@@ -41,11 +46,15 @@ class CaptureError extends Error {}
 const task = (id: string, sim: string): AgentTask => ({ id, prompt: `${id} [sim ${sim}]` });
 
 function expectThat(condition: boolean, scenario: string, what: string): void {
-  if (!condition) throw new CaptureError(`scenario ${scenario} did not ${what}; its fixture would not show what its name says`);
+  if (!condition)
+    throw new CaptureError(`scenario ${scenario} did not ${what}; its fixture would not show what its name says`);
 }
 
 async function outcomeOf(promise: Promise<unknown>): Promise<{ value?: unknown; error?: unknown }> {
-  return promise.then((value) => ({ value }), (error: unknown) => ({ error }));
+  return promise.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
 }
 
 const isCancelled = (error: unknown): boolean => /cancel/i.test(String((error as { cause?: unknown })?.cause ?? error));
@@ -54,17 +63,33 @@ const scenarios: Scenario[] = [
   {
     name: 'fanout-ok',
     async run(stack, workflowId) {
-      const handle = await stack.client.startParallel([task('a', 'latency=30'), task('b', 'latency=10'), task('c', 'latency=20')], undefined, { workflowId });
+      const handle = await stack.client.startParallel(
+        [task('a', 'latency=30'), task('b', 'latency=10'), task('c', 'latency=20')],
+        undefined,
+        { workflowId },
+      );
       const { results } = await handle.result();
-      expectThat(results.every((result) => result.status === 'ok'), this.name, 'succeed');
+      expectThat(
+        results.every((result) => result.status === 'ok'),
+        this.name,
+        'succeed',
+      );
       return handle.workflow;
     },
   },
   {
     name: 'fanout-fail-fast',
     async run(stack, workflowId) {
-      const tasks = [task('denied', 'fault=403 latency=200'), task('long', 'latency=60000'), task('queued', 'latency=10')];
-      const handle = await stack.client.startParallel(tasks, { errorPolicy: 'fail-fast', maxParallel: 2 }, { workflowId });
+      const tasks = [
+        task('denied', 'fault=403 latency=200'),
+        task('long', 'latency=60000'),
+        task('queued', 'latency=10'),
+      ];
+      const handle = await stack.client.startParallel(
+        tasks,
+        { errorPolicy: 'fail-fast', maxParallel: 2 },
+        { workflowId },
+      );
       const result = await handle.result();
       expectThat(result.stoppedBy === 'fail-fast', this.name, 'stop by fail-fast');
       return handle.workflow;
@@ -73,9 +98,13 @@ const scenarios: Scenario[] = [
   {
     name: 'fanout-cancelled',
     async run(stack, workflowId) {
-      const handle = await stack.client.startParallel([task('quick', 'latency=20'), task('long-1', 'latency=60000'), task('long-2', 'latency=60000')], undefined, {
-        workflowId,
-      });
+      const handle = await stack.client.startParallel(
+        [task('quick', 'latency=20'), task('long-1', 'latency=60000'), task('long-2', 'latency=60000')],
+        undefined,
+        {
+          workflowId,
+        },
+      );
       await waitFor('the quick task to finish and two to be in flight', async () => {
         const progress = await handle.progress();
         return progress.done === 1 && progress.running === 2;
@@ -100,16 +129,25 @@ const scenarios: Scenario[] = [
         { workflowId },
       );
       const { results } = await handle.result();
-      expectThat(results.map((result) => result.status).join() === 'failed,skipped,ok,ok', this.name, 'fail one node and skip only its child');
+      expectThat(
+        results.map((result) => result.status).join() === 'failed,skipped,ok,ok',
+        this.name,
+        'fail one node and skip only its child',
+      );
       return handle.workflow;
     },
   },
   {
     name: 'fanout-fan-in',
     async run(stack, workflowId) {
-      const handle = await stack.client.startFanOutFanIn([task('left', 'latency=20'), task('right', 'latency=10')], { prompt: 'Combine.' }, undefined, {
-        workflowId,
-      });
+      const handle = await stack.client.startFanOutFanIn(
+        [task('left', 'latency=20'), task('right', 'latency=10')],
+        { prompt: 'Combine.' },
+        undefined,
+        {
+          workflowId,
+        },
+      );
       const result = await handle.result();
       expectThat(result.synthesis.status === 'ok', this.name, 'synthesise');
       return handle.workflow;
@@ -119,7 +157,12 @@ const scenarios: Scenario[] = [
     name: 'batch-small',
     async run(stack, batchId, directory) {
       const source = writeTasks(directory, 5, (index) => `item ${index} [sim latency=20]`, 'small');
-      const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'small.out.jsonl'), batchId, options: { concurrency: 2 } });
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'small.out.jsonl'),
+        batchId,
+        options: { concurrency: 2 },
+      });
       const summary = await handle.result();
       expectThat(summary.succeeded === 5 && summary.runs === 1, this.name, 'run 5 items in one run');
       return handle.workflow;
@@ -129,7 +172,13 @@ const scenarios: Scenario[] = [
     name: 'batch-hand-over',
     async run(stack, batchId, directory) {
       // Two pages per window: the batch runs in three windows, each handing over to the next with calls still in flight.
-      const source = writeTasks(directory, 12, (index) => `item ${index} [sim latency=${index % 3 === 0 ? 400 : 20}${index === 7 ? ' fault=500 times=1' : ''}]`, 'chain');
+      const source = writeTasks(
+        directory,
+        12,
+        (index) =>
+          `item ${index} [sim latency=${index % 3 === 0 ? 400 : 20}${index === 7 ? ' fault=500 times=1' : ''}]`,
+        'chain',
+      );
       const handle = await stack.client.startBatch({
         source,
         sink: path.join(directory, 'chain.out.jsonl'),
@@ -144,8 +193,18 @@ const scenarios: Scenario[] = [
   {
     name: 'batch-cancelled',
     async run(stack, batchId, directory) {
-      const source = writeTasks(directory, 5, (index) => `item ${index} [sim latency=${index < 2 ? 20 : 60000}]`, 'cancel');
-      const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'cancel.out.jsonl'), batchId, options: { concurrency: 3 } });
+      const source = writeTasks(
+        directory,
+        5,
+        (index) => `item ${index} [sim latency=${index < 2 ? 20 : 60000}]`,
+        'cancel',
+      );
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'cancel.out.jsonl'),
+        batchId,
+        options: { concurrency: 3 },
+      });
       await waitFor('two items done and one in flight', async () => {
         const progress = await handle.progress();
         return progress.done === 2 && progress.inFlight >= 1;
@@ -168,7 +227,11 @@ const scenarios: Scenario[] = [
         options: { concurrency: 3, errorPolicy: 'fail-fast' },
       });
       const summary = await handle.result();
-      expectThat(summary.stoppedBy === 'fail-fast' && summary.failed === 1 && summary.notRun > 0, this.name, 'stop by fail-fast with items not run');
+      expectThat(
+        summary.stoppedBy === 'fail-fast' && summary.failed === 1 && summary.notRun > 0,
+        this.name,
+        'stop by fail-fast with items not run',
+      );
       return handle.workflow;
     },
   },
@@ -198,19 +261,48 @@ function providerBatchScenarios(): Scenario[] {
     started.reset();
     return started;
   };
-  const start = async (stack: TestWorker, workflowId: string, directory: string, count: number, prompt: (index: number) => string, options: ProviderBatchRouteOptions) => {
+  const start = async (
+    stack: TestWorker,
+    workflowId: string,
+    directory: string,
+    count: number,
+    prompt: (index: number) => string,
+    options: ProviderBatchRouteOptions,
+  ) => {
     const source = writeTasks(directory, count, prompt, workflowId);
-    const input: ProviderBatchInput = { batchId: workflowId, source, spool: path.join(directory, `${workflowId}.spool`), options: { pollIntervalMs: 200, maxPollIntervalMs: 500, ...options } };
-    return stack.client.client.workflow.start('providerBatch', { taskQueue: stack.taskQueue, workflowId, args: [input] });
+    const input: ProviderBatchInput = {
+      batchId: workflowId,
+      source,
+      spool: path.join(directory, `${workflowId}.spool`),
+      options: { pollIntervalMs: 200, maxPollIntervalMs: 500, ...options },
+    };
+    return stack.client.client.workflow.start('providerBatch', {
+      taskQueue: stack.taskQueue,
+      workflowId,
+      args: [input],
+    });
   };
   return [
     {
       name: 'provider-batch',
       async run(stack, workflowId, directory) {
-        await batchSimulator({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1000 } });
-        const handle = await start(stack, workflowId, directory, 6, (index) => (index === 4 ? 'late [sim batch=expired]' : `item ${index}`), { maxRequestsPerPart: 3 });
+        await batchSimulator({
+          providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1000 },
+        });
+        const handle = await start(
+          stack,
+          workflowId,
+          directory,
+          6,
+          (index) => (index === 4 ? 'late [sim batch=expired]' : `item ${index}`),
+          { maxRequestsPerPart: 3 },
+        );
         const result = (await handle.result()) as ProviderBatchResult;
-        expectThat(result.succeeded === 5 && result.retry !== undefined && result.providerBatches.length === 3, this.name, 'answer 5 items in 2 parts, send 1 again in a third, and hand it back');
+        expectThat(
+          result.succeeded === 5 && result.retry !== undefined && result.providerBatches.length === 3,
+          this.name,
+          'answer 5 items in 2 parts, send 1 again in a third, and hand it back',
+        );
         return handle;
       },
     },
@@ -218,35 +310,73 @@ function providerBatchScenarios(): Scenario[] {
       name: 'provider-batch-continued',
       async run(stack, workflowId, directory) {
         await batchSimulator({ providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 } } });
-        const handle = await start(stack, workflowId, directory, 4, (index) => `item ${index}`, { maxRequestsPerPart: 2, maxPollsPerRun: 2 });
+        const handle = await start(stack, workflowId, directory, 4, (index) => `item ${index}`, {
+          maxRequestsPerPart: 2,
+          maxPollsPerRun: 2,
+        });
         const result = (await handle.result()) as ProviderBatchResult;
-        expectThat(result.succeeded === 4 && (result.runs ?? 0) > 1, this.name, 'answer 4 items in 2 parts over several runs');
+        expectThat(
+          result.succeeded === 4 && (result.runs ?? 0) > 1,
+          this.name,
+          'answer 4 items in 2 parts over several runs',
+        );
         return handle;
       },
     },
     {
       name: 'provider-batch-anthropic',
       async run(stack, workflowId, directory) {
-        const started = await batchSimulator({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } } });
+        const started = await batchSimulator({
+          providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } },
+        });
         const source = path.join(directory, `${workflowId}.jsonl`);
-        writeFileSync(source, Array.from({ length: 4 }, (_, index) => JSON.stringify({ id: `${workflowId}-${index}`, prompt: `item ${index}`, model: 'claude-haiku-4-5' })).join('\n') + '\n');
-        const input: ProviderBatchInput = { batchId: workflowId, source, spool: path.join(directory, `${workflowId}.spool`), options: { pollIntervalMs: 200, maxPollIntervalMs: 500, maxRequestsPerPart: 2 } };
-        const handle = await stack.client.client.workflow.start('providerBatch', { taskQueue: stack.taskQueue, workflowId, args: [input] });
+        writeFileSync(
+          source,
+          Array.from({ length: 4 }, (_, index) =>
+            JSON.stringify({ id: `${workflowId}-${index}`, prompt: `item ${index}`, model: 'claude-haiku-4-5' }),
+          ).join('\n') + '\n',
+        );
+        const input: ProviderBatchInput = {
+          batchId: workflowId,
+          source,
+          spool: path.join(directory, `${workflowId}.spool`),
+          options: { pollIntervalMs: 200, maxPollIntervalMs: 500, maxRequestsPerPart: 2 },
+        };
+        const handle = await stack.client.client.workflow.start('providerBatch', {
+          taskQueue: stack.taskQueue,
+          workflowId,
+          args: [input],
+        });
         const result = (await handle.result()) as ProviderBatchResult;
-        expectThat(result.succeeded === 4 && started.batchStats().byProvider.anthropic.batchesCreated === 2, this.name, 'answer 4 items in 2 Anthropic parts');
+        expectThat(
+          result.succeeded === 4 && started.batchStats().byProvider.anthropic.batchesCreated === 2,
+          this.name,
+          'answer 4 items in 2 Anthropic parts',
+        );
         return handle;
       },
     },
     {
       name: 'provider-batch-cancelled',
       async run(stack, workflowId, directory) {
-        const started = await batchSimulator({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
+        const started = await batchSimulator({
+          providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } },
+        });
         const handle = await start(stack, workflowId, directory, 6, (index) => `item ${index}`, {});
         await waitFor('the provider batch to be created', () => started.batchStats().batchesCreated === 1);
-        await waitFor('a poll to see it running', async () => (await handle.query<ProviderBatchProgress>('providerBatchProgress')).providerBatches[0]?.status === 'in_progress');
+        await waitFor(
+          'a poll to see it running',
+          async () =>
+            (await handle.query<ProviderBatchProgress>('providerBatchProgress')).providerBatches[0]?.status ===
+            'in_progress',
+        );
         await handle.cancel();
         const { error } = await outcomeOf(handle.result());
-        expectThat(isCancelled(error) && started.batchStats().cancelled >= 1, this.name, 'end cancelled, its provider batch cancelled');
+        expectThat(
+          isCancelled(error) && started.batchStats().cancelled >= 1,
+          this.name,
+          'end cancelled, its provider batch cancelled',
+        );
         await started.close();
         return handle;
       },
@@ -269,8 +399,15 @@ async function chainOf(handle: WorkflowHandle): Promise<string[]> {
 /** The histories of the child workflows a run started (a batch's windows), by their ids' last part. */
 async function childrenOf(handle: WorkflowHandle): Promise<{ name: string; history: string }[]> {
   const history = await handle.fetchHistory();
-  const ids = (history.events ?? []).flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []);
-  return Promise.all(ids.map(async (id) => ({ name: id.split('/').pop() as string, history: historyToJson(await handle.client.getHandle(id).fetchHistory()) })));
+  const ids = (history.events ?? []).flatMap(
+    (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+  );
+  return Promise.all(
+    ids.map(async (id) => ({
+      name: id.split('/').pop() as string,
+      history: historyToJson(await handle.client.getHandle(id).fetchHistory()),
+    })),
+  );
 }
 
 function fixtureNames(name: string, label: string | undefined, runs: number): string[] {
@@ -282,15 +419,21 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: { only: { type: 'string' }, label: { type: 'string' }, force: { type: 'boolean', default: false } },
   });
-  if (values.label !== undefined && !/^[a-z0-9-]+$/.test(values.label)) throw new CaptureError(`--label ${values.label}: use lowercase letters, digits and dashes`);
+  if (values.label !== undefined && !/^[a-z0-9-]+$/.test(values.label))
+    throw new CaptureError(`--label ${values.label}: use lowercase letters, digits and dashes`);
   const wanted = values.only?.split(',').map((name) => name.trim());
   const unknown = wanted?.filter((name) => !scenarios.some((scenario) => scenario.name === name)) ?? [];
-  if (unknown.length > 0) throw new CaptureError(`unknown scenario ${unknown.join(', ')}; known: ${scenarios.map((scenario) => scenario.name).join(', ')}`);
+  if (unknown.length > 0)
+    throw new CaptureError(
+      `unknown scenario ${unknown.join(', ')}; known: ${scenarios.map((scenario) => scenario.name).join(', ')}`,
+    );
   const selected = scenarios.filter((scenario) => wanted === undefined || wanted.includes(scenario.name));
   // A chain's run count is known only after it ran, so an existing fixture is detected by its name's prefix too.
   if (!values.force) {
     const existing = selected.flatMap((scenario) =>
-      [1, 2].flatMap((runs) => fixtureNames(scenario.name, values.label, runs)).filter((file) => existsSync(path.join(FIXTURES, file))),
+      [1, 2]
+        .flatMap((runs) => fixtureNames(scenario.name, values.label, runs))
+        .filter((file) => existsSync(path.join(FIXTURES, file))),
     );
     if (existing.length > 0) {
       throw new CaptureError(
@@ -301,7 +444,8 @@ async function main(): Promise<void> {
   }
 
   // Plain payloads only: an encrypted fixture could not be replayed without the key.
-  for (const variable of ['FANOUT_ENCRYPTION_KEYS', 'FANOUT_ENCRYPTION_KEY', 'FANOUT_STORE']) delete process.env[variable];
+  for (const variable of ['FANOUT_ENCRYPTION_KEYS', 'FANOUT_ENCRYPTION_KEY', 'FANOUT_STORE'])
+    delete process.env[variable];
   Runtime.install({ logger: new DefaultLogger('ERROR') });
   const directory = mkdtempSync(path.join(tmpdir(), 'fanout-fixtures-'));
   const servers = await startTestServers({ simulator: { latency: { minMs: 5, maxMs: 20 } } });

@@ -20,7 +20,10 @@ export interface HealthServerOptions {
  * (state RUNNING), 503 while it starts, drains for shutdown or has stopped; the body is `{"state":"…"}`.
  * Kept to this one route; metrics belong elsewhere.
  */
-export function startHealthServer(worker: Pick<Worker, 'getState'>, options: HealthServerOptions): Promise<HealthServer> {
+export function startHealthServer(
+  worker: Pick<Worker, 'getState'>,
+  options: HealthServerOptions,
+): Promise<HealthServer> {
   const server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (path !== '/healthz' || (request.method !== 'GET' && request.method !== 'HEAD')) {

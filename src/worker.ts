@@ -142,11 +142,14 @@ function definedOnly<T extends object>(options: T): Partial<T> {
 /** Opens a worker connection from options and environment. */
 export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
   const config = { ...temporalConnectionFromEnvironment(), ...temporal };
-  return NativeConnection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata }).catch(
-    async (error: unknown) => {
-      throw await explainConnectionFailure(error, config);
-    },
-  );
+  return NativeConnection.connect({
+    address: config.address,
+    tls: config.tls,
+    apiKey: config.apiKey,
+    metadata: config.metadata,
+  }).catch(async (error: unknown) => {
+    throw await explainConnectionFailure(error, config);
+  });
 }
 
 /**
@@ -158,9 +161,13 @@ export async function connectWorker(temporal: Partial<TemporalConnectionConfig> 
  */
 export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Promise<Worker> {
   const maxConcurrentActivities =
-    options.maxConcurrentActivities ?? integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ?? FANOUT_WORKER_DEFAULTS.maxConcurrentActivities;
+    options.maxConcurrentActivities ??
+    integerFromEnvironment('FANOUT_MAX_CONCURRENT_ACTIVITIES') ??
+    FANOUT_WORKER_DEFAULTS.maxConcurrentActivities;
   const activityPollers = Math.min(
-    options.activityPollers ?? integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ?? FANOUT_WORKER_DEFAULTS.activityPollers,
+    options.activityPollers ??
+      integerFromEnvironment('FANOUT_ACTIVITY_POLLERS') ??
+      FANOUT_WORKER_DEFAULTS.activityPollers,
     maxConcurrentActivities,
   );
   const connection = options.connection ?? (await connectWorker(options.temporal));
@@ -169,15 +176,21 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   // Peers judge lost workers by it.
   const identity = options.identity ?? workerIdentity();
   const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
-  const maxActivitiesPerSecond = options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
+  const maxActivitiesPerSecond =
+    options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
-  const shutdownGraceMs = options.shutdownGraceMs ?? integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
+  const shutdownGraceMs =
+    options.shutdownGraceMs ??
+    integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ??
+    FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
   // Eager dispatch: the agent calls a fan-out or DAG starts come back with the workflow task's completion, while this
   // worker has free slots, instead of each going through the server's matching and a poll. Batches opt out (their calls
   // should spread over every worker). Only where the server enables it (system.enableActivityEagerExecution).
   const eager =
-    options.maxEagerActivityReservationsPerWorkflowTask ?? countFromEnvironment('FANOUT_EAGER_ACTIVITIES') ?? maxConcurrentActivities;
+    options.maxEagerActivityReservationsPerWorkflowTask ??
+    countFromEnvironment('FANOUT_EAGER_ACTIVITIES') ??
+    maxConcurrentActivities;
   const extra = definedOnly(options.workerOptions ?? {});
   const registry = options.activities?.tools ?? toolRegistryFor(options);
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
@@ -189,20 +202,34 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     ...(identity === undefined ? {} : { identity }),
     ...(dataConverter === undefined ? {} : { dataConverter }),
     activities: createActivities({ ...options.activities, tools: registry }),
-    ...(ownWorkflows ? {} : bundlePath ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
+    ...(ownWorkflows
+      ? {}
+      : bundlePath
+        ? { workflowBundle: { codePath: bundlePath } }
+        : { workflowsPath: require.resolve('./workflows') }),
     ...(extra.tuner === undefined ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities } : {}),
-    activityTaskPollerBehavior: { type: 'autoscaling', maximum: activityPollers, initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers) },
+    activityTaskPollerBehavior: {
+      type: 'autoscaling',
+      maximum: activityPollers,
+      initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers),
+    },
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
     maxEagerActivityReservationsPerWorkflowTask: eager,
-    maxHeartbeatThrottleInterval: options.heartbeatThrottleMs ?? integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ?? FANOUT_WORKER_DEFAULTS.heartbeatThrottleMs,
+    maxHeartbeatThrottleInterval:
+      options.heartbeatThrottleMs ??
+      integerFromEnvironment('FANOUT_HEARTBEAT_THROTTLE_MS') ??
+      FANOUT_WORKER_DEFAULTS.heartbeatThrottleMs,
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + SHUTDOWN_FORCE_MARGIN_MS,
     ...extra,
     // Merged, not replaced: the agent-call metrics (src/metrics/) wrap whatever activity interceptors the caller adds.
     interceptors: {
       ...extra.interceptors,
-      activity: [agentMetricsInterceptor({ defaultModel: options.activities?.defaultModel }), ...(extra.interceptors?.activity ?? [])],
+      activity: [
+        agentMetricsInterceptor({ defaultModel: options.activities?.defaultModel }),
+        ...(extra.interceptors?.activity ?? []),
+      ],
     },
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).

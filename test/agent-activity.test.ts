@@ -20,7 +20,11 @@ afterAll(async () => {
 });
 
 function activities() {
-  return createActivities({ llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' }), defaultModel: 'sim-model', heartbeatIntervalMs: 50 });
+  return createActivities({
+    llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' }),
+    defaultModel: 'sim-model',
+    heartbeatIntervalMs: 50,
+  });
 }
 
 async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
@@ -35,7 +39,13 @@ async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure>
 describe('the agent activity over real HTTP', () => {
   it('returns output, finish reason, usage, model and attempt of one chat completion', async () => {
     const environment = activityEnvironment({ attempt: 3 });
-    const result: AgentCallResult = await environment.run(activities().callAgent, { id: 'a', system: 'You are terse.', prompt: 'Say hi', temperature: 0.2, maxTokens: 20 });
+    const result: AgentCallResult = await environment.run(activities().callAgent, {
+      id: 'a',
+      system: 'You are terse.',
+      prompt: 'Say hi',
+      temperature: 0.2,
+      maxTokens: 20,
+    });
     expect(result).toMatchObject({ finishReason: 'stop', model: 'sim-model', attempt: 3 });
     expect(result.output).toContain('[simulated] as "You are terse." answer to: Say hi');
     expect(result.usage?.totalTokens).toBeGreaterThan(0);
@@ -57,7 +67,10 @@ describe('the agent activity over real HTTP', () => {
     await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'cancel-me'));
     environment.cancel();
     await expect(running).rejects.toBeInstanceOf(CancelledFailure);
-    await waitFor('the simulator to see the connection close', () => simulator.log().find((entry) => entry.taskId === 'cancel-me')?.clientClosedAt);
+    await waitFor(
+      'the simulator to see the connection close',
+      () => simulator.log().find((entry) => entry.taskId === 'cancel-me')?.clientClosedAt,
+    );
   });
 
   it.each([
@@ -73,7 +86,9 @@ describe('the agent activity over real HTTP', () => {
     ['malformed', 'MalformedResponse', false],
   ])('maps a simulated %s to %s (non-retryable: %s)', async (fault, type, nonRetryable) => {
     const environment = activityEnvironment();
-    const failure = await failureOf(environment.run(activities().callAgent, { id: `fault-${fault}`, prompt: `x [sim fault=${fault}]` }));
+    const failure = await failureOf(
+      environment.run(activities().callAgent, { id: `fault-${fault}`, prompt: `x [sim fault=${fault}]` }),
+    );
     expect(failure.type).toBe(type);
     expect(failure.nonRetryable).toBe(nonRetryable);
     expect(NON_RETRYABLE_FAILURE_TYPES.includes(failure.type as never)).toBe(nonRetryable);
@@ -83,14 +98,18 @@ describe('the agent activity over real HTTP', () => {
 
   it('turns Retry-After into the next retry delay', async () => {
     const environment = activityEnvironment();
-    const failure = await failureOf(environment.run(activities().callAgent, { id: 'ra', prompt: 'x [sim fault=429 retry-after=7]' }));
+    const failure = await failureOf(
+      environment.run(activities().callAgent, { id: 'ra', prompt: 'x [sim fault=429 retry-after=7]' }),
+    );
     expect(failure.nextRetryDelay).toBe(7000);
     expect(failure.message).toContain('retry after 7000 ms');
   });
 
   it('times out a hung request at the attempt deadline as a retryable Timeout', async () => {
     const environment = activityEnvironment({ startToCloseTimeoutMs: 300 });
-    const failure = await failureOf(environment.run(activities().callAgent, { id: 'hang', prompt: 'x [sim fault=hang]' }));
+    const failure = await failureOf(
+      environment.run(activities().callAgent, { id: 'hang', prompt: 'x [sim fault=hang]' }),
+    );
     expect(failure.type).toBe('Timeout');
     expect(failure.nonRetryable).toBe(false);
   });
@@ -112,27 +131,41 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
     return { llm, defaultModel: 'sim-model', clock: () => performance.now(), heartbeatIntervalMs: 1000 };
   }
 
-  it('sends and returns the item\'s own attempt when the caller names it', async () => {
+  it("sends and returns the item's own attempt when the caller names it", async () => {
     const environment = activityEnvironment({ attempt: 1 });
-    const result: AgentCallResult = await environment.run(() => completeTask({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }));
+    const result: AgentCallResult = await environment.run(() =>
+      completeTask({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }),
+    );
     expect(result.attempt).toBe(4);
-    expect(simulator.log().filter((entry) => entry.taskId === 'own-attempt').map((entry) => entry.attempt)).toEqual([4]);
+    expect(
+      simulator
+        .log()
+        .filter((entry) => entry.taskId === 'own-attempt')
+        .map((entry) => entry.attempt),
+    ).toEqual([4]);
   });
 
-  it('aborts the HTTP request when the caller\'s signal aborts, with that signal\'s reason', async () => {
+  it("aborts the HTTP request when the caller's signal aborts, with that signal's reason", async () => {
     const environment = activityEnvironment();
     const lane = new AbortController();
-    const running = environment.run(() => completeTask({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }));
+    const running = environment.run(() =>
+      completeTask({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }),
+    );
     await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'lane-ended'));
     lane.abort(new Error('the lane ended'));
     await expect(running).rejects.toThrow('the lane ended');
-    await waitFor('the simulator to see the connection close', () => simulator.log().find((entry) => entry.taskId === 'lane-ended')?.clientClosedAt);
+    await waitFor(
+      'the simulator to see the connection close',
+      () => simulator.log().find((entry) => entry.taskId === 'lane-ended')?.clientClosedAt,
+    );
   });
 
-  it('lets the request\'s own deadline rule over the HTTP client\'s timeout (600 s by default, 300 ms here)', async () => {
+  it("lets the request's own deadline rule over the HTTP client's timeout (600 s by default, 300 ms here)", async () => {
     const environment = activityEnvironment({ startToCloseTimeoutMs: 10_000 });
     const llm = new OpenAI({ baseURL: simulator.baseUrl, apiKey: 'k', maxRetries: 0, timeout: 300 });
-    const result: AgentCallResult = await environment.run(() => completeTask({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)));
+    const result: AgentCallResult = await environment.run(() =>
+      completeTask({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)),
+    );
     expect(result.output).toContain('[simulated]');
   });
 });
@@ -141,7 +174,12 @@ describe('a stored prompt that cannot be read', () => {
   it('fails PayloadUnavailable and is retried (bounded by the policy), as an item of a chunk is', async () => {
     const environment = activityEnvironment();
     const missing = { uri: '/nonexistent/temporal-fanout/prompt', bytes: 10, sha256: 'a'.repeat(64) };
-    const failure = await failureOf(environment.run(activities().callAgent, { task: { id: 'gone', prompt: '', contentRef: missing }, inlineOutputBytes: 1000 }));
+    const failure = await failureOf(
+      environment.run(activities().callAgent, {
+        task: { id: 'gone', prompt: '', contentRef: missing },
+        inlineOutputBytes: 1000,
+      }),
+    );
     expect(failure.type).toBe('PayloadUnavailable');
     expect(failure.nonRetryable).toBe(false);
   });

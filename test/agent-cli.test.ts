@@ -23,10 +23,19 @@ afterAll(async () => {
 });
 
 const waitingCall = (workflowId: string) =>
-  waitFor('a call to wait for approval', async () => (await stack.client.client.workflow.getHandle(workflowId).query(agentProgressQuery)).waiting[0]);
+  waitFor(
+    'a call to wait for approval',
+    async () => (await stack.client.client.workflow.getHandle(workflowId).query(agentProgressQuery)).waiting[0],
+  );
 
 it('lists a call that waits in fanout status, approves it by the run id, and shows the steps in results --json', async () => {
-  const handle = await stack.client.startParallel([{ id: 'shipper', prompt: 'Ship [[tool:search {"q":"facts"}]] [[tool:publish {"title":"Report"}]]', tools: ['search', 'publish'] }]);
+  const handle = await stack.client.startParallel([
+    {
+      id: 'shipper',
+      prompt: 'Ship [[tool:search {"q":"facts"}]] [[tool:publish {"title":"Report"}]]',
+      tools: ['search', 'publish'],
+    },
+  ]);
   const child = `${handle.workflowId}/agent:shipper`;
   await waitingCall(child);
 
@@ -43,14 +52,27 @@ it('lists a call that waits in fanout status, approves it by the run id, and sho
 
   const results = await runCli(['results', handle.workflowId, '--json', ...connection]);
   expect(results.code).toBe(0);
-  const [agent] = (JSON.parse(results.stdout) as { results: { steps: number; transcript: { role: string; content: string | null }[] }[] }).results;
+  const [agent] = (
+    JSON.parse(results.stdout) as {
+      results: { steps: number; transcript: { role: string; content: string | null }[] }[];
+    }
+  ).results;
   expect(agent.steps).toBe(3);
-  expect(agent.transcript.map((message) => message.role)).toEqual(['user', 'assistant', 'tool', 'assistant', 'tool', 'assistant']);
+  expect(agent.transcript.map((message) => message.role)).toEqual([
+    'user',
+    'assistant',
+    'tool',
+    'assistant',
+    'tool',
+    'assistant',
+  ]);
   expect(agent.transcript[4].content).toBe('publish found: Report');
 });
 
 it('denies a call with fanout approve --deny, and refuses a call that does not wait', async () => {
-  const handle = await stack.client.startParallel([{ id: 'held', prompt: 'Ship [[tool:publish {"title":"Draft"}]]', tools: ['publish'] }]);
+  const handle = await stack.client.startParallel([
+    { id: 'held', prompt: 'Ship [[tool:publish {"title":"Draft"}]]', tools: ['publish'] },
+  ]);
   const child = `${handle.workflowId}/agent:held`;
   await waitingCall(child);
   const wrong = await runCli(['approve', child, 'call_7_7', ...connection]);
@@ -62,11 +84,20 @@ it('denies a call with fanout approve --deny, and refuses a call that does not w
   expect(results[0].output).toContain('denied: a person denied the call: needs legal review');
 });
 
-it('shows the steps and tool calls of a run\'s agents in fanout watch', async () => {
+it("shows the steps and tool calls of a run's agents in fanout watch", async () => {
   const handle = await stack.client.startParallel([
     { id: 'plain', prompt: 'hello [sim latency=1500]' },
-    { id: 'digger', prompt: 'Dig [sim latency=300] [[tool:search {"q":"one"}, tool:fetch_page {"url":"two"}]] [[tool:search {"q":"three"}]]', tools: ['search', 'fetch_page'] },
-    { id: 'lead', prompt: `Split [[tool:spawn_agents ${JSON.stringify({ tasks: [{ prompt: 'sub [sim latency=400] [[tool:search {"q":"deep"}]]', tools: ['search'] }] })}]]`, tools: ['spawn_agents', 'search'] },
+    {
+      id: 'digger',
+      prompt:
+        'Dig [sim latency=300] [[tool:search {"q":"one"}, tool:fetch_page {"url":"two"}]] [[tool:search {"q":"three"}]]',
+      tools: ['search', 'fetch_page'],
+    },
+    {
+      id: 'lead',
+      prompt: `Split [[tool:spawn_agents ${JSON.stringify({ tasks: [{ prompt: 'sub [sim latency=400] [[tool:search {"q":"deep"}]]', tools: ['search'] }] })}]]`,
+      tools: ['spawn_agents', 'search'],
+    },
   ]);
   const watch = await runCli(['watch', handle.workflowId, ...connection]);
   expect(watch.code).toBe(0);

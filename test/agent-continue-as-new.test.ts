@@ -30,9 +30,13 @@ async function runsOf(handle: WorkflowHandle, firstRunId: string): Promise<{ eve
   const runs: { events: number; continued: boolean }[] = [];
   let runId: string | undefined = firstRunId;
   while (runId !== undefined) {
-    const history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>> = await stack.client.client.workflow.getHandle(handle.workflowId, runId).fetchHistory();
+    const history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>> = await stack.client.client.workflow
+      .getHandle(handle.workflowId, runId)
+      .fetchHistory();
     const events = history.events ?? [];
-    const next: string | undefined = events.find((event) => event.workflowExecutionContinuedAsNewEventAttributes)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+    const next: string | undefined =
+      events.find((event) => event.workflowExecutionContinuedAsNewEventAttributes)
+        ?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
     runs.push({ events: events.length, continued: next !== undefined });
     runId = next;
   }
@@ -45,7 +49,12 @@ it('continues as new when Temporal suggests it, keeping its place: no model or t
   const handle = await stack.client.client.workflow.start('agent', {
     taskQueue: stack.taskQueue,
     workflowId,
-    args: [{ task: { id: 'suggested', prompt: 'Go [[repeat 8 tool:search {"q":"step"}]]', tools: ['search'] }, inlineOutputBytes: 16_384 }],
+    args: [
+      {
+        task: { id: 'suggested', prompt: 'Go [[repeat 8 tool:search {"q":"step"}]]', tools: ['search'] },
+        inlineOutputBytes: 16_384,
+      },
+    ],
   });
   const outcome = (await handle.result()) as { status: string; steps: number; toolCalls: number; output: string };
   expect([outcome.status, outcome.steps, outcome.toolCalls]).toEqual(['ok', 9, 8]);
@@ -62,5 +71,7 @@ it('continues as new when Temporal suggests it, keeping its place: no model or t
   expect(steps).toHaveLength(9);
   expect(steps.every((call) => call.attempt === 1 && call.outcome === 200)).toBe(true);
   const searches = toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === workflowId);
-  expect(searches.map((call) => call.taskId)).toEqual([1, 2, 3, 4, 5, 6, 7, 8].map((step) => `tool:search:call_${step}_1`));
+  expect(searches.map((call) => call.taskId)).toEqual(
+    [1, 2, 3, 4, 5, 6, 7, 8].map((step) => `tool:search:call_${step}_1`),
+  );
 });

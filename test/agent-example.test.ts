@@ -8,7 +8,11 @@ function runExample(args: string[]): Promise<{ code: number | null; stdout: stri
     const environment = { ...process.env };
     delete environment.OPENAI_API_KEY;
     delete environment.OPENAI_BASE_URL;
-    const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'examples', 'research.ts'), ...args], { cwd: ROOT, env: environment });
+    const child = spawn(
+      path.join(ROOT, 'node_modules', '.bin', 'tsx'),
+      [path.join(ROOT, 'examples', 'research.ts'), ...args],
+      { cwd: ROOT, env: environment },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

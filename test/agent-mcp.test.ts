@@ -28,17 +28,24 @@ afterAll(async () => {
 });
 
 it('calls the tools of a stdio and a Streamable HTTP MCP server, a failing one reported to the model', async () => {
-  const prompt = 'Look up [[tool:lookup_stdio {"key":"alpha"}, tool:lookup_http {"key":"beta"}]] [[tool:explode_http {}]]';
-  const handle = await stack.client.startParallel([{ id: 'mcp-user', prompt, tools: ['lookup_stdio', 'lookup_http', 'explode_http'] }]);
+  const prompt =
+    'Look up [[tool:lookup_stdio {"key":"alpha"}, tool:lookup_http {"key":"beta"}]] [[tool:explode_http {}]]';
+  const handle = await stack.client.startParallel([
+    { id: 'mcp-user', prompt, tools: ['lookup_stdio', 'lookup_http', 'explode_http'] },
+  ]);
   const { results } = await handle.result();
   expect(results[0].status).toBe('ok');
-  expect(results[0].output).toContain('from 3 tool results: stdio value of alpha | http value of beta | error: http exploded');
+  expect(results[0].output).toContain(
+    'from 3 tool results: stdio value of alpha | http value of beta | error: http exploded',
+  );
   expect(http.calls).toEqual(['lookup_http', 'explode_http']);
   expect(modelCalls(servers.simulator, 'mcp-user')).toHaveLength(3);
 });
 
 it('fails an agent that names a tool no worker offers, without calling the model', async () => {
-  const handle = await stack.client.startParallel([{ id: 'lost', prompt: 'Use [[tool:nowhere {}]]', tools: ['nowhere'] }]);
+  const handle = await stack.client.startParallel([
+    { id: 'lost', prompt: 'Use [[tool:nowhere {}]]', tools: ['nowhere'] },
+  ]);
   const { results } = await handle.result();
   expect(results[0].status).toBe('failed');
   expect(results[0].error?.type).toBe('UnknownTool');

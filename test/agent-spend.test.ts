@@ -23,7 +23,8 @@ afterAll(async () => {
 });
 
 /** What an agent reports it spent (its query answers after it closed too). */
-const spendOf = (runId: string, taskId: string) => stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`).query(agentProgressQuery);
+const spendOf = (runId: string, taskId: string) =>
+  stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`).query(agentProgressQuery);
 
 const titled = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
 
@@ -39,8 +40,12 @@ it("adds what a failed agent and an agent stopped by its step budget spent to th
     ['stubborn', 'failed', 'OutputInvalid'],
     ['looper', 'failed', 'BudgetExhausted'],
   ]);
-  expect(modelCalls(servers.simulator, 'stubborn').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(2);
-  expect(modelCalls(servers.simulator, 'looper').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(2);
+  expect(
+    modelCalls(servers.simulator, 'stubborn').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+  ).toHaveLength(2);
+  expect(
+    modelCalls(servers.simulator, 'looper').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+  ).toHaveLength(2);
 
   for (const id of ['stubborn', 'looper']) {
     const agent = await spendOf(handle.workflowId, id);
@@ -72,11 +77,15 @@ it("counts a failed agent's spend against the run's budget: the next agent is no
     ['next', 'skipped', 'BudgetExhausted'],
   ]);
   expect(stoppedBy).toBe('budget');
-  expect(modelCalls(servers.simulator, 'next').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+  expect(
+    modelCalls(servers.simulator, 'next').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+  ).toHaveLength(0);
 });
 
 it("adds what agents cancelled by the run's budget had spent, their sub-agents' included, to the run's totals", async () => {
-  const dig = JSON.stringify({ tasks: [{ prompt: 'dig [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] }] });
+  const dig = JSON.stringify({
+    tasks: [{ prompt: 'dig [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] }],
+  });
   const handle = await stack.client.startParallel(
     [
       // 3,000 words of prompt: its first step alone spends the run's budget, counted once it ends.
@@ -92,7 +101,10 @@ it("adds what agents cancelled by the run's budget had spent, their sub-agents' 
     const progress = await sub.query(agentProgressQuery).catch(() => undefined);
     return progress?.events.some((event) => event.type === 'tool-call') ? true : undefined;
   });
-  const waiting = await waitFor('the big agent to wait for approval', async () => (await agent('big').query(agentProgressQuery)).waiting[0]);
+  const waiting = await waitFor(
+    'the big agent to wait for approval',
+    async () => (await agent('big').query(agentProgressQuery)).waiting[0],
+  );
   // Approved, it ends at its loop's budget check, which stops the run and cancels the lead and its sub-agent.
   await agent('big').executeUpdate(approveUpdate, { args: [{ callId: waiting.callId, approve: true }] });
 
@@ -103,7 +115,9 @@ it("adds what agents cancelled by the run's budget had spent, their sub-agents' 
     ['lead', 'cancelled', 'BudgetExhausted'],
   ]);
   expect((await sub.describe()).status.name).toBe('CANCELLED');
-  expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === sub.workflowId)[0].clientClosedAt).toBeDefined();
+  expect(
+    toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === sub.workflowId)[0].clientClosedAt,
+  ).toBeDefined();
 
   const [lead, dug] = [await agent('lead').query(agentProgressQuery), await sub.query(agentProgressQuery)];
   expect([lead.steps, dug.steps]).toEqual([1, 1]);

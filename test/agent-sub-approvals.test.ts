@@ -35,18 +35,31 @@ const lead = (id: string, prompts: string[]) => ({
 
 const waitsOn = (workflowId: string, callId: string) =>
   waitFor(`${workflowId} to wait for approval of ${callId}`, async () => {
-    const progress = await stack.client.client.workflow.getHandle(workflowId).query(agentProgressQuery).catch(() => undefined);
+    const progress = await stack.client.client.workflow
+      .getHandle(workflowId)
+      .query(agentProgressQuery)
+      .catch(() => undefined);
     return progress?.waiting.some((call) => call.callId === callId) ? true : undefined;
   });
 
 /** The sub-agents' answers as the lead's spawn_agents call returned them, in task order. */
 async function spawnedAnswers(result: AgentResult): Promise<{ id: string; status: string; output: string }[]> {
-  const [withSteps] = (await withTranscripts({ results: [result] }, storeFromEnvironment().store)).results as (AgentResult & { transcript: { role: string; content: string }[] })[];
-  return JSON.parse(withSteps.transcript.find((message) => message.role === 'tool')?.content ?? '[]') as { id: string; status: string; output: string }[];
+  const [withSteps] = (await withTranscripts({ results: [result] }, storeFromEnvironment().store))
+    .results as (AgentResult & { transcript: { role: string; content: string }[] })[];
+  return JSON.parse(withSteps.transcript.find((message) => message.role === 'tool')?.content ?? '[]') as {
+    id: string;
+    status: string;
+    output: string;
+  }[];
 }
 
 it("lists the calls sub-agents wait on in fanout status, and reaches them through the run's id and the lead agent's", async () => {
-  const handle = await stack.client.startParallel([lead('lead', ['one [[tool:publish {"title":"A"}]]', 'two [[tool:search {"q":"x"}]] [[tool:publish {"title":"B"}]]'])]);
+  const handle = await stack.client.startParallel([
+    lead('lead', [
+      'one [[tool:publish {"title":"A"}]]',
+      'two [[tool:search {"q":"x"}]] [[tool:publish {"title":"B"}]]',
+    ]),
+  ]);
   const leadId = `${handle.workflowId}/agent:lead`;
   const [first, second] = [`${leadId}/sub-1-1-1`, `${leadId}/sub-1-1-2`];
   await waitsOn(first, 'call_1_1');
@@ -76,12 +89,16 @@ it("lists the calls sub-agents wait on in fanout status, and reaches them throug
   expect(answers[0].output).toContain('publish found: A');
   expect(answers[1].output).toContain('denied: a person denied the call: not B');
   // Only the approved call ran.
-  const published = toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId));
+  const published = toolCalls(servers.simulator, 'publish').filter((call) =>
+    call.workflowId.startsWith(handle.workflowId),
+  );
   expect(published.map((call) => call.workflowId)).toEqual([first]);
 });
 
 it('refuses a call id two sub-agents wait on, naming both, and takes each by its own id', async () => {
-  const handle = await stack.client.startParallel([lead('twins', ['left [[tool:publish {"title":"L"}]]', 'right [[tool:publish {"title":"R"}]]'])]);
+  const handle = await stack.client.startParallel([
+    lead('twins', ['left [[tool:publish {"title":"L"}]]', 'right [[tool:publish {"title":"R"}]]']),
+  ]);
   const [left, right] = [1, 2].map((n) => `${handle.workflowId}/agent:twins/sub-1-1-${n}`);
   await waitsOn(left, 'call_1_1');
   await waitsOn(right, 'call_1_1');
@@ -93,10 +110,16 @@ it('refuses a call id two sub-agents wait on, naming both, and takes each by its
   expect(ambiguous.stderr).toContain(right);
 
   expect((await runCli(['approve', right, 'call_1_1', ...connection])).stdout).toBe(`approved call_1_1 of ${right}\n`);
-  expect((await runCli(['approve', left, 'call_1_1', '--deny', 'no', ...connection])).stdout).toBe(`denied call_1_1 of ${left}\n`);
+  expect((await runCli(['approve', left, 'call_1_1', '--deny', 'no', ...connection])).stdout).toBe(
+    `denied call_1_1 of ${left}\n`,
+  );
   const { results } = await handle.result();
   const answers = await spawnedAnswers(results[0]);
   expect(answers[0].output).toContain('denied: a person denied the call: no');
   expect(answers[1].output).toContain('publish found: R');
-  expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)).map((call) => call.workflowId)).toEqual([right]);
+  expect(
+    toolCalls(servers.simulator, 'publish')
+      .filter((call) => call.workflowId.startsWith(handle.workflowId))
+      .map((call) => call.workflowId),
+  ).toEqual([right]);
 });

@@ -27,13 +27,14 @@ const sluggish = defineTool({
   description: 'Takes too long',
   input: z.object({}),
   timeoutMs: 300,
-  run: (_input, { signal }) => new Promise((resolve, reject) => {
-    const timer = setTimeout(() => resolve('too late'), 5000);
-    signal.addEventListener('abort', () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    });
-  }),
+  run: (_input, { signal }) =>
+    new Promise((resolve, reject) => {
+      const timer = setTimeout(() => resolve('too late'), 5000);
+      signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      });
+    }),
 });
 
 beforeAll(async () => {
@@ -56,7 +57,8 @@ describe('agents with tools', () => {
       { id: 'plain', prompt: 'just answer' },
       {
         id: 'researcher',
-        prompt: 'Research this [[tool:search {"q":"temporal batch","ms":400}, tool:fetch_page {"url":"https://temporal.io"}]] [[tool:search {"q":"durable agents"}]]',
+        prompt:
+          'Research this [[tool:search {"q":"temporal batch","ms":400}, tool:fetch_page {"url":"https://temporal.io"}]] [[tool:search {"q":"durable agents"}]]',
         tools: ['search', 'fetch_page'],
       },
     ];
@@ -68,11 +70,17 @@ describe('agents with tools', () => {
       ['researcher', 'ok'],
     ]);
     // The results come back in the order the model asked for them, though fetch_page finished before the slow search.
-    expect(results[1].output).toContain('from 3 tool results: search found: temporal batch | fetch_page found: https://temporal.io | search found: durable agents');
+    expect(results[1].output).toContain(
+      'from 3 tool results: search found: temporal batch | fetch_page found: https://temporal.io | search found: durable agents',
+    );
     expect(results[1].steps).toBe(3);
     expect(modelCalls(servers.simulator, 'researcher')).toHaveLength(3);
-    expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(2);
-    const [slow, page] = servers.simulator.log().filter((request) => request.taskId === 'tool:search:call_1_1' || request.taskId === 'tool:fetch_page:call_1_2');
+    expect(
+      toolCalls(servers.simulator, 'search').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    ).toHaveLength(2);
+    const [slow, page] = servers.simulator
+      .log()
+      .filter((request) => request.taskId === 'tool:search:call_1_1' || request.taskId === 'tool:fetch_page:call_1_2');
     expect(slow.arrivedAt).toBeLessThan((page.respondedAt ?? 0) + 1); // both ran at once
 
     // The plain task kept today's shape: one callAgent activity and no child workflow.
@@ -96,11 +104,17 @@ describe('agents with tools', () => {
 
   it('sends a failing tool, a timed-out tool and input that fails the schema back to the model as tool results', async () => {
     const prompt = 'Try [[tool:broken {}]] [[tool:sluggish {}]] [[tool:search {"query":"wrong field"}]]';
-    const handle = await stack.client.startParallel([{ id: 'clumsy', prompt, tools: ['broken', 'sluggish', 'search'] }]);
+    const handle = await stack.client.startParallel([
+      { id: 'clumsy', prompt, tools: ['broken', 'sluggish', 'search'] },
+    ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
-    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & { transcript: { role: string; content: string }[] })[];
-    const toolResults = withSteps.transcript.filter((message) => message.role === 'tool').map((message) => message.content);
+    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & {
+      transcript: { role: string; content: string }[];
+    })[];
+    const toolResults = withSteps.transcript
+      .filter((message) => message.role === 'tool')
+      .map((message) => message.content);
     expect(toolResults[0]).toBe('error: the broken tool is broken');
     expect(toolResults[1]).toBe('error: the tool ran past its 300 ms timeout');
     expect(toolResults[2]).toMatch(/^error: invalid input for search: .*q/s);
@@ -117,7 +131,9 @@ describe('agents with tools', () => {
     const { results, stoppedBy } = await handle.result();
     expect(stoppedBy).toBe('fail-fast');
     expect(results.map((result) => result.status)).toEqual(['failed', 'cancelled']);
-    const [call] = toolCalls(servers.simulator, 'search').filter((request) => request.workflowId === `${handle.workflowId}/agent:busy`);
+    const [call] = toolCalls(servers.simulator, 'search').filter(
+      (request) => request.workflowId === `${handle.workflowId}/agent:busy`,
+    );
     expect(call.clientClosedAt).toBeDefined();
     expect((await childOf(handle.workflowId, 'busy').describe()).status.name).toBe('CANCELLED');
   });
@@ -133,7 +149,10 @@ describe('agents with tools', () => {
       ['user', 'ok', 2],
     ]);
     expect(results[1].output).toContain('answer to: Use [simulated] answer to: root facts');
-    const fanIn = await stack.client.startFanOutFanIn([{ id: 'part', prompt: 'Part [[tool:search {"q":"p"}]]', tools: ['search'] }], { prompt: 'Combine.' });
+    const fanIn = await stack.client.startFanOutFanIn(
+      [{ id: 'part', prompt: 'Part [[tool:search {"q":"p"}]]', tools: ['search'] }],
+      { prompt: 'Combine.' },
+    );
     const result = await fanIn.result();
     expect(result.results[0].steps).toBe(2);
     expect(result.synthesis.status).toBe('ok');
@@ -143,8 +162,14 @@ describe('agents with tools', () => {
   });
 
   it('repairs an invalid structured answer once and returns the validated object', async () => {
-    const output = { type: 'object', properties: { title: { type: 'string' }, sources: { type: 'integer' } }, required: ['title', 'sources'] };
-    const handle = await stack.client.startParallel([{ id: 'structured', prompt: 'Report [[invalid-json 1]] [[answer-json {"title":"Agents","sources":2}]]', output }]);
+    const output = {
+      type: 'object',
+      properties: { title: { type: 'string' }, sources: { type: 'integer' } },
+      required: ['title', 'sources'],
+    };
+    const handle = await stack.client.startParallel([
+      { id: 'structured', prompt: 'Report [[invalid-json 1]] [[answer-json {"title":"Agents","sources":2}]]', output },
+    ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
     expect(JSON.parse(results[0].output ?? '')).toEqual({ title: 'Agents', sources: 2 });
@@ -152,11 +177,19 @@ describe('agents with tools', () => {
   });
 
   it("waits out the provider's rate limit inside a step's attempt, as plain calls do", async () => {
-    servers.simulator.configure({ latency: { minMs: 20, maxMs: 20 }, rateLimits: { requestsPerMinute: 60, burstSeconds: 1 } });
+    servers.simulator.configure({
+      latency: { minMs: 20, maxMs: 20 },
+      rateLimits: { requestsPerMinute: 60, burstSeconds: 1 },
+    });
     try {
       const output = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
       // A model of its own: the worker's pacer keeps what it learnt of this model's limit, which the other tests must not inherit.
-      const tasks = [1, 2, 3].map((n) => ({ id: `limited-${n}`, model: 'rate-limited-model', prompt: `Count [[invalid-json 1]] [[answer-json {"n":${n}}]]`, output }));
+      const tasks = [1, 2, 3].map((n) => ({
+        id: `limited-${n}`,
+        model: 'rate-limited-model',
+        prompt: `Count [[invalid-json 1]] [[answer-json {"n":${n}}]]`,
+        output,
+      }));
       const handle = await stack.client.startParallel(tasks);
       const { results } = await handle.result();
       expect(results.map((result) => [result.status, result.output])).toEqual([
@@ -176,7 +209,9 @@ describe('agents with tools', () => {
 
   it('fails an agent whose answer stays invalid after its repairs, naming the last error', async () => {
     const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
-    const handle = await stack.client.startParallel([{ id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 }]);
+    const handle = await stack.client.startParallel([
+      { id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 },
+    ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('failed');
     expect(results[0].error?.type).toBe('OutputInvalid');
@@ -190,7 +225,9 @@ describe('agents with tools', () => {
     const { results } = await handle.result();
     expect(results[0].status).toBe('failed');
     expect(results[0].error?.type).toBe('BudgetExhausted');
-    expect(results[0].error?.message).toMatch(/stopped after 2 steps: its step budget \(2\) is spent; its transcript so far is kept at /);
+    expect(results[0].error?.message).toMatch(
+      /stopped after 2 steps: its step budget \(2\) is spent; its transcript so far is kept at /,
+    );
     expect(modelCalls(servers.simulator, 'looper')).toHaveLength(2);
   });
 
@@ -220,12 +257,20 @@ describe('agents with tools', () => {
         { prompt: 'third [sim latency=10]' },
       ],
     });
-    const handle = await stack.client.startParallel([{ id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents', 'search'] }]);
+    const handle = await stack.client.startParallel([
+      { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents', 'search'] },
+    ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
     // The spawn_agents result in the transcript: every sub-agent's answer, in task order.
-    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & { transcript: { role: string; content: string }[] })[];
-    const spawned = JSON.parse(withSteps.transcript.find((message) => message.role === 'tool')?.content ?? '[]') as { id: string; status: string; output: string }[];
+    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & {
+      transcript: { role: string; content: string }[];
+    })[];
+    const spawned = JSON.parse(withSteps.transcript.find((message) => message.role === 'tool')?.content ?? '[]') as {
+      id: string;
+      status: string;
+      output: string;
+    }[];
     expect(spawned.map((agent) => [agent.id, agent.status])).toEqual([
       ['lead.1-1-1', 'ok'],
       ['lead.1-1-2', 'ok'],
@@ -233,22 +278,34 @@ describe('agents with tools', () => {
     ]);
     expect(spawned[1].output).toContain('search found: sub');
     expect(modelCalls(servers.simulator, 'lead.1-1-2')).toHaveLength(2);
-    const [first, , third] = ['lead.1-1-1', 'lead.1-1-2', 'lead.1-1-3'].map((id) => modelCalls(servers.simulator, id)[0]);
+    const [first, , third] = ['lead.1-1-1', 'lead.1-1-2', 'lead.1-1-3'].map(
+      (id) => modelCalls(servers.simulator, id)[0],
+    );
     expect(third.arrivedAt).toBeLessThan(first.respondedAt ?? 0); // in parallel
   });
 
   it('refuses spawn_agents beyond the depth limit, telling the model why', async () => {
     const inner = JSON.stringify({ tasks: [{ prompt: 'too deep' }] });
-    const outer = JSON.stringify({ tasks: [{ prompt: `nest [[tool:spawn_agents ${inner}]]`, tools: ['spawn_agents'] }] });
+    const outer = JSON.stringify({
+      tasks: [{ prompt: `nest [[tool:spawn_agents ${inner}]]`, tools: ['spawn_agents'] }],
+    });
     const handle = await stack.client.client.workflow.start('agent', {
       taskQueue: stack.taskQueue,
       workflowId: uniqueName('deep'),
-      args: [{ task: { id: 'deep', prompt: `Go [[tool:spawn_agents ${outer}]]`, tools: ['spawn_agents'] }, inlineOutputBytes: 16_384, maxDepth: 1 }],
+      args: [
+        {
+          task: { id: 'deep', prompt: `Go [[tool:spawn_agents ${outer}]]`, tools: ['spawn_agents'] },
+          inlineOutputBytes: 16_384,
+          maxDepth: 1,
+        },
+      ],
     });
     const outcome = (await handle.result()) as { status: string; output: string };
     expect(outcome.status).toBe('ok');
     // The sub-agent at depth 1 is not offered spawn_agents; its call is answered with why.
-    const nested = (await stack.client.client.workflow.getHandle(`${handle.workflowId}/sub-1-1-1`).result()) as { output: string };
+    const nested = (await stack.client.client.workflow.getHandle(`${handle.workflowId}/sub-1-1-1`).result()) as {
+      output: string;
+    };
     expect(nested.output).toContain('error: there is no tool "spawn_agents"');
   });
 });
@@ -266,30 +323,47 @@ describe('approvals', () => {
   }
 
   it('runs a call once a person approves it', async () => {
-    const handle = await stack.client.startParallel([{ id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] }]);
+    const handle = await stack.client.startParallel([
+      { id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] },
+    ]);
     const callId = await waitingCall(handle.workflowId, 'approved');
-    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+    expect(
+      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    ).toHaveLength(0);
     const refused = await childOf(handle.workflowId, 'approved')
       .executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })
-      .then(() => undefined, (error: unknown) => error as { cause?: { message?: string } });
+      .then(
+        () => undefined,
+        (error: unknown) => error as { cause?: { message?: string } },
+      );
     expect(refused?.cause?.message).toMatch(/no call "call_9_9" waits for approval .*; waiting: call_1_1/);
     await childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId, approve: true }] });
     const { results } = await handle.result();
     expect(results[0].output).toContain('publish found: Report A');
-    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(1);
+    expect(
+      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    ).toHaveLength(1);
   });
 
   it('sends a denial and its reason to the model instead of running the call', async () => {
-    const handle = await stack.client.startParallel([{ id: 'denied', prompt: 'Ship [[tool:publish {"title":"Report B"}]]', tools: ['publish'] }]);
+    const handle = await stack.client.startParallel([
+      { id: 'denied', prompt: 'Ship [[tool:publish {"title":"Report B"}]]', tools: ['publish'] },
+    ]);
     const callId = await waitingCall(handle.workflowId, 'denied');
-    await childOf(handle.workflowId, 'denied').executeUpdate(approveUpdate, { args: [{ callId, approve: false, reason: 'not before review' }] });
+    await childOf(handle.workflowId, 'denied').executeUpdate(approveUpdate, {
+      args: [{ callId, approve: false, reason: 'not before review' }],
+    });
     const { results } = await handle.result();
     expect(results[0].output).toContain('denied: a person denied the call: not before review');
-    expect(toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId))).toHaveLength(0);
+    expect(
+      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    ).toHaveLength(0);
   });
 
   it('denies a call nobody approves within its timeout', async () => {
-    const handle = await stack.client.startParallel([{ id: 'ignored', prompt: 'Go [[tool:launch {"what":"rocket"}]]', tools: ['launch'] }]);
+    const handle = await stack.client.startParallel([
+      { id: 'ignored', prompt: 'Go [[tool:launch {"what":"rocket"}]]', tools: ['launch'] },
+    ]);
     const { results } = await handle.result();
     expect(results[0].output).toContain('denied: no one approved the call within 1500 ms');
   });
@@ -300,7 +374,13 @@ it('continues as new in a long loop without repeating a step or a tool call', as
   const handle = await stack.client.client.workflow.start('agent', {
     taskQueue: stack.taskQueue,
     workflowId,
-    args: [{ task: { id: 'long', prompt: 'Go [[repeat 5 tool:search {"q":"step"}]]', tools: ['search'] }, inlineOutputBytes: 16_384, stepsPerRun: 2 }],
+    args: [
+      {
+        task: { id: 'long', prompt: 'Go [[repeat 5 tool:search {"q":"step"}]]', tools: ['search'] },
+        inlineOutputBytes: 16_384,
+        stepsPerRun: 2,
+      },
+    ],
   });
   const outcome = (await handle.result()) as { status: string; steps: number; output: string };
   expect(outcome.status).toBe('ok');

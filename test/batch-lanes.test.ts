@@ -4,7 +4,13 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
 import { maxOverlap } from './support/overlap';
-import { answeredIds, droppedAnswers, faultCost, fewestOpenBetweenFirstAndLast, requestsOfRun } from './support/request-ledger';
+import {
+  answeredIds,
+  droppedAnswers,
+  faultCost,
+  fewestOpenBetweenFirstAndLast,
+  requestsOfRun,
+} from './support/request-ledger';
 import { runCli, spawnWorker } from './support/processes';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
@@ -29,7 +35,9 @@ const requestsOf = (batchId: string) => requestsOfRun(servers.simulator.log(), b
 /** The lane activities the batch's windows scheduled: id and how many items each took. */
 async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: number }[]> {
   const history = await workflow.fetchHistory();
-  const windows = (history.events ?? []).flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []);
+  const windows = (history.events ?? []).flatMap(
+    (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+  );
   const lanes: { id: string; items: number }[] = [];
   for (const id of windows) {
     const window = await workflow.client.getHandle(id).fetchHistory();
@@ -63,7 +71,11 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('keeps its calls in flight across hand-overs between windows: never zero while items remain, never over the concurrency', async () => {
     const source = writeTasks(directory, 240, (index) => `x [sim latency=${200 + (index % 5) * 100}]`, 'window');
     const sink = path.join(directory, 'window.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 12, pageSize: 20, pagesPerRun: 2 } });
+    const handle = await stack.client.startBatch({
+      source,
+      sink,
+      options: { concurrency: 12, pageSize: 20, pagesPerRun: 2 },
+    });
     const summary = await handle.result();
     expect(summary).toMatchObject({ total: 240, succeeded: 240 });
     expect(summary.runs).toBeGreaterThanOrEqual(4);
@@ -76,8 +88,14 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it("spreads a concurrency above one worker's slots over the workers polling the queue: 40 in flight on four workers of 10", async () => {
     const taskQueue = uniqueName('spread');
-    const env = { OPENAI_BASE_URL: servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_MAX_CONCURRENT_ACTIVITIES: '10' };
-    const workers = await Promise.all(Array.from({ length: 4 }, () => spawnWorker({ address: servers.server.address, taskQueue, env })));
+    const env = {
+      OPENAI_BASE_URL: servers.simulator.baseUrl,
+      OPENAI_API_KEY: 'test-key',
+      FANOUT_MAX_CONCURRENT_ACTIVITIES: '10',
+    };
+    const workers = await Promise.all(
+      Array.from({ length: 4 }, () => spawnWorker({ address: servers.server.address, taskQueue, env })),
+    );
     try {
       const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
       const source = writeTasks(directory, 160, () => 'x [sim latency=1500]', 'spread');
@@ -93,7 +111,8 @@ describe('batch lanes: several calls one after another per activity, each answer
   });
 
   it('runs an item that failed retryably in a lane again on its own, sending its real attempt, and writes a non-retryable failure at once', async () => {
-    const prompt = (index: number) => (index === 150 || index === 170 ? 'x [sim fault=500 times=1]' : index === 160 ? 'x [sim fault=401]' : 'x');
+    const prompt = (index: number) =>
+      index === 150 || index === 170 ? 'x [sim fault=500 times=1]' : index === 160 ? 'x [sim fault=401]' : 'x';
     const source = writeTasks(directory, 200, prompt, 'mixed');
     const sink = path.join(directory, 'mixed.jsonl');
     const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
@@ -104,15 +123,23 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(lines.get('mixed-160')).toMatchObject({ status: 'failed', attempts: 1, error: { type: 'Unauthorized' } });
     const requests = requestsOf(handle.batchId);
     expect(requests.filter((request) => request.taskId === 'mixed-160')).toHaveLength(1);
-    expect(requests.filter((request) => request.taskId === 'mixed-150').map((request) => request.attempt)).toEqual([1, 2]);
-    expect(requests.filter((request) => request.taskId === 'mixed-170').map((request) => request.attempt)).toEqual([1, 2]);
+    expect(requests.filter((request) => request.taskId === 'mixed-150').map((request) => request.attempt)).toEqual([
+      1, 2,
+    ]);
+    expect(requests.filter((request) => request.taskId === 'mixed-170').map((request) => request.attempt)).toEqual([
+      1, 2,
+    ]);
   });
 
   it("gives each item of a lane its own request deadline (agentTimeoutMs), not the lane's whole timeout", async () => {
     const prompt = (index: number) => (index === 7 ? 'slow [sim latency=4000]' : 'x');
     const source = writeTasks(directory, 40, prompt, 'deadline');
     const sink = path.join(directory, 'deadline.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } } });
+    const handle = await stack.client.startBatch({
+      source,
+      sink,
+      options: { concurrency: 2, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } },
+    });
     expect(await handle.result()).toMatchObject({ succeeded: 39, failed: 1 });
     const lines = new Map(readSink(sink).map((line) => [line.id, line]));
     expect(lines.get('deadline-7')).toMatchObject({ status: 'failed', error: { type: 'Timeout' } });
@@ -122,7 +149,11 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it('runs an activity per item with itemsPerActivity 1', async () => {
     const source = writeTasks(directory, 60, () => 'x', 'single');
-    const handle = await stack.client.startBatch({ source, sink: path.join(directory, 'single.jsonl'), options: { concurrency: 20, itemsPerActivity: 1 } });
+    const handle = await stack.client.startBatch({
+      source,
+      sink: path.join(directory, 'single.jsonl'),
+      options: { concurrency: 20, itemsPerActivity: 1 },
+    });
     expect(await handle.result()).toMatchObject({ succeeded: 60 });
     const lanes = await lanesOf(handle.workflow);
     expect(lanes).toHaveLength(60);
@@ -143,7 +174,8 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(atCancel.filter((request) => request.arrivedAt > returnedAt)).toEqual([]);
     expect(faultCost(atCancel, returnedAt).openNow).toBe(0);
     // The calls open at the cancel were aborted within seconds, not left to answer.
-    for (const request of atCancel.filter((request) => request.clientClosedAt !== undefined)) expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
+    for (const request of atCancel.filter((request) => request.clientClosedAt !== undefined))
+      expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
     expect(droppedAnswers(atCancel, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
 
     const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
@@ -156,7 +188,11 @@ describe('batch lanes: several calls one after another per activity, each answer
     const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
     const source = writeTasks(directory, 400, prompt, 'failfast');
     const sink = path.join(directory, 'failfast.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 8, errorPolicy: 'fail-fast' } });
+    const handle = await stack.client.startBatch({
+      source,
+      sink,
+      options: { concurrency: 8, errorPolicy: 'fail-fast' },
+    });
     const summary = await handle.result();
     expect(summary.stoppedBy).toBe('fail-fast');
     expect(summary.failed).toBe(1);
@@ -186,13 +222,27 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(resumed.alreadyOk).toBe(summary.succeeded);
     expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
     // Calls answered while the stop was aborting them were in flight at the stop; anything answered before it is never paid again.
-    const abortedAt = Math.min(...requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt])));
+    const abortedAt = Math.min(
+      ...requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt])),
+    );
     expect(faultCost(requestsOf(handle.batchId), Math.min(stoppedAt, abortedAt)).answeredThenResent).toEqual([]);
   });
 
   it('refuses itemsPerActivity over 100 before starting', async () => {
     const source = writeTasks(directory, 3, () => 'x', 'refused');
-    const cli = await runCli(['batch', 'start', source, '--out', path.join(directory, 'refused.jsonl'), '--items-per-activity', '101', '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+    const cli = await runCli([
+      'batch',
+      'start',
+      source,
+      '--out',
+      path.join(directory, 'refused.jsonl'),
+      '--items-per-activity',
+      '101',
+      '--address',
+      servers.server.address,
+      '--task-queue',
+      stack.taskQueue,
+    ]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toContain('--items-per-activity');
     expect(execFileSync('ls', [directory], { encoding: 'utf8' })).not.toContain('refused.jsonl');

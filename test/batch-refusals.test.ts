@@ -28,7 +28,11 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     const sink = path.join(directory, 'no-such-directory', 'out.jsonl');
     const batchId = uniqueName('unwritable');
     const startedAt = Date.now();
-    const workflow = await servers.server.client.workflow.start('batch', { taskQueue: stack.taskQueue, workflowId: batchId, args: [{ batchId, source, sink }] });
+    const workflow = await servers.server.client.workflow.start('batch', {
+      taskQueue: stack.taskQueue,
+      workflowId: batchId,
+      args: [{ batchId, source, sink }],
+    });
     const failure = await workflow.result().catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(Date.now() - startedAt).toBeLessThan(30_000);
@@ -42,18 +46,41 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     writeFileSync(file, 'not a directory');
     for (const out of [path.join(file, 'out.jsonl'), '/proc/out.jsonl']) {
       const id = uniqueName('refused');
-      const cli = await runCli(['batch', 'start', source, '--out', out, '--id', id, '--address', servers.server.address, '--task-queue', stack.taskQueue]);
+      const cli = await runCli([
+        'batch',
+        'start',
+        source,
+        '--out',
+        out,
+        '--id',
+        id,
+        '--address',
+        servers.server.address,
+        '--task-queue',
+        stack.taskQueue,
+      ]);
       expect({ out, code: cli.code }).toEqual({ out, code: 2 });
       expect(cli.stderr).toContain(out);
-      const started = await servers.server.client.workflow.getHandle(id).describe().then(() => true, () => false);
+      const started = await servers.server.client.workflow
+        .getHandle(id)
+        .describe()
+        .then(
+          () => true,
+          () => false,
+        );
       expect(started).toBe(false);
     }
   });
 
   it('refuses agent tasks (tools, an output schema), naming the line, rather than running them as plain calls', async () => {
     const source = path.join(directory, 'agents.jsonl');
-    writeFileSync(source, `${JSON.stringify({ id: 'a', prompt: 'x' })}\n${JSON.stringify({ id: 'b', prompt: 'x', tools: ['search'] })}\n`);
-    const error = await stack.client.startBatch({ source, sink: path.join(directory, 'agents.out.jsonl') }).catch((caught: unknown) => caught);
+    writeFileSync(
+      source,
+      `${JSON.stringify({ id: 'a', prompt: 'x' })}\n${JSON.stringify({ id: 'b', prompt: 'x', tools: ['search'] })}\n`,
+    );
+    const error = await stack.client
+      .startBatch({ source, sink: path.join(directory, 'agents.out.jsonl') })
+      .catch((caught: unknown) => caught);
     expect(String(error)).toContain('agents.jsonl line 2: tools: agents (tools, output) are not run by batches yet');
   });
 
@@ -61,7 +88,11 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     const source = writeTasks(directory, 60, () => 'x [sim latency=200]', 'appended');
     const sink = path.join(directory, 'appended.jsonl');
     const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
-    await waitFor('a few answers', () => answeredIds(requestsOfRun(servers.simulator.log(), handle.batchId)).size >= 4, { timeoutMs: 30_000 });
+    await waitFor(
+      'a few answers',
+      () => answeredIds(requestsOfRun(servers.simulator.log(), handle.batchId)).size >= 4,
+      { timeoutMs: 30_000 },
+    );
     // A duplicate of an id the batch already has: appended lines are never run, the batch says why it stops.
     appendFileSync(source, `${JSON.stringify({ id: 'appended-0', prompt: 'again' })}\n`);
     const failure = await handle.result().catch((error: unknown) => error);

@@ -38,18 +38,24 @@ describe('a batch on worker processes', () => {
 
   it('completes after its worker is SIGKILLed half-way: no answered call sent again, re-sent calls no more than were open at the kill', async () => {
     const taskQueue = uniqueName('batch-kill');
-    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
+    workers.push(
+      await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
+    );
     const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
     const sink = path.join(directory, 'kill.jsonl');
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
     // Lanes of several items each (the default): a lost lane's answered items must not be paid for again.
     const handle = await client.startBatch({ source, sink, options: { concurrency: 20 } });
 
-    const answeredCount = () => servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.outcome === 200).length;
+    const answeredCount = () =>
+      servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.outcome === 200)
+        .length;
     await waitFor('half the batch answered', () => answeredCount() >= 200, { timeoutMs: 60_000 });
     await workers[0].kill();
     const killedAt = Date.now();
-    workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }));
+    workers.push(
+      await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
+    );
 
     const summary = await handle.result();
     expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });
@@ -70,10 +76,18 @@ describe('a batch on worker processes', () => {
     const source = writeTasks(directory, 120, () => 'x [sim latency=20]', 'rate');
     const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
     // The server's limit counts activities: an activity per item makes it a limit on calls.
-    const handle = await client.startBatch({ source, sink: path.join(directory, 'rate.jsonl'), options: { concurrency: 50, itemsPerActivity: 1 } });
+    const handle = await client.startBatch({
+      source,
+      sink: path.join(directory, 'rate.jsonl'),
+      options: { concurrency: 50, itemsPerActivity: 1 },
+    });
     await handle.result();
 
-    const arrivals = servers.simulator.log().filter((request) => request.workflowId === handle.batchId).map((request) => request.arrivedAt).sort((a, b) => a - b);
+    const arrivals = servers.simulator
+      .log()
+      .filter((request) => request.workflowId === handle.batchId)
+      .map((request) => request.arrivedAt)
+      .sort((a, b) => a - b);
     expect(arrivals).toHaveLength(120);
     // The server's limiter is a token bucket that lets a burst of about `limit` through at once; the rate it holds after
     // that is the limit. Uncapped, 120 calls of 20 ms at concurrency 50 would take well under a second.

@@ -15,14 +15,28 @@ let worker: TestWorker;
 const directory = batchDirectory();
 
 /** Simulated time at 1,000 x: a provider batch of 100-300 simulated seconds answers in 0.1-0.3 s; one with an expiring item ends at 1.5 s. */
-const FAST: SimulatorConfigInput = { providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } };
+const FAST: SimulatorConfigInput = {
+  providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
+};
 
 beforeAll(async () => {
   servers = await startTestServers({ simulator: FAST });
   const storage = new Storage();
   const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  const anthropic = new Anthropic({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''), maxRetries: 0 });
-  worker = await startTestWorker(servers, { activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai), anthropic: new AnthropicBatches(storage, anthropic) } } });
+  const anthropic = new Anthropic({
+    apiKey: 'test-key',
+    baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
+    maxRetries: 0,
+  });
+  worker = await startTestWorker(servers, {
+    activities: {
+      storage,
+      providerBatches: {
+        openai: new OpenAiBatches(storage, openai),
+        anthropic: new AnthropicBatches(storage, anthropic),
+      },
+    },
+  });
 });
 
 afterAll(async () => {
@@ -32,10 +46,15 @@ afterAll(async () => {
 
 describe('a batch chooses its route', () => {
   it('provider-batch: answers at the batch price, sends what expired or failed retryably in a second provider batch, and only what that hands back sync', async () => {
-    const fate = (index: number) => (index === 3 || index === 11 ? ' [sim batch=expired]' : index === 7 ? ' [sim batch=error-500]' : '');
+    const fate = (index: number) =>
+      index === 3 || index === 11 ? ' [sim batch=expired]' : index === 7 ? ' [sim batch=error-500]' : '';
     const source = writeTasks(directory, 30, (index) => `route item ${index}${fate(index)}`, 'routed');
     const sink = path.join(directory, 'routed.jsonl');
-    const handle = await worker.client.startBatch({ source, sink, options: { route: 'provider-batch', providerPollSeconds: 0.05, concurrency: 5 } });
+    const handle = await worker.client.startBatch({
+      source,
+      sink,
+      options: { route: 'provider-batch', providerPollSeconds: 0.05, concurrency: 5 },
+    });
     const summary = await handle.result();
     expect(summary).toMatchObject({ route: 'provider-batch', total: 30, succeeded: 30, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
@@ -44,21 +63,48 @@ describe('a batch chooses its route', () => {
     // The first provider batch answered 27 and the second, of the three it handed back, none (their markers hold);
     // those three went as chat completions, and nothing else did.
     expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 33, itemsAnswered: 27 });
-    expect(requestsOfRun(servers.simulator.log(), handle.batchId).map((request) => request.taskId).sort()).toEqual(['routed-11', 'routed-3', 'routed-7']);
-    expect(readSink(sink).filter((line) => ['routed-3', 'routed-7', 'routed-11'].includes(line.id)).every((line) => line.status === 'ok')).toBe(true);
+    expect(
+      requestsOfRun(servers.simulator.log(), handle.batchId)
+        .map((request) => request.taskId)
+        .sort(),
+    ).toEqual(['routed-11', 'routed-3', 'routed-7']);
+    expect(
+      readSink(sink)
+        .filter((line) => ['routed-3', 'routed-7', 'routed-11'].includes(line.id))
+        .every((line) => line.status === 'ok'),
+    ).toBe(true);
   });
 
   it('auto: a small batch with a short deadline goes sync', async () => {
     const source = writeTasks(directory, 8, () => 'x', 'auto');
-    const handle = await worker.client.startBatch({ source, sink: path.join(directory, 'auto.jsonl'), options: { route: 'auto', deadlineMs: 60_000 } });
+    const handle = await worker.client.startBatch({
+      source,
+      sink: path.join(directory, 'auto.jsonl'),
+      options: { route: 'auto', deadlineMs: 60_000 },
+    });
     expect(await handle.result()).toMatchObject({ route: 'sync', succeeded: 8 });
     expect(requestsOfRun(servers.simulator.log(), handle.batchId)).toHaveLength(8);
   });
 
   it('refuses an unknown route or deadline before starting, naming the option', async () => {
     const source = writeTasks(directory, 2, () => 'x', 'bad-route');
-    for (const [flag, value] of [['--route', 'cheapest'], ['--deadline', 'tomorrow']]) {
-      const cli = await runCli(['batch', 'start', source, '--out', path.join(directory, 'bad-route.jsonl'), flag, value, '--address', servers.server.address, '--task-queue', worker.taskQueue]);
+    for (const [flag, value] of [
+      ['--route', 'cheapest'],
+      ['--deadline', 'tomorrow'],
+    ]) {
+      const cli = await runCli([
+        'batch',
+        'start',
+        source,
+        '--out',
+        path.join(directory, 'bad-route.jsonl'),
+        flag,
+        value,
+        '--address',
+        servers.server.address,
+        '--task-queue',
+        worker.taskQueue,
+      ]);
       expect({ flag, code: cli.code }).toEqual({ flag, code: 2 });
       expect(cli.stderr).toContain(value);
     }

@@ -30,7 +30,11 @@ function requestsOf(batchId: string) {
 /** Ids answered (200) before `at`, each with how many requests the simulator saw for it over the whole run. */
 function answeredBefore(batchId: string, at: number): Map<string, number> {
   const requests = requestsOf(batchId);
-  const answered = new Set(requests.filter((request) => request.outcome === 200 && (request.respondedAt ?? Infinity) <= at).map((request) => request.taskId));
+  const answered = new Set(
+    requests
+      .filter((request) => request.outcome === 200 && (request.respondedAt ?? Infinity) <= at)
+      .map((request) => request.taskId),
+  );
   return new Map([...answered].map((id) => [id, requests.filter((request) => request.taskId === id).length]));
 }
 
@@ -54,17 +58,29 @@ describe('batch', () => {
   it('hands over to a new window several times and still answers progress across windows', async () => {
     const source = writeTasks(directory, 300, () => 'slow [sim latency=150]', 'rolling');
     const sink = path.join(directory, 'rolling.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10, pageSize: 25, pagesPerRun: 2 } });
-    const progress = await waitFor('the batch to be in its third run', async () => {
-      const current = await handle.progress();
-      return current.runs >= 3 ? current : undefined;
-    }, { timeoutMs: 60_000 });
+    const handle = await stack.client.startBatch({
+      source,
+      sink,
+      options: { concurrency: 10, pageSize: 25, pagesPerRun: 2 },
+    });
+    const progress = await waitFor(
+      'the batch to be in its third run',
+      async () => {
+        const current = await handle.progress();
+        return current.runs >= 3 ? current : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     expect(progress.total).toBe(300);
     // Progress adds up the windows that ended and those still running.
-    const later = await waitFor('100 items done across windows', async () => {
-      const current = await handle.progress();
-      return current.done >= 100 ? current : undefined;
-    }, { timeoutMs: 60_000 });
+    const later = await waitFor(
+      '100 items done across windows',
+      async () => {
+        const current = await handle.progress();
+        return current.done >= 100 ? current : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
     expect(later.callsPerSecond).toBeGreaterThan(0);
     expect(later.etaSeconds).not.toBeNull();
     const summary = await handle.result();
@@ -88,7 +104,12 @@ describe('batch', () => {
 
   it('completes every item despite injected 429s, 5xx, resets and hangs, never retrying before Retry-After', async () => {
     const faulty = await startTestServers({
-      simulator: { seed: 'faults', latency: { minMs: 5, maxMs: 30 }, faultRates: { '429': 0.04, '500': 0.04, '503': 0.03, reset: 0.03, hang: 0.02 }, retryAfterSeconds: 1 },
+      simulator: {
+        seed: 'faults',
+        latency: { minMs: 5, maxMs: 30 },
+        faultRates: { '429': 0.04, '500': 0.04, '503': 0.03, reset: 0.03, hang: 0.02 },
+        retryAfterSeconds: 1,
+      },
     });
     const worker = await startTestWorker(faulty, { heartbeatThrottleMs: 500 });
     try {
@@ -97,7 +118,11 @@ describe('batch', () => {
       const handle = await worker.client.startBatch({
         source,
         sink,
-        options: { concurrency: 30, agentTimeoutMs: 2000, retry: { maximumAttempts: 20, initialIntervalMs: 100, maximumIntervalMs: 500 } },
+        options: {
+          concurrency: 30,
+          agentTimeoutMs: 2000,
+          retry: { maximumAttempts: 20, initialIntervalMs: 100, maximumIntervalMs: 500 },
+        },
       });
       const summary = await handle.result();
       expect(summary).toMatchObject({ succeeded: 300, failed: 0 });
@@ -106,7 +131,9 @@ describe('batch', () => {
       const faults = new Set(log.map((request) => request.fault).filter(Boolean));
       expect([...faults].sort()).toEqual(['429', '500', '503', 'hang', 'reset']);
       for (const limited of log.filter((request) => request.outcome === 429)) {
-        const next = log.find((request) => request.taskId === limited.taskId && request.taskRequest === limited.taskRequest + 1);
+        const next = log.find(
+          (request) => request.taskId === limited.taskId && request.taskRequest === limited.taskRequest + 1,
+        );
         expect(next).toBeDefined();
         expect((next?.arrivedAt ?? 0) - (limited.respondedAt ?? 0)).toBeGreaterThanOrEqual(1000);
       }
@@ -137,7 +164,11 @@ describe('batch', () => {
 
     // Once cancel has returned, no call of the batch starts, and none is left open.
     expect(requestsOf(handle.batchId).filter((request) => request.arrivedAt > cancelReturnedAt)).toEqual([]);
-    expect(requestsOf(handle.batchId).filter((request) => request.respondedAt === undefined && request.clientClosedAt === undefined)).toEqual([]);
+    expect(
+      requestsOf(handle.batchId).filter(
+        (request) => request.respondedAt === undefined && request.clientClosedAt === undefined,
+      ),
+    ).toEqual([]);
     // Every call answered before the cancel is in the sink.
     const answered = answeredBefore(handle.batchId, cancelledAt);
     expect(droppedAnswers(requestsOf(handle.batchId), new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
@@ -151,7 +182,12 @@ describe('batch', () => {
   });
 
   it('writes failed items as failed, and a resume re-runs only them', async () => {
-    const source = writeTasks(directory, 30, (index) => (index % 10 === 3 ? 'x [sim fault=401 times=1]' : 'x'), 'failures');
+    const source = writeTasks(
+      directory,
+      30,
+      (index) => (index % 10 === 3 ? 'x [sim fault=401 times=1]' : 'x'),
+      'failures',
+    );
     const sink = path.join(directory, 'failures.jsonl');
     const handle = await stack.client.startBatch({ source, sink });
     const summary = await handle.result();
@@ -165,7 +201,12 @@ describe('batch', () => {
   });
 
   it('stops at its token budget: nothing more starts, the calls in flight are cancelled, and a resume runs the rest', async () => {
-    const source = writeTasks(directory, 40, (index) => `budget words here [sim latency=${300 + (index % 4) * 700}]`, 'budget');
+    const source = writeTasks(
+      directory,
+      40,
+      (index) => `budget words here [sim latency=${300 + (index % 4) * 700}]`,
+      'budget',
+    );
     const sink = path.join(directory, 'budget.jsonl');
     const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 4, tokenBudget: 60 } });
     const summary = await handle.result();
@@ -198,7 +239,11 @@ describe('batch', () => {
     expect(describeError(failure)).toContain('changed while the batch ran');
     // What finished before is in the sink, and of the spool only the mark that the sink is whole is left.
     expect(sinkCounts(sink).ok).toBeGreaterThanOrEqual(4);
-    expect(readdirSync(`${sink}.parts`, { recursive: true }).filter((name) => String(name).endsWith('.json') || String(name).endsWith('.jsonl'))).toEqual([expect.stringMatching(/FINISHED\.json$/)]);
+    expect(
+      readdirSync(`${sink}.parts`, { recursive: true }).filter(
+        (name) => String(name).endsWith('.json') || String(name).endsWith('.jsonl'),
+      ),
+    ).toEqual([expect.stringMatching(/FINISHED\.json$/)]);
   });
 
   it('recovers every answered result of a terminated batch into its sink when its status is asked', async () => {
@@ -222,7 +267,9 @@ describe('batch', () => {
   it('refuses a malformed task file before starting, naming the line', async () => {
     const bad = path.join(directory, 'bad.jsonl');
     require('node:fs').writeFileSync(bad, '{"id":"a","prompt":"x"}\n{"id":"b"}\n{"id":"a","prompt":"y"}\nnot json\n');
-    const error = await stack.client.startBatch({ source: bad, sink: path.join(directory, 'bad-out.jsonl') }).catch((caught: unknown) => caught);
+    const error = await stack.client
+      .startBatch({ source: bad, sink: path.join(directory, 'bad-out.jsonl') })
+      .catch((caught: unknown) => caught);
     expect(String(error)).toContain('bad.jsonl line 2: prompt: is required');
     expect(String(error)).toContain('bad.jsonl line 3: id: duplicate id "a" (first at line 1)');
     expect(String(error)).toContain('bad.jsonl line 4: not valid JSON');

@@ -33,7 +33,10 @@ describe('fanout CLI input errors (nothing is started)', () => {
   });
 
   it('names bad options inside a .json file', async () => {
-    const tasks = file('bad-options.json', JSON.stringify({ tasks: [{ id: 'a', prompt: 'x' }], options: { maxParallel: 9999, colour: 'red' } }));
+    const tasks = file(
+      'bad-options.json',
+      JSON.stringify({ tasks: [{ id: 'a', prompt: 'x' }], options: { maxParallel: 9999, colour: 'red' } }),
+    );
     const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
     expect(code).toBe(2);
     expect(stderr).toContain('options.maxParallel');
@@ -56,7 +59,14 @@ describe('fanout CLI input errors (nothing is started)', () => {
 
   it('refuses non-UTF-8 bytes, naming the line, instead of sending replacement characters to a model', async () => {
     const tasks = path.join(directory, 'latin1.jsonl');
-    writeFileSync(tasks, Buffer.concat([Buffer.from('{"id":"a","prompt":"fine"}\n{"id":"b","prompt":"caf'), Buffer.from([0xe9]), Buffer.from('"}\n')]));
+    writeFileSync(
+      tasks,
+      Buffer.concat([
+        Buffer.from('{"id":"a","prompt":"fine"}\n{"id":"b","prompt":"caf'),
+        Buffer.from([0xe9]),
+        Buffer.from('"}\n'),
+      ]),
+    );
     const { code, stderr } = await runCli(['run', tasks, ...NOWHERE]);
     expect(code).toBe(2);
     expect(stderr.trim().split('\n')).toHaveLength(1);
@@ -65,7 +75,10 @@ describe('fanout CLI input errors (nothing is started)', () => {
 
   it('accepts a UTF-8 byte-order mark, and refuses deeply nested JSON with a message rather than a stack overflow', async () => {
     const bom = path.join(directory, 'bom.json');
-    writeFileSync(bom, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('[{"id":"a","prompt":"x","maxTokens":0}]')]));
+    writeFileSync(
+      bom,
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('[{"id":"a","prompt":"x","maxTokens":0}]')]),
+    );
     const withBom = await runCli(['run', bom, ...NOWHERE]);
     // Parsed past the mark: the complaint is about the task's field, not the file's first byte.
     expect(withBom.code).toBe(2);
@@ -77,7 +90,10 @@ describe('fanout CLI input errors (nothing is started)', () => {
     expect(nested.stderr.trim().split('\n')).toHaveLength(1);
     expect(nested.stderr).toContain('deep.json: [0][0][0][0][0][0]... is nested deeper than 64 levels');
     // Deep inside a task, the message names the field.
-    const deepField = file('deep-field.json', `[{"id":"a","prompt":"x","metadata":{"notes":${'['.repeat(100)}${']'.repeat(100)}}}]`);
+    const deepField = file(
+      'deep-field.json',
+      `[{"id":"a","prompt":"x","metadata":{"notes":${'['.repeat(100)}${']'.repeat(100)}}}]`,
+    );
     const field = await runCli(['run', deepField, ...NOWHERE]);
     expect(field.code).toBe(2);
     expect(field.stderr).toContain('[0].metadata.notes[0][0][0]... is nested deeper than 64 levels');
@@ -108,7 +124,14 @@ describe('fanout run against a real dev server', () => {
   const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
   it('prints results in input order and metrics, and exits 0 when every agent succeeds', async () => {
-    const tasks = file('ok.jsonl', ['a', 'b', 'c'].map((id, index) => JSON.stringify({ id, name: `Agent ${id}`, prompt: `hi [sim latency=${600 - index * 250}]` })).join('\n'));
+    const tasks = file(
+      'ok.jsonl',
+      ['a', 'b', 'c']
+        .map((id, index) =>
+          JSON.stringify({ id, name: `Agent ${id}`, prompt: `hi [sim latency=${600 - index * 250}]` }),
+        )
+        .join('\n'),
+    );
     const { code, stdout, stderr } = await runCli(['run', tasks, ...connection()]);
     expect(stderr).toContain('Temporal UI: http');
     expect(code).toBe(0);
@@ -119,7 +142,13 @@ describe('fanout run against a real dev server', () => {
   });
 
   it('prints JSON with --json and exits 1 when an agent failed', async () => {
-    const tasks = file('one-fails.json', JSON.stringify([{ id: 'good', prompt: 'x [sim latency=10]' }, { id: 'bad', prompt: 'x [sim fault=403]' }]));
+    const tasks = file(
+      'one-fails.json',
+      JSON.stringify([
+        { id: 'good', prompt: 'x [sim latency=10]' },
+        { id: 'bad', prompt: 'x [sim fault=403]' },
+      ]),
+    );
     const { code, stdout } = await runCli(['run', tasks, '--json', ...connection()]);
     expect(code).toBe(1);
     const printed = JSON.parse(stdout) as { results: { id: string; status: string; error?: { type: string } }[] };
@@ -130,10 +159,13 @@ describe('fanout run against a real dev server', () => {
   });
 
   it('cancels the others under --fail-fast', async () => {
-    const tasks = file('fail-fast.jsonl', [
-      JSON.stringify({ id: 'bad', prompt: 'x [sim fault=400 latency=200]' }),
-      JSON.stringify({ id: 'long', prompt: 'x [sim latency=60000]' }),
-    ].join('\n'));
+    const tasks = file(
+      'fail-fast.jsonl',
+      [
+        JSON.stringify({ id: 'bad', prompt: 'x [sim fault=400 latency=200]' }),
+        JSON.stringify({ id: 'long', prompt: 'x [sim latency=60000]' }),
+      ].join('\n'),
+    );
     const { code, stdout } = await runCli(['run', tasks, '--fail-fast', '--json', ...connection()]);
     expect(code).toBe(1);
     const printed = JSON.parse(stdout) as { results: { status: string }[]; stoppedBy: string };
@@ -148,9 +180,17 @@ describe('fanout demo (what npm start runs)', () => {
     expect(code).toBe(0);
     expect(stderr).toContain('SIMULATED');
     const rows = stdout.split('\n').filter((line) => /^\d+\s/.test(line));
-    expect(rows.map((row) => row.split(/\s{2,}/)[1])).toEqual(['Researcher', 'Analyst', 'Fact checker', 'Coder', 'Editor']);
+    expect(rows.map((row) => row.split(/\s{2,}/)[1])).toEqual([
+      'Researcher',
+      'Analyst',
+      'Fact checker',
+      'Coder',
+      'Editor',
+    ]);
     expect(stdout).toMatch(/parallelism efficiency: \d+\.\d+x/);
-    expect(stdout).toMatch(/Temporal UI for this run: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/fanout-/);
+    expect(stdout).toMatch(
+      /Temporal UI for this run: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\/fanout-/,
+    );
     const uiPort = /127\.0\.0\.1:(\d+)\/namespaces/.exec(stdout)?.[1];
     // The dev server the demo started is gone.
     const listening = execFileSync('bash', ['-c', `ss -ltn 'sport = :${uiPort}' | tail -n +2`], { encoding: 'utf8' });
@@ -164,7 +204,14 @@ describe('fanout batch', () => {
 
   it('refuses a malformed task file with the line named and exit code 2', async () => {
     const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');
-    const { code, stderr } = await runCli(['batch', 'start', tasks, '--out', path.join(directory, 'never.jsonl'), ...connection()]);
+    const { code, stderr } = await runCli([
+      'batch',
+      'start',
+      tasks,
+      '--out',
+      path.join(directory, 'never.jsonl'),
+      ...connection(),
+    ]);
     expect(code).toBe(2);
     expect(stderr).toContain('batch-bad.jsonl line 2: prompt: must not be empty');
   });
@@ -182,15 +229,41 @@ describe('fanout batch', () => {
       expect(stderr.trim().split('\n')).toHaveLength(1);
       expect(stderr).toContain(message);
     }
-    const empty = await runCli(['batch', 'start', tasks, '--out', path.join(directory, 'x.jsonl'), '--id', '', ...connection()]);
+    const empty = await runCli([
+      'batch',
+      'start',
+      tasks,
+      '--out',
+      path.join(directory, 'x.jsonl'),
+      '--id',
+      '',
+      ...connection(),
+    ]);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('the batch id: must not be empty');
   });
 
   it('starts, watches, reports, cancels and resumes a batch', async () => {
-    const tasks = file('batch.jsonl', Array.from({ length: 30 }, (_, index) => JSON.stringify({ id: `cli-${index}`, prompt: 'x [sim latency=1500]' })).join('\n'));
+    const tasks = file(
+      'batch.jsonl',
+      Array.from({ length: 30 }, (_, index) =>
+        JSON.stringify({ id: `cli-${index}`, prompt: 'x [sim latency=1500]' }),
+      ).join('\n'),
+    );
     const out = path.join(directory, 'batch-out.jsonl');
-    const started = await runCli(['batch', 'start', tasks, '--out', out, '--id', 'cli-batch', '--concurrency', '5', '--json', ...connection()]);
+    const started = await runCli([
+      'batch',
+      'start',
+      tasks,
+      '--out',
+      out,
+      '--id',
+      'cli-batch',
+      '--concurrency',
+      '5',
+      '--json',
+      ...connection(),
+    ]);
     expect(started.code).toBe(0);
     expect(JSON.parse(started.stdout)).toEqual({ batchId: 'cli-batch', attached: false });
 
@@ -205,7 +278,10 @@ describe('fanout batch', () => {
     const resumed = await runCli(['batch', 'resume', 'cli-batch', '--watch', ...connection()]);
     expect(resumed.code).toBe(0);
     expect(resumed.stdout).toMatch(/batch cli-batch finished\n\s+ok \d+, failed 0, not run 0, already ok \d+ of \d+/);
-    const lines = readFileSync(out, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { id: string });
+    const lines = readFileSync(out, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string });
     expect(new Set(lines.map((line) => line.id)).size).toBe(30);
     expect(lines).toHaveLength(30);
   });

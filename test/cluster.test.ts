@@ -53,7 +53,9 @@ async function withFanout(taskQueue: string, work: (fanout: FanoutClient) => Pro
 
 /** Model calls the simulator has answered for tasks whose ids start with `prefix`. */
 function answered(prefix: string): number {
-  return simulator.log().filter((request) => request.taskId.startsWith(`${prefix}-`) && request.respondedAt !== undefined).length;
+  return simulator
+    .log()
+    .filter((request) => request.taskId.startsWith(`${prefix}-`) && request.respondedAt !== undefined).length;
 }
 
 /** Asserts the sink holds every id of the source exactly once, each ok. */
@@ -72,7 +74,12 @@ it('completes a batch after its worker is SIGKILLed mid-batch: every id exactly 
   const source = writeTasks(directory, 200, () => 'x [sim latency=200]', prefix);
   const sink = path.join(directory, `${prefix}.jsonl`);
   await withFanout(taskQueue, async (fanout) => {
-    const handle = await fanout.startBatch({ source, sink, batchId: prefix, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
+    const handle = await fanout.startBatch({
+      source,
+      sink,
+      batchId: prefix,
+      options: { concurrency: 20, heartbeatTimeoutMs: 2000 },
+    });
     await waitFor('a third of the batch answered', () => answered(prefix) >= 70, { timeoutMs: 60_000 });
     await workers[0].kill();
     workers.push(await startWorker(taskQueue));
@@ -90,7 +97,12 @@ it('completes a batch across a temporal-server crash and restart on the same dat
   const sink = path.join(directory, `${prefix}.jsonl`);
   let answeredAtCrash = 0;
   await withFanout(taskQueue, async (fanout) => {
-    const handle = await fanout.startBatch({ source, sink, batchId: prefix, options: { concurrency: 15, heartbeatTimeoutMs: 3000 } });
+    const handle = await fanout.startBatch({
+      source,
+      sink,
+      batchId: prefix,
+      options: { concurrency: 15, heartbeatTimeoutMs: 3000 },
+    });
     await waitFor('a third of the batch answered', () => answered(prefix) >= 70, { timeoutMs: 60_000 });
     answeredAtCrash = answered(prefix);
     await running().killServer();

@@ -15,22 +15,38 @@ import { uniqueName } from './support/test-stack';
  * token and four per completion token, so each call's exact cost is (prompt + 4 × completion) / 1000 dollars.
  */
 const PRICES = { 'gpt-4o-mini': { inputPerMillion: 1000, outputPerMillion: 4000 } };
-const priceUnits = (result: AgentResult): number => (result.usage?.promptTokens ?? NaN) + 4 * (result.usage?.completionTokens ?? NaN);
-const expectedCost = (...results: AgentResult[]): number => results.reduce((sum, result) => sum + priceUnits(result), 0) / 1000;
+const priceUnits = (result: AgentResult): number =>
+  (result.usage?.promptTokens ?? NaN) + 4 * (result.usage?.completionTokens ?? NaN);
+const expectedCost = (...results: AgentResult[]): number =>
+  results.reduce((sum, result) => sum + priceUnits(result), 0) / 1000;
 
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cost-'));
-const suite = useTestStack({ worker: { heartbeatThrottleMs: 500, activities: { prices: pricesFromEnvironment({ FANOUT_PRICES: JSON.stringify(PRICES) }) } } });
+const suite = useTestStack({
+  worker: {
+    heartbeatThrottleMs: 500,
+    activities: { prices: pricesFromEnvironment({ FANOUT_PRICES: JSON.stringify(PRICES) }) },
+  },
+});
 
 /** What the simulator saw of one run, by task id. */
 function requestsOf(workflowId: string) {
-  return new Map(suite.servers.simulator.log().filter((request) => request.workflowId === workflowId).map((request) => [request.taskId, request]));
+  return new Map(
+    suite.servers.simulator
+      .log()
+      .filter((request) => request.workflowId === workflowId)
+      .map((request) => [request.taskId, request]),
+  );
 }
 
 describe('the price table', () => {
   it('prices a dated snapshot as its model and leaves an unknown model unpriced, never $0', () => {
     expect(priceFor('gpt-4o-2024-08-06', BUILT_IN_PRICES)).toEqual(BUILT_IN_PRICES['gpt-4o']);
-    expect(priceOf('gpt-4o-2024-08-06', { promptTokens: 1000, completionTokens: 200, totalTokens: 1200 }, BUILT_IN_PRICES)).toBe(0.0045);
-    expect(priceOf('my-finetune', { promptTokens: 10, completionTokens: 10, totalTokens: 20 }, BUILT_IN_PRICES)).toBeUndefined();
+    expect(
+      priceOf('gpt-4o-2024-08-06', { promptTokens: 1000, completionTokens: 200, totalTokens: 1200 }, BUILT_IN_PRICES),
+    ).toBe(0.0045);
+    expect(
+      priceOf('my-finetune', { promptTokens: 10, completionTokens: 10, totalTokens: 20 }, BUILT_IN_PRICES),
+    ).toBeUndefined();
     expect(priceOf('gpt-4o', undefined, BUILT_IN_PRICES)).toBeUndefined();
     // Only a date is a snapshot suffix: a different model of the same family keeps its own price (or none).
     expect(priceFor('gpt-4o-mini', BUILT_IN_PRICES)).not.toEqual(BUILT_IN_PRICES['gpt-4o']);
@@ -39,28 +55,50 @@ describe('the price table', () => {
 
   it('takes FANOUT_PRICES_FILE over the built-in prices and FANOUT_PRICES over both, model by model', () => {
     const file = path.join(directory, 'prices.json');
-    writeFileSync(file, JSON.stringify({ 'gpt-4o': { inputPerMillion: 1, outputPerMillion: 2 }, 'house-model': { inputPerMillion: 3, outputPerMillion: 4 } }));
-    const table = pricesFromEnvironment({ FANOUT_PRICES_FILE: file, FANOUT_PRICES: JSON.stringify({ 'house-model': { inputPerMillion: 5, outputPerMillion: 6 } }) });
+    writeFileSync(
+      file,
+      JSON.stringify({
+        'gpt-4o': { inputPerMillion: 1, outputPerMillion: 2 },
+        'house-model': { inputPerMillion: 3, outputPerMillion: 4 },
+      }),
+    );
+    const table = pricesFromEnvironment({
+      FANOUT_PRICES_FILE: file,
+      FANOUT_PRICES: JSON.stringify({ 'house-model': { inputPerMillion: 5, outputPerMillion: 6 } }),
+    });
     expect(table['gpt-4o']).toEqual({ inputPerMillion: 1, outputPerMillion: 2 });
     expect(table['house-model']).toEqual({ inputPerMillion: 5, outputPerMillion: 6 });
     expect(table['gpt-4.1']).toEqual(BUILT_IN_PRICES['gpt-4.1']);
   });
 
   it('refuses bad price JSON with a message naming the variable, the model and the field', () => {
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": ' })).toThrow(/^FANOUT_PRICES: the value is not JSON/);
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "inputPerMillion": "2.5", "outputPerMillion": 10 }}' })).toThrow(
-      /^FANOUT_PRICES: the value is not a price table \("gpt-4o"\.inputPerMillion: .*number/,
+    expect(() => pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": ' })).toThrow(
+      /^FANOUT_PRICES: the value is not JSON/,
     );
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "input": 2.5, "outputPerMillion": 10 }}' })).toThrow(/"gpt-4o": unknown field "input"/);
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "inputPerMillion": -1, "outputPerMillion": 10 }}' })).toThrow(/"gpt-4o"\.inputPerMillion/);
+    expect(() =>
+      pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "inputPerMillion": "2.5", "outputPerMillion": 10 }}' }),
+    ).toThrow(/^FANOUT_PRICES: the value is not a price table \("gpt-4o"\.inputPerMillion: .*number/);
+    expect(() =>
+      pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "input": 2.5, "outputPerMillion": 10 }}' }),
+    ).toThrow(/"gpt-4o": unknown field "input"/);
+    expect(() =>
+      pricesFromEnvironment({ FANOUT_PRICES: '{"gpt-4o": { "inputPerMillion": -1, "outputPerMillion": 10 }}' }),
+    ).toThrow(/"gpt-4o"\.inputPerMillion/);
     const file = path.join(directory, 'broken.json');
     writeFileSync(file, '[1, 2]');
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES_FILE: file })).toThrow(new RegExp(`^FANOUT_PRICES_FILE: ${file} is not a price table`));
-    expect(() => pricesFromEnvironment({ FANOUT_PRICES_FILE: path.join(directory, 'missing.json') })).toThrow(/^FANOUT_PRICES_FILE: cannot read .*missing\.json \(ENOENT\)/);
+    expect(() => pricesFromEnvironment({ FANOUT_PRICES_FILE: file })).toThrow(
+      new RegExp(`^FANOUT_PRICES_FILE: ${file} is not a price table`),
+    );
+    expect(() => pricesFromEnvironment({ FANOUT_PRICES_FILE: path.join(directory, 'missing.json') })).toThrow(
+      /^FANOUT_PRICES_FILE: cannot read .*missing\.json \(ENOENT\)/,
+    );
   });
 
   it('keeps a worker with a bad FANOUT_PRICES from starting, and says which variable to fix', async () => {
-    const worker = await runCli(['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('tq')], { FANOUT_PRICES: '{"gpt-4o": 2.5}' });
+    const worker = await runCli(
+      ['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('tq')],
+      { FANOUT_PRICES: '{"gpt-4o": 2.5}' },
+    );
     expect(worker.code).not.toBe(0);
     expect(worker.stderr).toMatch(/^fanout: FANOUT_PRICES: the value is not a price table \("gpt-4o": /m);
     expect(worker.stderr).not.toContain('worker polling');
@@ -92,7 +130,9 @@ describe('costs of a run', () => {
     // The same spend in the progress query (what `fanout status` prints) and in the run's details in the Temporal UI.
     expect((await handle.workflow.query(progressQuery)).cost).toEqual(metrics.cost);
     const { currentDetails } = await handle.workflow.query<{ currentDetails: string }>('__temporal_workflow_metadata');
-    expect(currentDetails).toBe(`fan-out of 3 agents\n\ncost so far: $${metrics.cost.usd} (+ 1 unpriced calls), ${metrics.tokens.total} tokens`);
+    expect(currentDetails).toBe(
+      `fan-out of 3 agents\n\ncost so far: $${metrics.cost.usd} (+ 1 unpriced calls), ${metrics.tokens.total} tokens`,
+    );
   });
 
   it('cancels the calls in flight once costBudgetUsd is reached and skips the rest, BudgetExhausted', async () => {
@@ -140,17 +180,40 @@ describe('costs of a run', () => {
       { workflowId },
     );
     expect(stoppedBy).toBe('budget');
-    expect(results.map((result) => `${result.status}:${result.error?.type ?? ''}`)).toEqual(['ok:', 'cancelled:BudgetExhausted', 'skipped:BudgetExhausted']);
+    expect(results.map((result) => `${result.status}:${result.error?.type ?? ''}`)).toEqual([
+      'ok:',
+      'cancelled:BudgetExhausted',
+      'skipped:BudgetExhausted',
+    ]);
     expect(results[2].error?.message).toMatch(/the run's token budget \(1\) is spent: \d+ tokens used/);
     expect(requestsOf(workflowId).get('slow')?.clientClosedAt).toBeDefined();
   });
 
   it('takes --budget-usd on `fanout run` and shows the cost in the report, `status` and `results`', async () => {
     const tasks = path.join(directory, 'budget.jsonl');
-    writeFileSync(tasks, [{ id: 'quick', prompt: 'x [sim latency=1000]' }, { id: 'slow', prompt: 'x [sim latency=60000]' }, { id: 'later', prompt: 'x' }].map((task) => JSON.stringify(task)).join('\n'));
+    writeFileSync(
+      tasks,
+      [
+        { id: 'quick', prompt: 'x [sim latency=1000]' },
+        { id: 'slow', prompt: 'x [sim latency=60000]' },
+        { id: 'later', prompt: 'x' },
+      ]
+        .map((task) => JSON.stringify(task))
+        .join('\n'),
+    );
     const workflowId = uniqueName('cli-budget');
     const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
-    const run = await runCli(['run', tasks, '--parallel', '2', '--budget-usd', '0.001', '--id', workflowId, ...connection]);
+    const run = await runCli([
+      'run',
+      tasks,
+      '--parallel',
+      '2',
+      '--budget-usd',
+      '0.001',
+      '--id',
+      workflowId,
+      ...connection,
+    ]);
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/quick\s+ok\s+1\s+\S+\s+\$0\.\d{6}\s/);
     expect(run.stdout).toMatch(/slow\s+cancelled\s+1\s+\S+\s+BudgetExhausted: /);
@@ -173,7 +236,22 @@ describe('costs of a run', () => {
     const sink = path.join(directory, 'batch-results.jsonl');
     const batchId = uniqueName('batch-budget');
     const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
-    const started = await runCli(['batch', 'start', source, '--out', sink, '--id', batchId, '--concurrency', '3', '--budget-usd', '0.001', '--watch', '--json', ...connection]);
+    const started = await runCli([
+      'batch',
+      'start',
+      source,
+      '--out',
+      sink,
+      '--id',
+      batchId,
+      '--concurrency',
+      '3',
+      '--budget-usd',
+      '0.001',
+      '--watch',
+      '--json',
+      ...connection,
+    ]);
     expect(started.code).toBe(1);
     const summary = JSON.parse(started.stdout.trim().split('\n').pop() ?? '') as BatchSummary;
     expect(summary).toMatchObject({ stoppedBy: 'budget', succeeded: 1, failed: 0, notRun: 5 });

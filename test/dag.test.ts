@@ -8,36 +8,63 @@ import { promptWithDependencies, synthesisPrompt } from '../src/activities/promp
 import { runCli } from './support/processes';
 import { useTestStack } from './support/suite-stack';
 
-const node = (id: string, dependsOn: string[] = [], prompt = `${id} [sim latency=50]`): DagNode => ({ id, prompt, dependsOn });
+const node = (id: string, dependsOn: string[] = [], prompt = `${id} [sim latency=50]`): DagNode => ({
+  id,
+  prompt,
+  dependsOn,
+});
 
 describe('DAG validation and inspection', () => {
   it('names an unknown dependency', () => {
-    expect(() => validateDagInput({ nodes: [node('a'), node('b', ['a', 'ghost'])] })).toThrow('nodes[1].dependsOn[1]: unknown node "ghost"');
+    expect(() => validateDagInput({ nodes: [node('a'), node('b', ['a', 'ghost'])] })).toThrow(
+      'nodes[1].dependsOn[1]: unknown node "ghost"',
+    );
   });
 
   it('names the path of a cycle', () => {
-    expect(() => validateDagInput({ nodes: [node('a', ['c']), node('b', ['a']), node('c', ['b']), node('d')] })).toThrow('nodes: dependency cycle: a -> b -> c -> a');
+    expect(() =>
+      validateDagInput({ nodes: [node('a', ['c']), node('b', ['a']), node('c', ['b']), node('d')] }),
+    ).toThrow('nodes: dependency cycle: a -> b -> c -> a');
     expect(() => validateDagInput({ nodes: [node('self', ['self'])] })).toThrow('dependency cycle: self -> self');
   });
 
   it('names a duplicate id', () => {
-    expect(() => validateDagInput({ nodes: [node('a'), node('a')] })).toThrow('nodes[1].id: duplicate id "a" (first at nodes[0])');
+    expect(() => validateDagInput({ nodes: [node('a'), node('a')] })).toThrow(
+      'nodes[1].id: duplicate id "a" (first at nodes[0])',
+    );
   });
 
   it('returns the topological levels in input order', () => {
-    const graph = [node('researcher'), node('analyst', ['researcher']), node('fact_checker', ['researcher']), node('writer', ['analyst', 'fact_checker'])];
+    const graph = [
+      node('researcher'),
+      node('analyst', ['researcher']),
+      node('fact_checker', ['researcher']),
+      node('writer', ['analyst', 'fact_checker']),
+    ];
     expect(parallelGroups(graph)).toEqual([['researcher'], ['analyst', 'fact_checker'], ['writer']]);
   });
 
   it('finds the critical path', () => {
     const graph = [node('a'), node('b', ['a']), node('c', ['a']), node('d', ['b', 'c'])];
-    expect(criticalPath(graph, new Map([['a', 100], ['b', 500], ['c', 200], ['d', 50]]))).toEqual({ path: ['a', 'b', 'd'], lengthMs: 650 });
+    expect(
+      criticalPath(
+        graph,
+        new Map([
+          ['a', 100],
+          ['b', 500],
+          ['c', 200],
+          ['d', 50],
+        ]),
+      ),
+    ).toEqual({ path: ['a', 'b', 'd'], lengthMs: 650 });
   });
 
   it('fills {{deps.id}} templates, or appends a context section', () => {
     const outputs = [{ id: 'research', name: 'Research', output: 'FACTS' }];
     expect(promptWithDependencies('Write from {{deps.research}}.', outputs)).toBe('Write from FACTS.');
-    expect(promptWithDependencies('Write.', outputs)).toBe('Write.\n\n## Results of the tasks this one depends on\n\n### Research\nFACTS');
+    expect(promptWithDependencies('Write.', outputs)).toBe(
+      'Write.\n\n## Results of the tasks this one depends on\n\n### Research\nFACTS',
+    );
   });
 
   it('includes failed agents in the synthesis prompt as notes', () => {
@@ -52,7 +79,8 @@ describe('DAG validation and inspection', () => {
 describe('dag and fanOutFanIn on a real dev server', () => {
   const suite = useTestStack({ worker: { heartbeatThrottleMs: 500 } });
 
-  const requestOf = (workflowId: string, taskId: string) => suite.servers.simulator.log().find((request) => request.workflowId === workflowId && request.taskId === taskId);
+  const requestOf = (workflowId: string, taskId: string) =>
+    suite.servers.simulator.log().find((request) => request.workflowId === workflowId && request.taskId === taskId);
 
   it('starts each node as soon as its own dependencies finish, not level by level, and passes outputs on', async () => {
     const handle = await suite.stack.client.startDag([
@@ -74,16 +102,31 @@ describe('dag and fanOutFanIn on a real dev server', () => {
 
   it('under continue, skips only the descendants of a failed node and runs independent branches', async () => {
     const result = await (
-      await suite.stack.client.startDag([node('bad', [], 'x [sim fault=401]'), node('child', ['bad']), node('grandchild', ['child']), node('independent')])
+      await suite.stack.client.startDag([
+        node('bad', [], 'x [sim fault=401]'),
+        node('child', ['bad']),
+        node('grandchild', ['child']),
+        node('independent'),
+      ])
     ).result();
     expect(result.results.map((agent) => agent.status)).toEqual(['failed', 'skipped', 'skipped', 'ok']);
-    expect(result.results[2].error).toEqual({ type: 'DependencyFailed', message: 'skipped: its dependency "bad" did not succeed' });
+    expect(result.results[2].error).toEqual({
+      type: 'DependencyFailed',
+      message: 'skipped: its dependency "bad" did not succeed',
+    });
   });
 
   it('under fail-fast, cancels everything in flight', async () => {
-    const handle = await suite.stack.client.startDag([node('bad', [], 'x [sim fault=400 latency=200]'), node('long', [], 'x [sim latency=60000]'), node('after', ['long'])], {
-      errorPolicy: 'fail-fast',
-    });
+    const handle = await suite.stack.client.startDag(
+      [
+        node('bad', [], 'x [sim fault=400 latency=200]'),
+        node('long', [], 'x [sim latency=60000]'),
+        node('after', ['long']),
+      ],
+      {
+        errorPolicy: 'fail-fast',
+      },
+    );
     const result = await handle.result();
     expect(result.results.map((agent) => agent.status)).toEqual(['failed', 'cancelled', 'cancelled']);
     expect(requestOf(handle.workflowId, 'long')?.clientClosedAt).toBeDefined();
@@ -109,8 +152,20 @@ describe('dag and fanOutFanIn on a real dev server', () => {
   it('runs a DAG file from the CLI, and refuses a cyclic one naming the cycle', async () => {
     const directory = mkdtempSync(path.join(tmpdir(), 'fanout-dag-'));
     const good = path.join(directory, 'graph.jsonl');
-    writeFileSync(good, [node('r'), node('a', ['r']), node('f', ['r']), node('w', ['a', 'f'])].map((value) => JSON.stringify(value)).join('\n'));
-    const ran = await runCli(['run', good, '--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue]);
+    writeFileSync(
+      good,
+      [node('r'), node('a', ['r']), node('f', ['r']), node('w', ['a', 'f'])]
+        .map((value) => JSON.stringify(value))
+        .join('\n'),
+    );
+    const ran = await runCli([
+      'run',
+      good,
+      '--address',
+      suite.servers.server.address,
+      '--task-queue',
+      suite.stack.taskQueue,
+    ]);
     expect(ran.code).toBe(0);
     expect(ran.stdout).toContain('parallel groups: [r] -> [a, f] -> [w]');
     expect(ran.stdout).toMatch(/critical path: r -> (a|f) -> w/);

@@ -41,9 +41,14 @@ interface ComposeService {
 /** The compose file as `docker-compose config` resolves it (no Docker engine needed), with `env` set. */
 function resolvedCompose(env: Record<string, string> = {}): Record<string, ComposeService> {
   const clean = Object.fromEntries(
-    Object.entries(process.env).filter(([key]) => !key.startsWith('OPENAI_') && !key.startsWith('FANOUT_') && !key.startsWith('TEMPORAL_')),
+    Object.entries(process.env).filter(
+      ([key]) => !key.startsWith('OPENAI_') && !key.startsWith('FANOUT_') && !key.startsWith('TEMPORAL_'),
+    ),
   );
-  const yaml = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], { encoding: 'utf8', env: { ...clean, ...env } });
+  const yaml = execFileSync('docker-compose', ['-f', path.join(ROOT, 'docker-compose.yml'), 'config'], {
+    encoding: 'utf8',
+    env: { ...clean, ...env },
+  });
   return (parse(yaml) as { services: Record<string, ComposeService> }).services;
 }
 
@@ -89,7 +94,9 @@ describe('docker-compose.yml', () => {
     expect(mount).toBeDefined();
     const [source, target] = String(mount).split(':');
     expect(`/etc/temporal/${services.temporal.environment?.DYNAMIC_CONFIG_FILE_PATH}`).toBe(target);
-    expect(readFileSync(path.resolve(ROOT, source), 'utf8')).toMatch(/^system\.enableActivityEagerExecution:\n {2}- value: true$/m);
+    expect(readFileSync(path.resolve(ROOT, source), 'utf8')).toMatch(
+      /^system\.enableActivityEagerExecution:\n {2}- value: true$/m,
+    );
   });
 
   it('uses no auto-setup image, which Temporal no longer builds', () => {
@@ -110,7 +117,9 @@ describe('docker-compose.yml', () => {
       'temporal-create-namespace': { condition: 'service_completed_successfully' },
       simulator: { condition: 'service_healthy' },
     });
-    expect(services['temporal-create-namespace'].environment?.TEMPORAL_NAMESPACE).toBe(services.worker.environment?.TEMPORAL_NAMESPACE);
+    expect(services['temporal-create-namespace'].environment?.TEMPORAL_NAMESPACE).toBe(
+      services.worker.environment?.TEMPORAL_NAMESPACE,
+    );
     const custom = resolvedCompose({ TEMPORAL_NAMESPACE: 'agents' });
     expect(custom['temporal-create-namespace'].environment?.TEMPORAL_NAMESPACE).toBe('agents');
     expect(custom.worker.environment?.TEMPORAL_NAMESPACE).toBe('agents');
@@ -138,19 +147,32 @@ describe('docker-compose.yml', () => {
       OPENAI_BASE_URL: '',
       FANOUT_SIMULATOR_URL: 'http://simulator:8787/v1',
     });
-    expect(providerFromEnvironment(services.worker.environment)).toEqual({ baseURL: 'http://simulator:8787/v1', apiKey: 'simulator', simulated: true });
+    expect(providerFromEnvironment(services.worker.environment)).toEqual({
+      baseURL: 'http://simulator:8787/v1',
+      apiKey: 'simulator',
+      simulated: true,
+    });
 
     // A real key alone goes to OpenAI, never to the simulator.
     const keyed = resolvedCompose({ OPENAI_API_KEY: 'sk-real' }).worker.environment;
     expect(keyed).toMatchObject({ OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: '' });
     expect(providerFromEnvironment(keyed)).toEqual({ baseURL: undefined, apiKey: 'sk-real', simulated: false });
 
-    const provider = resolvedCompose({ OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: 'https://llm.example/v1' }).worker.environment;
-    expect(providerFromEnvironment(provider)).toEqual({ baseURL: 'https://llm.example/v1', apiKey: 'sk-real', simulated: false });
+    const provider = resolvedCompose({ OPENAI_API_KEY: 'sk-real', OPENAI_BASE_URL: 'https://llm.example/v1' }).worker
+      .environment;
+    expect(providerFromEnvironment(provider)).toEqual({
+      baseURL: 'https://llm.example/v1',
+      apiKey: 'sk-real',
+      simulated: false,
+    });
 
     // A keyless local server (Ollama) is called as configured.
     const local = resolvedCompose({ OPENAI_BASE_URL: 'http://ollama:11434/v1' }).worker.environment;
-    expect(providerFromEnvironment(local)).toEqual({ baseURL: 'http://ollama:11434/v1', apiKey: 'no-key-set', simulated: false });
+    expect(providerFromEnvironment(local)).toEqual({
+      baseURL: 'http://ollama:11434/v1',
+      apiKey: 'no-key-set',
+      simulated: false,
+    });
   });
 
   it('documents in the README every variable the worker service sets', () => {
@@ -174,19 +196,39 @@ describe('the temporal-schema one-shot, run against a real PostgreSQL', () => {
     const service = resolvedCompose()['temporal-schema'];
     // The admin-tools image's working directory holds schema/; a temporal-server install has the same layout.
     const home = findTemporalServer();
-    const env = { ...process.env, ...service.environment, SQL_HOST: '127.0.0.1', SQL_PORT: String(postgres.port), PATH: `${home}:${process.env.PATH}` };
+    const env = {
+      ...process.env,
+      ...service.environment,
+      SQL_HOST: '127.0.0.1',
+      SQL_PORT: String(postgres.port),
+      PATH: `${home}:${process.env.PATH}`,
+    };
     for (let round = 1; round <= 2; round += 1) {
       const { stdout } = await run('/bin/sh', scriptOf(service), { cwd: home, env });
       expect(stdout).toContain('schema ready');
     }
 
     const psql = path.join(findPostgresBinaries(), 'psql');
-    for (const [database, schema] of [['temporal', 'temporal'], ['temporal_visibility', 'visibility']]) {
+    for (const [database, schema] of [
+      ['temporal', 'temporal'],
+      ['temporal_visibility', 'visibility'],
+    ]) {
       const newest = readdirSync(path.join(home, 'schema/postgresql/v12', schema, 'versioned'))
         .map((version) => version.replace(/^v/, ''))
         .sort((a, b) => a.localeCompare(b, undefined, { numeric: true }))
         .at(-1);
-      const { stdout } = await run(psql, ['-h', '127.0.0.1', '-p', String(postgres.port), '-U', 'temporal', '-d', database, '-tAc', 'SELECT curr_version FROM schema_version']);
+      const { stdout } = await run(psql, [
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(postgres.port),
+        '-U',
+        'temporal',
+        '-d',
+        database,
+        '-tAc',
+        'SELECT curr_version FROM schema_version',
+      ]);
       expect([database, stdout.trim()]).toEqual([database, newest]);
     }
   });
@@ -213,7 +255,12 @@ describe('the temporal-create-namespace one-shot and the worker service, against
     // The admin-tools image has the CLI on PATH as `temporal`; the cached build has a versioned name.
     const cliDirectory = mkdtempSync(path.join(os.tmpdir(), 'temporal-cli-'));
     symlinkSync(findTemporalCli(), path.join(cliDirectory, 'temporal'));
-    const env = { ...process.env, ...oneShot.environment, TEMPORAL_ADDRESS: server.address, PATH: `${cliDirectory}:${process.env.PATH}` };
+    const env = {
+      ...process.env,
+      ...oneShot.environment,
+      TEMPORAL_ADDRESS: server.address,
+      PATH: `${cliDirectory}:${process.env.PATH}`,
+    };
     try {
       for (let round = 1; round <= 2; round += 1) {
         const { stdout } = await run('/bin/sh', scriptOf(oneShot), { env });
@@ -257,9 +304,16 @@ describe('the temporal-create-namespace one-shot and the worker service, against
       expect(image.healthcheck[0]).toBe('node');
       await run(process.execPath, healthArgs, { env: workerEnv });
 
-      const fanout = await FanoutClient.connect({ temporal: { address: server.address, namespace }, taskQueue: compose.worker.environment?.FANOUT_TASK_QUEUE });
+      const fanout = await FanoutClient.connect({
+        temporal: { address: server.address, namespace },
+        taskQueue: compose.worker.environment?.FANOUT_TASK_QUEUE,
+      });
       try {
-        const { results } = await fanout.runParallel([{ id: 'compose', prompt: 'hello' }], {}, { name: 'compose-check' });
+        const { results } = await fanout.runParallel(
+          [{ id: 'compose', prompt: 'hello' }],
+          {},
+          { name: 'compose-check' },
+        );
         expect(results.map((result) => result.status)).toEqual(['ok']);
       } finally {
         await fanout.close();

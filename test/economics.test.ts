@@ -79,9 +79,16 @@ describe('billable Temporal actions per agent call', () => {
     const items = 20;
     const directory = mkdtempSync(path.join(os.tmpdir(), 'economics-batch-'));
     const source = path.join(directory, 'tasks.jsonl');
-    writeFileSync(source, `${Array.from({ length: items }, (_, index) => JSON.stringify(task(`item-${index}`, 'latency=10000'))).join('\n')}\n`);
+    writeFileSync(
+      source,
+      `${Array.from({ length: items }, (_, index) => JSON.stringify(task(`item-${index}`, 'latency=10000'))).join('\n')}\n`,
+    );
     const before = await settledActions();
-    const handle = await client.startBatch({ source, sink: path.join(directory, 'out.jsonl'), options: { concurrency: items } });
+    const handle = await client.startBatch({
+      source,
+      sink: path.join(directory, 'out.jsonl'),
+      options: { concurrency: items },
+    });
     expect(await handle.result()).toMatchObject({ succeeded: items, failed: 0 });
 
     const spent = difference(await settledActions(), before);
@@ -102,7 +109,10 @@ describe('billable Temporal actions per agent call', () => {
     await handle.cancel();
     const closedAt = await waitFor('every request to be closed', () => {
       const requests = requestsOf(handle.workflowId);
-      return requests.every((request) => request.clientClosedAt !== undefined) && Math.max(...requests.map((request) => request.clientClosedAt ?? 0));
+      return (
+        requests.every((request) => request.clientClosedAt !== undefined) &&
+        Math.max(...requests.map((request) => request.clientClosedAt ?? 0))
+      );
     });
     const error = await handle.result().catch((caught: unknown) => caught);
 
@@ -113,8 +123,11 @@ describe('billable Temporal actions per agent call', () => {
     expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBeLessThanOrEqual(tasks.length);
   });
 
-  it('fails fast: a non-retryable failure closes the siblings\' requests within 3 s', async () => {
-    const tasks = [task('fails', 'fault=401 latency=500'), ...Array.from({ length: 3 }, (_, index) => task(`sibling-${index}`, 'latency=60000'))];
+  it("fails fast: a non-retryable failure closes the siblings' requests within 3 s", async () => {
+    const tasks = [
+      task('fails', 'fault=401 latency=500'),
+      ...Array.from({ length: 3 }, (_, index) => task(`sibling-${index}`, 'latency=60000')),
+    ];
     const handle = await client.startParallel(tasks, { errorPolicy: 'fail-fast' });
     const { results } = await handle.result();
 
@@ -123,12 +136,15 @@ describe('billable Temporal actions per agent call', () => {
     const failedAt = requests.find((request) => request.taskId === 'fails')?.respondedAt ?? Number.NaN;
     const siblings = requests.filter((request) => request.taskId.startsWith('sibling-'));
     expect(siblings).toHaveLength(3);
-    for (const sibling of siblings) expect((sibling.clientClosedAt ?? Number.POSITIVE_INFINITY) - failedAt).toBeLessThanOrEqual(3000);
+    for (const sibling of siblings)
+      expect((sibling.clientClosedAt ?? Number.POSITIVE_INFINITY) - failedAt).toBeLessThanOrEqual(3000);
     expect(await pendingActivities(handle.workflow)).toBe(0);
   });
 
   it('lets `fanout watch` query a run only when it moved, not twice a second', async () => {
-    const handle = await client.startParallel(Array.from({ length: 5 }, (_, index) => task(`watched-${index}`, 'latency=8000')));
+    const handle = await client.startParallel(
+      Array.from({ length: 5 }, (_, index) => task(`watched-${index}`, 'latency=8000')),
+    );
     const before = await settledActions();
     const watched = await runCli(['watch', handle.workflowId, '--address', server.address, '--json']);
     expect(watched.code).toBe(0);

@@ -43,7 +43,11 @@ describe('the encryption codec', () => {
   it('encrypts one value twice to different bytes: a fresh IV per payload', async () => {
     const codec = new EncryptionCodec([k1]);
     const [first, second] = await codec.encode([toPayload('same'), toPayload('same')]);
-    expect(Buffer.from(first.data ?? []).subarray(0, 12).equals(Buffer.from(second.data ?? []).subarray(0, 12))).toBe(false);
+    expect(
+      Buffer.from(first.data ?? [])
+        .subarray(0, 12)
+        .equals(Buffer.from(second.data ?? []).subarray(0, 12)),
+    ).toBe(false);
     expect(Buffer.from(first.data ?? []).equals(Buffer.from(second.data ?? []))).toBe(false);
   });
 
@@ -58,7 +62,9 @@ describe('the encryption codec', () => {
     expect(text(fresh.metadata?.['encryption-key-id'])).toBe('k2');
 
     // Once k1 is dropped, its payloads fail with a message that names the missing key.
-    await expect(new EncryptionCodec([k2]).decode([old])).rejects.toThrow(/key "k1", which is not configured \(known: k2\)/);
+    await expect(new EncryptionCodec([k2]).decode([old])).rejects.toThrow(
+      /key "k1", which is not configured \(known: k2\)/,
+    );
   });
 
   it('rejects a payload whose ciphertext or key id was altered', async () => {
@@ -66,7 +72,9 @@ describe('the encryption codec', () => {
     const [encrypted] = await codec.encode([toPayload('do not touch')]);
     const flipped = Buffer.from(encrypted.data ?? []);
     flipped[20] ^= 1;
-    await expect(codec.decode([{ ...encrypted, data: flipped }])).rejects.toThrow(/failed authentication with key "k2"/);
+    await expect(codec.decode([{ ...encrypted, data: flipped }])).rejects.toThrow(
+      /failed authentication with key "k2"/,
+    );
     // The key id is authenticated too: relabelling a payload as another key's does not decrypt.
     const relabelled = { ...encrypted, metadata: { ...encrypted.metadata, 'encryption-key-id': Buffer.from('k1') } };
     await expect(codec.decode([relabelled])).rejects.toThrow(/failed authentication with key "k1"/);
@@ -103,13 +111,41 @@ describe('encryption keys from the environment', () => {
   });
 
   it.each([
-    ['a 16-byte key', { FANOUT_ENCRYPTION_KEYS: `k1:${base64(randomBytes(16))}` }, /FANOUT_ENCRYPTION_KEYS: key "k1" must be 32 bytes for AES-256, got 16/],
-    ['a key with a character outside base64', { FANOUT_ENCRYPTION_KEYS: `k1:-${base64(a).slice(1)}` }, /FANOUT_ENCRYPTION_KEYS: key "k1" is not valid base64/],
-    ['a key without an id', { FANOUT_ENCRYPTION_KEYS: base64(a) }, /FANOUT_ENCRYPTION_KEYS: entry 1 must be "<id>:<base64 key>"/],
-    ['one id twice', { FANOUT_ENCRYPTION_KEYS: `k1:${base64(a)},k1:${base64(b)}` }, /FANOUT_ENCRYPTION_KEYS: key id "k1" is listed twice/],
-    ['FANOUT_ENCRYPTION_KEY without an id', { FANOUT_ENCRYPTION_KEY: base64(a) }, /FANOUT_ENCRYPTION_KEY_ID must be set with FANOUT_ENCRYPTION_KEY/],
-    ['a short FANOUT_ENCRYPTION_KEY', { FANOUT_ENCRYPTION_KEY: 'short', FANOUT_ENCRYPTION_KEY_ID: 'x' }, /FANOUT_ENCRYPTION_KEY: key "x"/],
-    ['both forms at once', { FANOUT_ENCRYPTION_KEYS: `k1:${base64(a)}`, FANOUT_ENCRYPTION_KEY: base64(b) }, /either FANOUT_ENCRYPTION_KEYS or FANOUT_ENCRYPTION_KEY/],
+    [
+      'a 16-byte key',
+      { FANOUT_ENCRYPTION_KEYS: `k1:${base64(randomBytes(16))}` },
+      /FANOUT_ENCRYPTION_KEYS: key "k1" must be 32 bytes for AES-256, got 16/,
+    ],
+    [
+      'a key with a character outside base64',
+      { FANOUT_ENCRYPTION_KEYS: `k1:-${base64(a).slice(1)}` },
+      /FANOUT_ENCRYPTION_KEYS: key "k1" is not valid base64/,
+    ],
+    [
+      'a key without an id',
+      { FANOUT_ENCRYPTION_KEYS: base64(a) },
+      /FANOUT_ENCRYPTION_KEYS: entry 1 must be "<id>:<base64 key>"/,
+    ],
+    [
+      'one id twice',
+      { FANOUT_ENCRYPTION_KEYS: `k1:${base64(a)},k1:${base64(b)}` },
+      /FANOUT_ENCRYPTION_KEYS: key id "k1" is listed twice/,
+    ],
+    [
+      'FANOUT_ENCRYPTION_KEY without an id',
+      { FANOUT_ENCRYPTION_KEY: base64(a) },
+      /FANOUT_ENCRYPTION_KEY_ID must be set with FANOUT_ENCRYPTION_KEY/,
+    ],
+    [
+      'a short FANOUT_ENCRYPTION_KEY',
+      { FANOUT_ENCRYPTION_KEY: 'short', FANOUT_ENCRYPTION_KEY_ID: 'x' },
+      /FANOUT_ENCRYPTION_KEY: key "x"/,
+    ],
+    [
+      'both forms at once',
+      { FANOUT_ENCRYPTION_KEYS: `k1:${base64(a)}`, FANOUT_ENCRYPTION_KEY: base64(b) },
+      /either FANOUT_ENCRYPTION_KEYS or FANOUT_ENCRYPTION_KEY/,
+    ],
   ])('rejects %s with an error that names the variable', (_case, environment, message) => {
     expect(() => codecFromEnvironment(environment)).toThrow(message);
   });
@@ -138,16 +174,26 @@ describe('the codec server over HTTP', () => {
   afterAll(() => server?.close());
 
   const post = (route: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}${route}`, { method: 'POST', headers: { 'Content-Type': 'application/json', ...headers }, body: JSON.stringify(body) });
+    fetch(`${server.url}${route}`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
   const asJson = (payload: Payload) => ({
-    metadata: Object.fromEntries(Object.entries(payload.metadata ?? {}).map(([key, value]) => [key, Buffer.from(value).toString('base64')])),
+    metadata: Object.fromEntries(
+      Object.entries(payload.metadata ?? {}).map(([key, value]) => [key, Buffer.from(value).toString('base64')]),
+    ),
     data: Buffer.from(payload.data ?? []).toString('base64'),
   });
 
   it("answers the UI's preflight for an allowed origin: credentials allowed, X-Namespace accepted", async () => {
     const response = await fetch(`${server.url}/decode`, {
       method: 'OPTIONS',
-      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'content-type,x-namespace' },
+      headers: {
+        Origin: origin,
+        'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'content-type,x-namespace',
+      },
     });
     expect(response.status).toBe(204);
     expect(response.headers.get('access-control-allow-origin')).toBe(origin);
@@ -165,7 +211,11 @@ describe('the codec server over HTTP', () => {
   });
 
   it('decodes what it encoded, under any path prefix (the CLI sends /{namespace}/decode)', async () => {
-    const encodeResponse = await post('/encode', { payloads: [asJson(toPayload({ note: 'round trip' }))] }, { Origin: origin, 'X-Namespace': 'default' });
+    const encodeResponse = await post(
+      '/encode',
+      { payloads: [asJson(toPayload({ note: 'round trip' }))] },
+      { Origin: origin, 'X-Namespace': 'default' },
+    );
     expect(encodeResponse.status).toBe(200);
     expect(encodeResponse.headers.get('access-control-allow-origin')).toBe(origin);
     const encoded = (await encodeResponse.json()) as { payloads: { metadata: Record<string, string>; data: string }[] };
@@ -189,7 +239,11 @@ describe('the codec server over HTTP', () => {
   });
 
   it('`fanout codec-server` refuses to start without a key', async () => {
-    const { code, stderr } = await runCli(['codec-server', '--port', '0'], { FANOUT_ENCRYPTION_KEYS: '', FANOUT_ENCRYPTION_KEY: '', FANOUT_ENCRYPTION_KEY_ID: '' });
+    const { code, stderr } = await runCli(['codec-server', '--port', '0'], {
+      FANOUT_ENCRYPTION_KEYS: '',
+      FANOUT_ENCRYPTION_KEY: '',
+      FANOUT_ENCRYPTION_KEY_ID: '',
+    });
     expect(code).toBe(2);
     expect(stderr).toContain('no encryption key is configured: set FANOUT_ENCRYPTION_KEYS');
   });
@@ -212,7 +266,8 @@ function payloadsIn(value: unknown, found: { metadata: Record<string, string>; d
 function stringsIn(value: unknown, found: string[] = []): string[] {
   if (typeof value === 'string') found.push(value, Buffer.from(value, 'base64').toString('latin1'));
   else if (Array.isArray(value)) for (const item of value) stringsIn(item, found);
-  else if (value !== null && typeof value === 'object') for (const child of Object.values(value)) stringsIn(child, found);
+  else if (value !== null && typeof value === 'object')
+    for (const child of Object.values(value)) stringsIn(child, found);
   return found;
 }
 
@@ -250,7 +305,10 @@ describe('an encrypted fan-out', () => {
       activities: { llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'test-key' }) },
     });
     running = worker.run();
-    fanout = await FanoutClient.connect({ client: new Client({ connection, dataConverter: dataConverterFromEnvironment(environment) }), taskQueue });
+    fanout = await FanoutClient.connect({
+      client: new Client({ connection, dataConverter: dataConverterFromEnvironment(environment) }),
+      taskQueue,
+    });
 
     workflowId = uniqueName('encrypted');
     const result = await fanout.runParallel(
@@ -277,7 +335,16 @@ describe('an encrypted fan-out', () => {
   });
 
   it('leaves no prompt or output in clear, nor in base64, in history read with the plain temporal CLI', async () => {
-    const { code, stdout, stderr } = await runTemporalCli(['workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json']);
+    const { code, stdout, stderr } = await runTemporalCli([
+      'workflow',
+      'show',
+      '--workflow-id',
+      workflowId,
+      '--address',
+      server.address,
+      '--output',
+      'json',
+    ]);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
     const history = JSON.parse(stdout) as unknown;
     const everything = stringsIn(history).join('\n').toLowerCase();
@@ -290,7 +357,9 @@ describe('an encrypted fan-out', () => {
     expect([...encodings]).toEqual(['binary/encrypted']);
     const decrypted = await codec.decode(
       payloads.map((payload) => ({
-        metadata: Object.fromEntries(Object.entries(payload.metadata).map(([key, value]) => [key, Buffer.from(value, 'base64')])),
+        metadata: Object.fromEntries(
+          Object.entries(payload.metadata).map(([key, value]) => [key, Buffer.from(value, 'base64')]),
+        ),
         data: Buffer.from(payload.data ?? '', 'base64'),
       })),
     );
@@ -300,7 +369,16 @@ describe('an encrypted fan-out', () => {
 
   it('shows the prompts to the temporal CLI pointed at the codec server', async () => {
     const { code, stdout } = await runTemporalCli([
-      'workflow', 'show', '--workflow-id', workflowId, '--address', server.address, '--output', 'json', '--codec-endpoint', codecServer.url,
+      'workflow',
+      'show',
+      '--workflow-id',
+      workflowId,
+      '--address',
+      server.address,
+      '--output',
+      'json',
+      '--codec-endpoint',
+      codecServer.url,
     ]);
     expect(code).toBe(0);
     // The CLI shows decoded payloads as base64 of their JSON, like any payload.
@@ -316,7 +394,15 @@ describe('an encrypted fan-out', () => {
   it('shows the decrypted prompts in the Temporal UI pointed at the codec server', async () => {
     browser = await chromium.launch({
       executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
     await page.goto(`${server.uiUrl}/namespaces/default/workflows/${workflowId}`);
@@ -326,6 +412,8 @@ describe('an encrypted fan-out', () => {
     await page.screenshot({ path: screenshotPath('temporal-ui-decoded.png'), fullPage: true });
     await page.close();
     // The browser, not the UI's server, asked the codec server, from the UI's origin and for its namespace.
-    expect(codecServer.output()).toMatch(/decode \d+ payload\(s\) for origin http:\/\/127\.0\.0\.1:\d+, namespace default/);
+    expect(codecServer.output()).toMatch(
+      /decode \d+ payload\(s\) for origin http:\/\/127\.0\.0\.1:\d+, namespace default/,
+    );
   });
 });

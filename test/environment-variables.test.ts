@@ -95,13 +95,19 @@ describe("README's environment tables and the code's list of variables", () => {
       // awsSdk: read by the SDK's credential and endpoint providers, spread over many packages.
     };
     const unread = Object.entries(readers).flatMap(([reader, text]) =>
-      ENVIRONMENT_VARIABLES[reader as VariableReader].filter((name) => !new RegExp(`\\b${name}\\b`).test(text)).map((name) => `${reader}: ${name}`),
+      ENVIRONMENT_VARIABLES[reader as VariableReader]
+        .filter((name) => !new RegExp(`\\b${name}\\b`).test(text))
+        .map((name) => `${reader}: ${name}`),
     );
     expect(unread).toEqual([]);
   });
 
   it("states the worker's defaults as FANOUT_WORKER_DEFAULTS has them", () => {
-    const defaultOf = (name: string) => rows.find((row) => row.split('|')[1].includes(`\`${name}\``))?.split('|')[3].trim();
+    const defaultOf = (name: string) =>
+      rows
+        .find((row) => row.split('|')[1].includes(`\`${name}\``))
+        ?.split('|')[3]
+        .trim();
     expect({
       FANOUT_MAX_CONCURRENT_ACTIVITIES: defaultOf('FANOUT_MAX_CONCURRENT_ACTIVITIES'),
       FANOUT_ACTIVITY_POLLERS: defaultOf('FANOUT_ACTIVITY_POLLERS'),

@@ -30,7 +30,12 @@ function task(id: string, marker: string, extra: Partial<AgentTask> = {}): Agent
 
 describe('fanOut on a real dev server', () => {
   it('returns results in input order when later tasks finish first', async () => {
-    const tasks = [task('slow', 'latency=1200'), task('medium', 'latency=700'), task('fast', 'latency=250'), task('fastest', 'latency=10')];
+    const tasks = [
+      task('slow', 'latency=1200'),
+      task('medium', 'latency=700'),
+      task('fast', 'latency=250'),
+      task('fastest', 'latency=10'),
+    ];
     const handle = await suite.stack.client.startParallel(tasks);
     const { results } = await handle.result();
 
@@ -48,7 +53,9 @@ describe('fanOut on a real dev server', () => {
     const latencies = [300, 470, 640, 810, 980, 1150, 1320, 1500];
     const sum = latencies.reduce((total, value) => total + value, 0);
     const startedAt = Date.now();
-    const { results, metrics } = await suite.stack.client.runParallel(latencies.map((ms, index) => task(`t${index}`, `latency=${ms}`)));
+    const { results, metrics } = await suite.stack.client.runParallel(
+      latencies.map((ms, index) => task(`t${index}`, `latency=${ms}`)),
+    );
     const wall = Date.now() - startedAt;
 
     expect(results.every((result) => result.status === 'ok')).toBe(true);
@@ -71,10 +78,13 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('retries a 429 no sooner than its Retry-After, then succeeds, without using up an attempt', async () => {
-    const handle = await suite.stack.client.startParallel([task('limited', 'fault=429 times=1 retry-after=2 latency=10')], {
-      // Without Retry-After the retry would come after 100 ms.
-      retry: { initialIntervalMs: 100, maximumAttempts: 3 },
-    });
+    const handle = await suite.stack.client.startParallel(
+      [task('limited', 'fault=429 times=1 retry-after=2 latency=10')],
+      {
+        // Without Retry-After the retry would come after 100 ms.
+        retry: { initialIntervalMs: 100, maximumAttempts: 3 },
+      },
+    );
     const { results } = await handle.result();
 
     // A 429 is waited out inside the attempt (docs/ARCHITECTURE.md, "Economics"): attempts are for real failures.
@@ -146,7 +156,10 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('answers the progress query with counts and per-task states while running', async () => {
-    const handle = await suite.stack.client.startParallel([task('quick', 'latency=10'), task('slowish', 'latency=3000')]);
+    const handle = await suite.stack.client.startParallel([
+      task('quick', 'latency=10'),
+      task('slowish', 'latency=3000'),
+    ]);
     const progress = await waitFor('one task done', async () => {
       const current = await handle.progress();
       return current.done === 1 ? current : undefined;
@@ -161,7 +174,10 @@ describe('fanOut on a real dev server', () => {
   });
 
   it('reports metrics: tokens, percentiles and efficiency', async () => {
-    const { metrics, results } = await suite.stack.client.runParallel([task('m1', 'latency=200'), task('m2', 'latency=400')]);
+    const { metrics, results } = await suite.stack.client.runParallel([
+      task('m1', 'latency=200'),
+      task('m2', 'latency=400'),
+    ]);
     expect(metrics).toMatchObject({ total: 2, succeeded: 2, failed: 0, successRate: 1 });
     expect(metrics.tokens.total).toBe(results.reduce((sum, result) => sum + (result.usage?.totalTokens ?? 0), 0));
     expect(metrics.tokens.total).toBeGreaterThan(0);
@@ -189,8 +205,28 @@ describe('fanOut on a real dev server', () => {
     const workflowId = uniqueName('cli');
     const input = { tasks: [task('x', 'latency=600'), task('y', 'latency=10')], options: { maxParallel: 2 } };
     const connection = ['--address', suite.servers.server.address, '--namespace', 'default'];
-    await run(cli, ['workflow', 'start', '--type', 'fanOut', '--task-queue', suite.stack.taskQueue, '--workflow-id', workflowId, '--input', JSON.stringify(input), ...connection]);
-    const { stdout } = await run(cli, ['workflow', 'result', '--workflow-id', workflowId, '--output', 'json', ...connection]);
+    await run(cli, [
+      'workflow',
+      'start',
+      '--type',
+      'fanOut',
+      '--task-queue',
+      suite.stack.taskQueue,
+      '--workflow-id',
+      workflowId,
+      '--input',
+      JSON.stringify(input),
+      ...connection,
+    ]);
+    const { stdout } = await run(cli, [
+      'workflow',
+      'result',
+      '--workflow-id',
+      workflowId,
+      '--output',
+      'json',
+      ...connection,
+    ]);
     const printed = JSON.parse(stdout) as { result: { results: { id: string; status: string }[] } };
     expect(printed.result.results.map((result) => [result.id, result.status])).toEqual([
       ['x', 'ok'],
@@ -203,9 +239,20 @@ describe('fanOut on a real dev server', () => {
     const { results } = await handle.result();
     // The simulator requires the key, so the call's success proves the worker sent it.
     expect(results[0].status).toBe('ok');
-    const { stdout } = await run(process.env.TEMPORAL_CLI as string, [
-      'workflow', 'show', '--workflow-id', handle.workflowId, '--output', 'json', '--address', suite.servers.server.address,
-    ], { maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await run(
+      process.env.TEMPORAL_CLI as string,
+      [
+        'workflow',
+        'show',
+        '--workflow-id',
+        handle.workflowId,
+        '--output',
+        'json',
+        '--address',
+        suite.servers.server.address,
+      ],
+      { maxBuffer: 64 * 1024 * 1024 },
+    );
     expect(stdout.length).toBeGreaterThan(100);
     expect(stdout).toContain('secret-check');
     expect(stdout).not.toContain(API_KEY);
@@ -214,12 +261,18 @@ describe('fanOut on a real dev server', () => {
 
   it('refuses bad input in the client before anything starts, naming the field', async () => {
     const before = suite.servers.simulator.log().length;
-    await expect(suite.stack.client.startParallel([{ id: 'a', prompt: '' }])).rejects.toThrow(/tasks\[0\]\.prompt: must not be empty/);
+    await expect(suite.stack.client.startParallel([{ id: 'a', prompt: '' }])).rejects.toThrow(
+      /tasks\[0\]\.prompt: must not be empty/,
+    );
     await expect(suite.stack.client.startParallel([task('d', 'latency=1'), task('d', 'latency=1')])).rejects.toThrow(
       /tasks\[1\]\.id: duplicate id "d" \(first at tasks\[0\]\)/,
     );
-    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(InvalidInputError);
-    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(/options\.maxParallel/);
+    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(
+      InvalidInputError,
+    );
+    await expect(suite.stack.client.startParallel([task('a', 'latency=1')], { maxParallel: 0 })).rejects.toThrow(
+      /options\.maxParallel/,
+    );
     await expect(suite.stack.client.startParallel([])).rejects.toThrow(/tasks: must hold at least one task/);
     expect(suite.servers.simulator.log().length).toBe(before);
   });

@@ -90,32 +90,48 @@ async function runSchedule(run: number): Promise<void> {
   const items = long ? 60 : 240;
   const concurrency = long ? 12 : 16;
   const taskQueue = uniqueName(`faults-${run}`);
-  for (let index = 0; index < 2; index += 1) workers.push(await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, index) }));
-  const prompt = (index: number) => `fault run ${run} item ${index} [sim latency=${long ? 800 + Math.floor(roll() * 1500) : 60 + Math.floor(roll() * 200)}]`;
+  for (let index = 0; index < 2; index += 1)
+    workers.push(await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, index) }));
+  const prompt = (index: number) =>
+    `fault run ${run} item ${index} [sim latency=${long ? 800 + Math.floor(roll() * 1500) : 60 + Math.floor(roll() * 200)}]`;
   const local = writeTasks(directory, items, prompt, `faults-${seed}-${run}`);
   // Long calls on S3, short ones on the local disk.
   const source = long ? `s3://${s3.bucket}/faults-${seed}-${run}/tasks.jsonl` : local;
   if (long) await s3Storage.write(source, readFileSync(local));
-  const sink = long ? `s3://${s3.bucket}/faults-${seed}-${run}/results.jsonl` : path.join(directory, `faults-${seed}-${run}.out.jsonl`);
-  const client = await FanoutClient.connect({ client: new Client({ connection }), taskQueue, store: new PayloadStore(s3Storage, `s3://${s3.bucket}/store`) });
+  const sink = long
+    ? `s3://${s3.bucket}/faults-${seed}-${run}/results.jsonl`
+    : path.join(directory, `faults-${seed}-${run}.out.jsonl`);
+  const client = await FanoutClient.connect({
+    client: new Client({ connection }),
+    taskQueue,
+    store: new PayloadStore(s3Storage, `s3://${s3.bucket}/store`),
+  });
   let handle: BatchHandle = await client.startBatch({ source, sink, options: { concurrency } });
   const batchId = handle.batchId;
   const requests = () => requestsOfRun(simulator.log(), batchId);
   const answered = () => requests().filter((request) => request.outcome === 200).length;
 
   const kinds: Fault[] = ['kill-worker', 'kill-server', 'cancel-resume'];
-  const schedule = Array.from({ length: 2 }, () => ({ kind: kinds[Math.floor(roll() * kinds.length)], after: Math.floor((0.2 + roll() * 0.5) * items) }));
+  const schedule = Array.from({ length: 2 }, () => ({
+    kind: kinds[Math.floor(roll() * kinds.length)],
+    after: Math.floor((0.2 + roll() * 0.5) * items),
+  }));
   schedule.sort((a, b) => a.after - b.after);
   const faults: { kind: Fault; at: number }[] = [];
   for (const fault of schedule) {
-    await waitFor(`${fault.after} answers before ${fault.kind}`, () => answered() >= fault.after, { timeoutMs: 120_000, intervalMs: 50 });
+    await waitFor(`${fault.after} answers before ${fault.kind}`, () => answered() >= fault.after, {
+      timeoutMs: 120_000,
+      intervalMs: 50,
+    });
     const at = Date.now();
     faults.push({ kind: fault.kind, at });
     if (fault.kind === 'kill-worker') {
       const victim = Math.floor(roll() * 2);
       const [killed] = workers.splice(workers.length - 2 + victim, 1);
       await killed.kill();
-      workers.push(await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, 2 + faults.length) }));
+      workers.push(
+        await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, 2 + faults.length) }),
+      );
     } else if (fault.kind === 'kill-server') {
       await server.kill();
       server = await startDevServer({ port, uiPort, dbFilename });
@@ -133,7 +149,12 @@ async function runSchedule(run: number): Promise<void> {
   const ids = lines.map((line) => line.id);
   const label = `seed ${seed} batch ${run}, ${long ? 'calls of 0.8-2.3 s on S3' : 'calls of 60-260 ms on a local disk'} (${faults.map((fault) => fault.kind).join(', ')})`;
   // Each id exactly once in the sink, every one answered.
-  expect({ label, lines: ids.length, ids: new Set(ids).size, failed: lines.filter((line) => line.status !== 'ok').map((line) => line.id) }).toEqual({ label, lines: items, ids: items, failed: [] });
+  expect({
+    label,
+    lines: ids.length,
+    ids: new Set(ids).size,
+    failed: lines.filter((line) => line.status !== 'ok').map((line) => line.id),
+  }).toEqual({ label, lines: items, ids: items, failed: [] });
   expect(summary.succeeded + summary.alreadyOk).toBe(items);
   // No call answered before a fault was sent again; no more calls re-sent than were open at the faults; none open now.
   const costs = faults.map((fault) => ({ ...fault, ...faultCost(log, fault.at) }));
@@ -144,7 +165,9 @@ async function runSchedule(run: number): Promise<void> {
   // Every answered call is in the sink and in the cost.
   const okIds = new Set(lines.filter((line) => line.status === 'ok').map((line) => line.id));
   expect(log.filter((request) => request.outcome === 200 && !okIds.has(request.taskId))).toEqual([]);
-  console.log(`${label}: ${items} items, ${log.length} requests, ${duplicated} ids sent twice, open at the faults ${costs.map((cost) => cost.openAt).join(' + ')}`);
+  console.log(
+    `${label}: ${items} items, ${log.length} requests, ${duplicated} ids sent twice, open at the faults ${costs.map((cost) => cost.openAt).join(' + ')}`,
+  );
   for (const worker of workers.splice(0)) await worker.stop();
 }
 

@@ -18,7 +18,7 @@ async function errorOf(promise: Promise<unknown>): Promise<StorageError> {
   return error as StorageError;
 }
 
-describe('reading a byte range of a local file (a batch item\'s line)', () => {
+describe("reading a byte range of a local file (a batch item's line)", () => {
   it('returns the bytes asked for, and fewer at the end of the file', async () => {
     expect((await storage.readRange(file, 11, 11)).toString()).toBe('{"id":"b"}\n');
     expect((await storage.readRange(file, 18, 100)).toString()).toBe('b"}\n');
@@ -33,7 +33,11 @@ describe('reading a byte range of a local file (a batch item\'s line)', () => {
   });
 
   it('reads thousands of ranges at once without leaking descriptors', async () => {
-    const lines = await Promise.all(Array.from({ length: 5000 }, (_, index) => storage.readRange(file, (index % 2) * 11, 11)));
-    expect(lines.every((line, index) => line.toString() === (index % 2 === 0 ? '{"id":"a"}\n' : '{"id":"b"}\n'))).toBe(true);
+    const lines = await Promise.all(
+      Array.from({ length: 5000 }, (_, index) => storage.readRange(file, (index % 2) * 11, 11)),
+    );
+    expect(lines.every((line, index) => line.toString() === (index % 2 === 0 ? '{"id":"a"}\n' : '{"id":"b"}\n'))).toBe(
+      true,
+    );
   });
 });

@@ -47,7 +47,10 @@ it('waits out 429 resource_unavailable with backoff and sends the flex call agai
 
 it('falls back to the standard tier once the deadline is near, however busy flex still is', async () => {
   const startedAt = Date.now();
-  const result = await call({ id: 'flex-late', prompt: 'late [sim flex-busy=1000]' }, { serviceTier: 'flex', standardTierFromMs: startedAt + 1500 });
+  const result = await call(
+    { id: 'flex-late', prompt: 'late [sim flex-busy=1000]' },
+    { serviceTier: 'flex', standardTierFromMs: startedAt + 1500 },
+  );
   expect(result.serviceTier).toBe('default');
   const log = simulator.log();
   expect(log.at(-1)?.outcome).toBe(200);
@@ -64,7 +67,10 @@ it('leaves standard calls alone: no service_tier, never refused for flex capacit
 });
 
 it('calls the Responses API when asked, and reads its answer and usage like a chat completion', async () => {
-  const result = await call({ id: 'responses', system: 'a terse analyst', prompt: 'what changed?', maxTokens: 50 }, { api: 'responses' });
+  const result = await call(
+    { id: 'responses', system: 'a terse analyst', prompt: 'what changed?', maxTokens: 50 },
+    { api: 'responses' },
+  );
   expect(result.output).toBe('[simulated] as "a terse analyst" answer to: what changed?');
   expect(result.usage).toEqual({ promptTokens: 5, completionTokens: 9, totalTokens: 14 });
   expect(result.finishReason).toBe('stop');
@@ -72,7 +78,10 @@ it('calls the Responses API when asked, and reads its answer and usage like a ch
 });
 
 it('sends a flex call through the Responses API too', async () => {
-  const result = await call({ id: 'responses-flex', prompt: 'busy [sim flex-busy=1]' }, { api: 'responses', serviceTier: 'flex' });
+  const result = await call(
+    { id: 'responses-flex', prompt: 'busy [sim flex-busy=1]' },
+    { api: 'responses', serviceTier: 'flex' },
+  );
   expect(result.serviceTier).toBe('flex');
   expect(simulator.log().map((request) => request.outcome)).toEqual([429, 200]);
 });

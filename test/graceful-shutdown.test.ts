@@ -30,7 +30,10 @@ afterAll(async () => {
 });
 
 function slowTasks(prefix: string, count: number): AgentTask[] {
-  return Array.from({ length: count }, (_, index) => ({ id: `${prefix}-${index}`, prompt: `slow [sim latency=${CALL_MS}]` }));
+  return Array.from({ length: count }, (_, index) => ({
+    id: `${prefix}-${index}`,
+    prompt: `slow [sim latency=${CALL_MS}]`,
+  }));
 }
 
 /** Resolves with the exit code and time of a child process. */
@@ -39,7 +42,10 @@ function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: Nod
 }
 
 /** A worker process on the simulator with the given shutdown grace, its health endpoint on a free port. */
-async function gracefulWorker(taskQueue: string, graceMs: number): Promise<{ worker: WorkerProcess; healthUrl: string }> {
+async function gracefulWorker(
+  taskQueue: string,
+  graceMs: number,
+): Promise<{ worker: WorkerProcess; healthUrl: string }> {
   const healthPort = await freePort();
   const worker = await spawnWorker({
     address: servers.server.address,
@@ -87,7 +93,9 @@ it('lets in-flight calls finish on SIGTERM within the grace period: attempt 1, n
   const { code, signal, at: exitedAt } = await exit;
 
   expect({ code, signal }).toEqual({ code: 0, signal: null });
-  expect(worker.output()).toContain(`SIGTERM: worker stopping; ${tasks.length} agent calls in flight get up to ${graceMs} ms to finish`);
+  expect(worker.output()).toContain(
+    `SIGTERM: worker stopping; ${tasks.length} agent calls in flight get up to ${graceMs} ms to finish`,
+  );
   expect(worker.output()).toContain('worker stopped');
   for (const request of requests()) {
     // Answered, not cut off, and the process waited for it.
@@ -99,7 +107,9 @@ it('lets in-flight calls finish on SIGTERM within the grace period: attempt 1, n
 
   await startSuccessor(taskQueue);
   const { results } = await handle.result();
-  expect(results.map((result) => [result.id, result.status, result.attempts])).toEqual(tasks.map((task) => [task.id, 'ok', 1]));
+  expect(results.map((result) => [result.id, result.status, result.attempts])).toEqual(
+    tasks.map((task) => [task.id, 'ok', 1]),
+  );
   expect(requests().map((request) => request.attempt)).toEqual(tasks.map(() => 1));
 });
 
@@ -120,7 +130,9 @@ it('cancels calls still running when the grace period ends, and another worker r
 
   await startSuccessor(taskQueue);
   const { results } = await handle.result();
-  expect(results.map((result) => [result.id, result.status, result.attempts])).toEqual(tasks.map((task) => [task.id, 'ok', 2]));
+  expect(results.map((result) => [result.id, result.status, result.attempts])).toEqual(
+    tasks.map((task) => [task.id, 'ok', 2]),
+  );
   for (const task of tasks) {
     const [first, second, ...more] = requests(task.id);
     // The first attempt was aborted when the grace ran out, before its 3 s were up; the retry came after the exit.

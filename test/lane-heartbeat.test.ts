@@ -37,7 +37,9 @@ it("retries a SIGKILLed worker's lane within a minute when the lost-worker watch
     'two answers over a second old and a call open',
     () => {
       const log = requests();
-      const settled = log.filter((request) => request.outcome === 200 && (request.respondedAt ?? Infinity) < Date.now() - 1000);
+      const settled = log.filter(
+        (request) => request.outcome === 200 && (request.respondedAt ?? Infinity) < Date.now() - 1000,
+      );
       return settled.length >= 2 && log.some((request) => request.outcome === undefined);
     },
     { timeoutMs: 30_000, intervalMs: 20 },
@@ -49,9 +51,14 @@ it("retries a SIGKILLed worker's lane within a minute when the lost-worker watch
   expect(cutOff.length).toBeGreaterThan(0);
   workers.push(await spawnWorker({ address: server.address, taskQueue, env }));
   // Without the lanes' heartbeat timeout this would wait for their start-to-close timeout: hours.
-  await waitFor('the cut-off calls to be sent again', () => cutOff.every(({ taskId }) => requests().some((later) => later.taskId === taskId && later.arrivedAt > killedAt)), {
-    timeoutMs: RETRIED_WITHIN_MS + 30_000,
-  });
+  await waitFor(
+    'the cut-off calls to be sent again',
+    () =>
+      cutOff.every(({ taskId }) => requests().some((later) => later.taskId === taskId && later.arrivedAt > killedAt)),
+    {
+      timeoutMs: RETRIED_WITHIN_MS + 30_000,
+    },
+  );
 
   const summary = await handle.result();
   expect(summary).toMatchObject({ total: 12, succeeded: 12, failed: 0 });
@@ -61,7 +68,9 @@ it("retries a SIGKILLed worker's lane within a minute when the lost-worker watch
     const again = log.find((later) => later.taskId === request.taskId && later.arrivedAt > killedAt);
     return { taskId: request.taskId, sentAgainAfterMs: again === undefined ? undefined : again.arrivedAt - killedAt };
   });
-  expect(delays.filter(({ sentAgainAfterMs }) => sentAgainAfterMs === undefined || sentAgainAfterMs >= RETRIED_WITHIN_MS)).toEqual([]);
+  expect(
+    delays.filter(({ sentAgainAfterMs }) => sentAgainAfterMs === undefined || sentAgainAfterMs >= RETRIED_WITHIN_MS),
+  ).toEqual([]);
   const cost = faultCost(log, killedAt);
   expect(cost.answeredThenResent).toEqual([]);
   expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt);

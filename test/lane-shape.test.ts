@@ -3,7 +3,7 @@ import { laneDepth, laneParallelism, LANE_TARGET_MS, MAX_LANE_DEPTH } from '../s
 /** Lanes a batch would start, in order, if every lane took what laneDepth gave it. */
 function lanesFor(items: number, concurrency: number, callMs?: number): number[] {
   const lanes: number[] = [];
-  for (let unstarted = items; unstarted > 0; ) {
+  for (let unstarted = items; unstarted > 0;) {
     const depth = laneDepth({ unstarted, concurrency, callMs });
     lanes.push(depth);
     unstarted -= depth;

@@ -15,16 +15,22 @@ const directory = mkdtempSync(path.join(tmpdir(), 'fanout-large-'));
 /** ~20 KB answers: 3,400 simulated words of about six bytes. */
 const ANSWER_WORDS = 3400;
 
-const suite = useTestStack({ simulator: { latency: { minMs: 5, maxMs: 40 }, completionTokens: { min: ANSWER_WORDS, max: ANSWER_WORDS } } });
+const suite = useTestStack({
+  simulator: { latency: { minMs: 5, maxMs: 40 }, completionTokens: { min: ANSWER_WORDS, max: ANSWER_WORDS } },
+});
 
 const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
 /** The events of a workflow's history as the plain Temporal CLI prints them. */
 function historyText(workflowId: string): string {
-  return execFileSync(process.env.TEMPORAL_CLI as string, ['workflow', 'show', '--workflow-id', workflowId, '--address', suite.servers.server.address, '--output', 'json'], {
-    encoding: 'utf8',
-    maxBuffer: 512 * 1024 * 1024,
-  });
+  return execFileSync(
+    process.env.TEMPORAL_CLI as string,
+    ['workflow', 'show', '--workflow-id', workflowId, '--address', suite.servers.server.address, '--output', 'json'],
+    {
+      encoding: 'utf8',
+      maxBuffer: 512 * 1024 * 1024,
+    },
+  );
 }
 
 describe('payloads larger than history allows', () => {
@@ -44,14 +50,24 @@ describe('payloads larger than history allows', () => {
     const { code, stdout, stderr } = await runCli(['results', handle.workflowId, '--jsonl', ...connection()]);
     expect(stderr).toBe('');
     expect(code).toBe(0);
-    const printed = stdout.trim().split('\n').map((line) => JSON.parse(line) as AgentResult);
+    const printed = stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as AgentResult);
     expect(printed).toHaveLength(1000);
-    expect(printed.every((agent) => (agent.output ?? '').length > 19_000 && agent.output === result.results[Number(agent.id.slice(1))].output)).toBe(true);
+    expect(
+      printed.every(
+        (agent) =>
+          (agent.output ?? '').length > 19_000 && agent.output === result.results[Number(agent.id.slice(1))].output,
+      ),
+    ).toBe(true);
   });
 
   it('starts 1,000 tasks with 2.5 KB prompts and a single 10 MB prompt by moving them to the store', async () => {
     const padding = 'word '.repeat(500);
-    const many = await suite.stack.client.runParallel(Array.from({ length: 1000 }, (_, index) => ({ id: `p${index}`, prompt: `${index} ${padding}` })));
+    const many = await suite.stack.client.runParallel(
+      Array.from({ length: 1000 }, (_, index) => ({ id: `p${index}`, prompt: `${index} ${padding}` })),
+    );
     expect(many.metrics.succeeded).toBe(1000);
     // Each prompt reached the model whole: its token count includes every padding word.
     expect(many.results.every((agent) => (agent.usage?.promptTokens ?? 0) > 500)).toBe(true);
@@ -67,7 +83,11 @@ describe('payloads larger than history allows', () => {
   it('passes a 10 KB output to 500 dependants by reference, and a fan-in reads its inputs from the store', async () => {
     const nodes = [
       { id: 'root', prompt: 'the root' },
-      ...Array.from({ length: 500 }, (_, index) => ({ id: `child${index}`, prompt: `Use {{deps.root}} for part ${index}`, dependsOn: ['root'] })),
+      ...Array.from({ length: 500 }, (_, index) => ({
+        id: `child${index}`,
+        prompt: `Use {{deps.root}} for part ${index}`,
+        dependsOn: ['root'],
+      })),
     ];
     const dag = await (await suite.stack.client.startDag(nodes, { maxParallel: 200 })).result();
     expect(dag.metrics.succeeded).toBe(501);
@@ -95,13 +115,17 @@ describe('payloads larger than history allows', () => {
 
 describe('input limits named before anything starts', () => {
   it('refuses an input that is still too large after moving prompts out, naming its size and the limit', async () => {
-    const tasks = Array.from({ length: 1000 }, (_, index) => JSON.stringify({ id: `m${index}`, prompt: 'x', model: `model-${'m'.repeat(2000)}` }));
+    const tasks = Array.from({ length: 1000 }, (_, index) =>
+      JSON.stringify({ id: `m${index}`, prompt: 'x', model: `model-${'m'.repeat(2000)}` }),
+    );
     const file = path.join(directory, 'wide.jsonl');
     writeFileSync(file, tasks.join('\n'));
     const { code, stderr } = await runCli(['run', file, ...connection()]);
     expect(code).toBe(2);
     expect(stderr.trim().split('\n')).toHaveLength(1);
-    expect(stderr).toMatch(/the tasks: is 2\.\d MB after moving large prompts to the payload store; the limit is 1\.5 MB/);
+    expect(stderr).toMatch(
+      /the tasks: is 2\.\d MB after moving large prompts to the payload store; the limit is 1\.5 MB/,
+    );
   });
 
   it('refuses a task file larger than a run loads, naming both sizes', async () => {

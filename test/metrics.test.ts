@@ -43,7 +43,9 @@ function parseSamples(text: string): Sample[] {
 /** Sum of the samples of a metric whose labels include `where`. */
 function sum(samples: Sample[], name: string, where: Record<string, string> = {}): number {
   return samples
-    .filter((sample) => sample.name === name && Object.entries(where).every(([key, value]) => sample.labels[key] === value))
+    .filter(
+      (sample) => sample.name === name && Object.entries(where).every(([key, value]) => sample.labels[key] === value),
+    )
     .reduce((total, sample) => total + sample.value, 0);
 }
 
@@ -64,7 +66,12 @@ async function startPrometheus(target: string): Promise<PrometheusServer> {
   const port = await freePort();
   const [command, args] = diesWithParent(
     'prometheus',
-    [`--config.file=${config}`, `--storage.tsdb.path=${path.join(directory, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+    [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${path.join(directory, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
     'TERM',
   );
   let output = '';
@@ -89,16 +96,25 @@ async function startPrometheus(target: string): Promise<PrometheusServer> {
     stop,
     query: async (expression) => {
       const response = await fetch(`http://127.0.0.1:${port}/api/v1/query?query=${encodeURIComponent(expression)}`);
-      const body = (await response.json()) as { status: string; error?: string; data?: { result: { metric: Record<string, string>; value: [number, string] }[] } };
-      if (body.status !== 'success' || !body.data) throw new Error(`Prometheus refused ${expression}: ${body.error ?? response.status}`);
+      const body = (await response.json()) as {
+        status: string;
+        error?: string;
+        data?: { result: { metric: Record<string, string>; value: [number, string] }[] };
+      };
+      if (body.status !== 'success' || !body.data)
+        throw new Error(`Prometheus refused ${expression}: ${body.error ?? response.status}`);
       return body.data.result.map((series) => ({ labels: series.metric, value: series.value[1] }));
     },
   };
 }
 
 /** The PromQL of every panel of the Grafana dashboard. */
-function dashboardQueries(dashboard: { panels: { title: string; targets?: { expr: string }[] }[] }): { title: string; expr: string }[] {
-  return dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => ({ title: panel.title, expr: target.expr })));
+function dashboardQueries(dashboard: {
+  panels: { title: string; targets?: { expr: string }[] }[];
+}): { title: string; expr: string }[] {
+  return dashboard.panels.flatMap((panel) =>
+    (panel.targets ?? []).map((target) => ({ title: panel.title, expr: target.expr })),
+  );
 }
 
 let worker: WorkerProcess | undefined;
@@ -118,7 +134,12 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     worker = await spawnWorker({
       address: suite.servers.server.address,
       taskQueue,
-      env: { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_METRICS_PORT: String(port), FANOUT_METRICS_HOST: '127.0.0.1' },
+      env: {
+        OPENAI_BASE_URL: suite.servers.simulator.baseUrl,
+        OPENAI_API_KEY: 'test-key',
+        FANOUT_METRICS_PORT: String(port),
+        FANOUT_METRICS_HOST: '127.0.0.1',
+      },
     });
     expect(worker.output()).toContain(`metrics on http://127.0.0.1:${port}/metrics`);
     const scrape = async () => {
@@ -133,7 +154,13 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     // waited out inside its attempt by the pacer, the rest slow enough to be seen in flight.
     const tasks: AgentTask[] = Array.from({ length: 12 }, (_, index) => {
       const marker =
-        index < 2 ? '[sim fault=403]' : index === 2 ? '[sim fault=500 times=1]' : index === 3 ? '[sim fault=429 times=1 retry-after=1]' : '[sim latency=1500]';
+        index < 2
+          ? '[sim fault=403]'
+          : index === 2
+            ? '[sim fault=500 times=1]'
+            : index === 3
+              ? '[sim fault=429 times=1 retry-after=1]'
+              : '[sim latency=1500]';
       return { id: `agent-${index}`, prompt: `question ${index} ${marker}` };
     });
     const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
@@ -153,10 +180,20 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
 
     expect(sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'ok' })).toBe(10);
     expect(sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'failed' })).toBe(2);
-    expect(sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'failed', failure_type: FailureType.Forbidden })).toBe(2);
-    expect(sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'retrying', failure_type: FailureType.ProviderUnavailable })).toBe(1);
+    expect(
+      sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'failed', failure_type: FailureType.Forbidden }),
+    ).toBe(2);
+    expect(
+      sum(samples, 'fanout_agent_calls_total', {
+        ...ours,
+        status: 'retrying',
+        failure_type: FailureType.ProviderUnavailable,
+      }),
+    ).toBe(1);
     expect(sum(samples, 'fanout_agent_calls_total', { ...ours, status: 'cancelled' })).toBe(0);
-    expect(sum(samples, 'fanout_agent_calls_total', { ...ours, activity_type: 'callAgent', model: 'gpt-4o-mini' })).toBe(13);
+    expect(
+      sum(samples, 'fanout_agent_calls_total', { ...ours, activity_type: 'callAgent', model: 'gpt-4o-mini' }),
+    ).toBe(13);
     expect(sum(samples, 'fanout_agent_call_retries_total', ours)).toBe(1);
     expect(sum(samples, 'fanout_provider_rate_limited_total', { model: 'gpt-4o-mini' })).toBe(1);
     expect(sum(samples, 'fanout_agent_calls_in_flight', ours)).toBe(0);
@@ -167,7 +204,10 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     // Millionths of a dollar, the fraction carried to the next call: short of the run's cost by less than one.
     // Priced by the worker's built-in table; in millionths of a dollar with the fraction carried to the next call,
     // so short of the exact cost by less than one.
-    const costUsd = results.reduce((total, result) => total + (priceOf('gpt-4o-mini', result.usage, BUILT_IN_PRICES) ?? 0), 0);
+    const costUsd = results.reduce(
+      (total, result) => total + (priceOf('gpt-4o-mini', result.usage, BUILT_IN_PRICES) ?? 0),
+      0,
+    );
     expect(costUsd).toBeGreaterThan(0);
     const microUsd = sum(samples, 'fanout_cost_microusd_total', ours);
     expect(costUsd * 1e6 - microUsd).toBeGreaterThanOrEqual(-1e-6);
@@ -176,12 +216,20 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
 
     // Every attempt in the histogram, each slow call in a bucket above a second.
     expect(sum(samples, 'fanout_agent_call_duration_seconds_count', ours)).toBe(13);
-    expect(sum(samples, 'fanout_agent_call_duration_seconds_bucket', { ...ours, status: 'ok', le: '1' })).toBeLessThanOrEqual(2);
+    expect(
+      sum(samples, 'fanout_agent_call_duration_seconds_bucket', { ...ours, status: 'ok', le: '1' }),
+    ).toBeLessThanOrEqual(2);
     expect(sum(samples, 'fanout_agent_call_duration_seconds_bucket', { ...ours, status: 'ok', le: '+Inf' })).toBe(10);
 
     // The SDK's own metrics on the same endpoint.
-    expect(sum(samples, 'temporal_activity_execution_latency_count', { task_queue: taskQueue, activity_type: 'callAgent' })).toBeGreaterThanOrEqual(13);
-    expect(samples.some((sample) => sample.name === 'temporal_worker_task_slots_used' && sample.labels.worker_type === 'ActivityWorker')).toBe(true);
+    expect(
+      sum(samples, 'temporal_activity_execution_latency_count', { task_queue: taskQueue, activity_type: 'callAgent' }),
+    ).toBeGreaterThanOrEqual(13);
+    expect(
+      samples.some(
+        (sample) => sample.name === 'temporal_worker_task_slots_used' && sample.labels.worker_type === 'ActivityWorker',
+      ),
+    ).toBe(true);
     expect(samples.some((sample) => sample.name === 'temporal_activity_schedule_to_start_latency_bucket')).toBe(true);
 
     // The dashboard queries only metrics the worker serves, and Prometheus answers every panel's query with data.
@@ -191,7 +239,7 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     expect(queried.size).toBeGreaterThan(5);
     expect([...queried].filter((name) => !served.has(name))).toEqual([]);
     const server = prometheus;
-    await waitFor('Prometheus to scrape the run\'s final counts', async () => {
+    await waitFor("Prometheus to scrape the run's final counts", async () => {
       const [calls] = await server.query(`sum(fanout_agent_calls_total{task_queue="${taskQueue}"})`);
       return calls?.value === '13';
     });
@@ -199,10 +247,19 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     expect(queries.length).toBeGreaterThanOrEqual(12);
     for (const { title, expr } of queries) {
       // Grafana's variables as a user looking at this run would set them. A rate needs two scrapes of a series.
-      const concrete = expr.replaceAll('$__rate_interval', '1m').replaceAll('$namespace', 'default').replaceAll('$task_queue', taskQueue);
-      await waitFor(`data for the panel "${title}" (${concrete})`, async () => (await server.query(concrete)).length > 0, { timeoutMs: 15_000 });
+      const concrete = expr
+        .replaceAll('$__rate_interval', '1m')
+        .replaceAll('$namespace', 'default')
+        .replaceAll('$task_queue', taskQueue);
+      await waitFor(
+        `data for the panel "${title}" (${concrete})`,
+        async () => (await server.query(concrete)).length > 0,
+        { timeoutMs: 15_000 },
+      );
     }
-    const [taskQueues] = await server.query(`count by (task_queue) (temporal_worker_task_slots_used{task_queue="${taskQueue}"})`);
+    const [taskQueues] = await server.query(
+      `count by (task_queue) (temporal_worker_task_slots_used{task_queue="${taskQueue}"})`,
+    );
     expect(taskQueues?.labels.task_queue).toBe(taskQueue);
   });
 });
@@ -213,27 +270,46 @@ describe('the metrics of one attempt', () => {
   it('counts a retryable failure as retrying until the policy allows no further attempt', () => {
     const unavailable = ApplicationFailure.retryable('HTTP 500', FailureType.ProviderUnavailable);
     expect(failureOf(unavailable, info, false)).toEqual({ status: 'retrying', failureType: 'ProviderUnavailable' });
-    expect(failureOf(unavailable, { ...info, attempt: 3 }, false)).toEqual({ status: 'failed', failureType: 'ProviderUnavailable' });
+    expect(failureOf(unavailable, { ...info, attempt: 3 }, false)).toEqual({
+      status: 'failed',
+      failureType: 'ProviderUnavailable',
+    });
     expect(failureOf(unavailable, { attempt: 9 }, false).status).toBe('retrying');
   });
 
   it('counts non-retryable failures and types the policy refuses as failed, and cancellation as cancelled', () => {
-    expect(failureOf(ApplicationFailure.nonRetryable('HTTP 403', FailureType.Forbidden), info, false)).toEqual({ status: 'failed', failureType: 'Forbidden' });
-    expect(failureOf(ApplicationFailure.retryable('changed', FailureType.SinkChanged), info, false).status).toBe('failed');
+    expect(failureOf(ApplicationFailure.nonRetryable('HTTP 403', FailureType.Forbidden), info, false)).toEqual({
+      status: 'failed',
+      failureType: 'Forbidden',
+    });
+    expect(failureOf(ApplicationFailure.retryable('changed', FailureType.SinkChanged), info, false).status).toBe(
+      'failed',
+    );
     expect(failureOf(new CancelledFailure('cancelled'), info, false).status).toBe('cancelled');
     expect(failureOf(new Error('aborted'), info, true)).toEqual({ status: 'cancelled', failureType: 'Cancelled' });
   });
 
   it('reads the model from a callAgent input, and usage, cost and model from either agent activity result', () => {
-    expect(requestOf({ task: { id: 'a', prompt: 'p', model: 'gpt-4o' }, inlineOutputBytes: 1 })).toEqual({ model: 'gpt-4o' });
+    expect(requestOf({ task: { id: 'a', prompt: 'p', model: 'gpt-4o' }, inlineOutputBytes: 1 })).toEqual({
+      model: 'gpt-4o',
+    });
     expect(requestOf({ id: 'a', prompt: 'p', model: 'gpt-4o' })).toEqual({ model: 'gpt-4o' });
     expect(requestOf({ source: 's', entry: { id: 'a', offset: 0 } })).toEqual({});
-    expect(answerOf({ model: 'm', usage: { promptTokens: 3, completionTokens: 4, totalTokens: 7 }, costUsd: 0.5 })).toEqual({
+    expect(
+      answerOf({ model: 'm', usage: { promptTokens: 3, completionTokens: 4, totalTokens: 7 }, costUsd: 0.5 }),
+    ).toEqual({
       model: 'm',
       usage: { promptTokens: 3, completionTokens: 4 },
       costUsd: 0.5,
     });
-    expect(answerOf({ id: 'a', usage: { promptTokens: 1, completionTokens: 2 }, unpriced: true, line: { model: 'from-line' } })).toEqual({
+    expect(
+      answerOf({
+        id: 'a',
+        usage: { promptTokens: 1, completionTokens: 2 },
+        unpriced: true,
+        line: { model: 'from-line' },
+      }),
+    ).toEqual({
       model: 'from-line',
       usage: { promptTokens: 1, completionTokens: 2 },
       unpriced: true,
@@ -243,6 +319,8 @@ describe('the metrics of one attempt', () => {
   it('refuses a FANOUT_METRICS_PORT that is not a port, naming it', () => {
     expect(metricsEndpointFromEnvironment({})).toBeUndefined();
     expect(metricsEndpointFromEnvironment({ FANOUT_METRICS_PORT: '9464' })).toEqual({ port: 9464, host: '0.0.0.0' });
-    expect(() => metricsEndpointFromEnvironment({ FANOUT_METRICS_PORT: '0' })).toThrow(/FANOUT_METRICS_PORT must be a port number from 1 to 65535, got "0"/);
+    expect(() => metricsEndpointFromEnvironment({ FANOUT_METRICS_PORT: '0' })).toThrow(
+      /FANOUT_METRICS_PORT must be a port number from 1 to 65535, got "0"/,
+    );
   });
 });

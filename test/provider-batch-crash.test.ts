@@ -28,7 +28,11 @@ const ITEMS = 20;
  */
 async function crashAt(
   phase: string,
-  killWhen: (stats: ProviderBatchStats, progress: () => Promise<ProviderBatchProgress>, handle: WorkflowHandleWithFirstExecutionRunId) => Promise<boolean> | boolean,
+  killWhen: (
+    stats: ProviderBatchStats,
+    progress: () => Promise<ProviderBatchProgress>,
+    handle: WorkflowHandleWithFirstExecutionRunId,
+  ) => Promise<boolean> | boolean,
   { model, options }: { model?: string; options?: ProviderBatchInput['options'] } = {},
 ) {
   const taskQueue = uniqueName(`pb-crash-${phase}`);
@@ -42,15 +46,35 @@ async function crashAt(
   workers.push(first);
   const directory = batchDirectory();
   const source = path.join(directory, 'tasks.jsonl');
-  const tasks = Array.from({ length: ITEMS }, (_, index) => ({ id: `${phase}-${index}`, prompt: `item ${index}`, ...(model === undefined ? {} : { model }) }));
+  const tasks = Array.from({ length: ITEMS }, (_, index) => ({
+    id: `${phase}-${index}`,
+    prompt: `item ${index}`,
+    ...(model === undefined ? {} : { model }),
+  }));
   writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
   const batchId = uniqueName(`pb-${phase}`);
   const handle = await servers.server.client.workflow.start('providerBatch', {
     taskQueue,
     workflowId: batchId,
-    args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300, maxPollIntervalMs: 1000, ...options } } satisfies ProviderBatchInput],
+    args: [
+      {
+        batchId,
+        source,
+        spool: path.join(directory, 'spool'),
+        options: { pollIntervalMs: 300, maxPollIntervalMs: 1000, ...options },
+      } satisfies ProviderBatchInput,
+    ],
   });
-  await waitFor(`the ${phase} phase`, () => killWhen(servers.simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress'), handle), { timeoutMs: 60_000 });
+  await waitFor(
+    `the ${phase} phase`,
+    () =>
+      killWhen(
+        servers.simulator.batchStats(),
+        () => handle.query<ProviderBatchProgress>('providerBatchProgress'),
+        handle,
+      ),
+    { timeoutMs: 60_000 },
+  );
   await first.kill();
   workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
   const result = (await handle.result()) as ProviderBatchResult;
@@ -58,21 +82,31 @@ async function crashAt(
   return { result, lines, ids: tasks.map((task) => task.id), stats: servers.simulator.batchStats(), handle };
 }
 
-function configure(providerBatches: NonNullable<Parameters<TestServers['simulator']['configure']>[0]>['providerBatches']): void {
+function configure(
+  providerBatches: NonNullable<Parameters<TestServers['simulator']['configure']>[0]>['providerBatches'],
+): void {
   servers.simulator.configure({ providerBatches });
   servers.simulator.reset();
 }
 
 describe('a worker SIGKILLed during the provider-batch route', () => {
   it('while uploading: the upload it finished is used, one provider batch is created, every id written once', async () => {
-    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 4000, create: 0, download: 0 } });
+    configure({
+      speed: 1000,
+      processingSeconds: { min: 100, max: 300 },
+      latencyMs: { upload: 4000, create: 0, download: 0 },
+    });
     const { lines, ids, stats } = await crashAt('upload', (stats) => stats.filesUploaded >= 1);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
     expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
   });
 
   it('while creating: the retried submit finds the batch by its metadata instead of creating a second', async () => {
-    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 4000, download: 0 } });
+    configure({
+      speed: 1000,
+      processingSeconds: { min: 100, max: 300 },
+      latencyMs: { upload: 0, create: 4000, download: 0 },
+    });
     const { lines, ids, stats } = await crashAt('create', (stats) => stats.batchesCreated >= 1);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
     expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
@@ -80,12 +114,23 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
 
   it('while creating an Anthropic batch: the retried submit finds it by its recorded intent, one batch per part', async () => {
     // Two parts of the same size, created one at a time: the batch made before the kill is the only unrecorded one.
-    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 4000, download: 0 } });
-    const { lines, ids, stats, result } = await crashAt('anthropic-create', (stats) => stats.byProvider.anthropic.batchesCreated >= 1, {
-      model: 'claude-haiku-4-5',
-      options: { maxRequestsPerPart: ITEMS / 2, maxActiveParts: 2 },
+    configure({
+      speed: 1000,
+      processingSeconds: { min: 100, max: 300 },
+      latencyMs: { upload: 0, create: 4000, download: 0 },
     });
-    expect(stats.byProvider).toEqual({ openai: { batchesCreated: 0, itemsAnswered: 0 }, anthropic: { batchesCreated: 2, itemsAnswered: ITEMS } });
+    const { lines, ids, stats, result } = await crashAt(
+      'anthropic-create',
+      (stats) => stats.byProvider.anthropic.batchesCreated >= 1,
+      {
+        model: 'claude-haiku-4-5',
+        options: { maxRequestsPerPart: ITEMS / 2, maxActiveParts: 2 },
+      },
+    );
+    expect(stats.byProvider).toEqual({
+      openai: { batchesCreated: 0, itemsAnswered: 0 },
+      anthropic: { batchesCreated: 2, itemsAnswered: ITEMS },
+    });
     expect(result.providerBatches.map((batch) => [batch.part, batch.status])).toEqual([
       [0, 'ended'],
       [1, 'ended'],
@@ -96,7 +141,11 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
   it('while waiting between polls: the next worker goes on polling the same batch', async () => {
     // 10 simulated seconds per real one, 100 simulated seconds per batch: 10 s, most of it after the kill.
     configure({ speed: 10, processingSeconds: { min: 100, max: 100 } });
-    const { lines, ids, stats, result } = await crashAt('poll', async (stats, progress) => stats.batchesCreated === 1 && (await progress()).providerBatches[0]?.status === 'in_progress');
+    const { lines, ids, stats, result } = await crashAt(
+      'poll',
+      async (stats, progress) =>
+        stats.batchesCreated === 1 && (await progress()).providerBatches[0]?.status === 'in_progress',
+    );
     expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     expect(result.providerBatches).toHaveLength(1);
     expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
@@ -109,7 +158,8 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
     const { lines, ids, stats, result, handle } = await crashAt(
       'continued',
       async (stats, progress, handle) => {
-        if (stats.batchesCreated !== 1 || ((await progress()).providerBatches[0]?.counts.succeeded ?? 0) === 0) return false;
+        if (stats.batchesCreated !== 1 || ((await progress()).providerBatches[0]?.counts.succeeded ?? 0) === 0)
+          return false;
         killedIn = (await handle.describe()).runId;
         return killedIn !== handle.firstExecutionRunId;
       },
@@ -124,7 +174,11 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
   });
 
   it('while downloading: the results are downloaded again and the part segment rewritten, each id once', async () => {
-    configure({ speed: 1000, processingSeconds: { min: 100, max: 300 }, latencyMs: { upload: 0, create: 0, download: 4000 } });
+    configure({
+      speed: 1000,
+      processingSeconds: { min: 100, max: 300 },
+      latencyMs: { upload: 0, create: 0, download: 4000 },
+    });
     const { lines, ids, stats } = await crashAt('download', (stats) => stats.downloadsStarted >= 1);
     expect(stats.downloadsStarted).toBeGreaterThanOrEqual(2);
     expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });

@@ -13,10 +13,14 @@ let worker: TestWorker;
 
 beforeAll(async () => {
   // 10 simulated seconds per real one, 150 per batch: the provider batch runs for 15 s, items answering all along.
-  servers = await startTestServers({ simulator: { providerBatches: { speed: 10, processingSeconds: { min: 150, max: 150 } } } });
+  servers = await startTestServers({
+    simulator: { providerBatches: { speed: 10, processingSeconds: { min: 150, max: 150 } } },
+  });
   const storage = new Storage();
   const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  worker = await startTestWorker(servers, { activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai) } } });
+  worker = await startTestWorker(servers, {
+    activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai) } },
+  });
 });
 
 afterAll(async () => {
@@ -31,8 +35,22 @@ describe('batch status of a provider-batch route', () => {
     const directory = batchDirectory();
     const source = writeTasks(directory, ITEMS, (index) => `status item ${index}`, 'status');
     const sink = path.join(directory, 'status.jsonl');
-    const handle = await worker.client.startBatch({ source, sink, options: { route: 'provider-batch', providerPollSeconds: 0.2 } });
-    const cli = (...flags: string[]) => runCli(['batch', 'status', handle.batchId, ...flags, '--address', servers.server.address, '--task-queue', worker.taskQueue]);
+    const handle = await worker.client.startBatch({
+      source,
+      sink,
+      options: { route: 'provider-batch', providerPollSeconds: 0.2 },
+    });
+    const cli = (...flags: string[]) =>
+      runCli([
+        'batch',
+        'status',
+        handle.batchId,
+        ...flags,
+        '--address',
+        servers.server.address,
+        '--task-queue',
+        worker.taskQueue,
+      ]);
 
     // The provider batch is seen part-way, in both forms of the same look: created, running, some items answered and
     // some not yet, while the batch workflow runs.
@@ -47,7 +65,8 @@ describe('batch status of a provider-batch route', () => {
         const batch = progress.providerBatches?.[0];
         if (progress.state !== 'running' || !batch || batch.status !== 'in_progress') return false;
         if (batch.counts.succeeded === 0 || batch.counts.succeeded === ITEMS) return false;
-        if (!plain.stdout.includes(`batch ${handle.batchId}: running`) || !/: in_progress, \d+ ok/.test(plain.stdout)) return false;
+        if (!plain.stdout.includes(`batch ${handle.batchId}: running`) || !/: in_progress, \d+ ok/.test(plain.stdout))
+          return false;
         running = progress;
         text = plain.stdout;
         return true;
@@ -57,16 +76,32 @@ describe('batch status of a provider-batch route', () => {
     const created = servers.simulator.batchStats().batches;
     expect(created).toHaveLength(1);
     expect(running?.route).toBe('provider-batch');
-    expect(running?.providerBatches).toEqual([{ provider: 'openai', id: created[0].id, status: 'in_progress', counts: expect.objectContaining({ total: ITEMS }) }]);
+    expect(running?.providerBatches).toEqual([
+      {
+        provider: 'openai',
+        id: created[0].id,
+        status: 'in_progress',
+        counts: expect.objectContaining({ total: ITEMS }),
+      },
+    ]);
     // Answered items of a provider batch are not in the sink until the batch ends: nothing counts as done yet.
     expect(running?.done).toBe(0);
     // The text form names the batch, its status and counts.
-    expect(text).toMatch(new RegExp(`openai batch ${created[0].id}: in_progress, \\d+ ok, 0 failed, \\d+ processing of ${ITEMS}`));
+    expect(text).toMatch(
+      new RegExp(`openai batch ${created[0].id}: in_progress, \\d+ ok, 0 failed, \\d+ processing of ${ITEMS}`),
+    );
     expect(text).toContain('route provider-batch');
 
     const summary = await handle.result();
     expect(summary).toMatchObject({ route: 'provider-batch', succeeded: ITEMS, failed: 0 });
-    expect(summary.providerBatches).toEqual([{ provider: 'openai', id: created[0].id, status: 'completed', counts: { total: ITEMS, succeeded: ITEMS, failed: 0, processing: 0 } }]);
+    expect(summary.providerBatches).toEqual([
+      {
+        provider: 'openai',
+        id: created[0].id,
+        status: 'completed',
+        counts: { total: ITEMS, succeeded: ITEMS, failed: 0, processing: 0 },
+      },
+    ]);
     expect(sinkCounts(sink)).toEqual({ lines: ITEMS, ids: ITEMS, ok: ITEMS });
     expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     // Every answer came through the provider batch: no chat completion was sent.
@@ -77,12 +112,31 @@ describe('batch status of a provider-batch route', () => {
     servers.simulator.reset();
     const directory = batchDirectory();
     const source = writeTasks(directory, ITEMS, (index) => `watched item ${index}`, 'watched');
-    const handle = await worker.client.startBatch({ source, sink: path.join(directory, 'watched.jsonl'), options: { route: 'provider-batch', providerPollSeconds: 0.2 } });
-    const { code, stdout } = await runCli(['batch', 'status', handle.batchId, '--watch', '--json', '--address', servers.server.address, '--task-queue', worker.taskQueue]);
+    const handle = await worker.client.startBatch({
+      source,
+      sink: path.join(directory, 'watched.jsonl'),
+      options: { route: 'provider-batch', providerPollSeconds: 0.2 },
+    });
+    const { code, stdout } = await runCli([
+      'batch',
+      'status',
+      handle.batchId,
+      '--watch',
+      '--json',
+      '--address',
+      servers.server.address,
+      '--task-queue',
+      worker.taskQueue,
+    ]);
     expect(code).toBe(0);
-    const lines = stdout.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Partial<BatchProgress> & Partial<BatchSummary>);
+    const lines = stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Partial<BatchProgress> & Partial<BatchSummary>);
     // Progress lines while the provider batch ran, at least two of them with different counts; the summary last.
-    const answeredSoFar = lines.filter((line) => line.providerBatches?.[0]?.status === 'in_progress').map((line) => line.providerBatches?.[0]?.counts.succeeded);
+    const answeredSoFar = lines
+      .filter((line) => line.providerBatches?.[0]?.status === 'in_progress')
+      .map((line) => line.providerBatches?.[0]?.counts.succeeded);
     expect(new Set(answeredSoFar).size).toBeGreaterThanOrEqual(2);
     expect(lines.at(-1)).toMatchObject({ route: 'provider-batch', succeeded: ITEMS, failed: 0 });
     expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });

@@ -24,9 +24,19 @@ beforeAll(async () => {
   servers = await startTestServers({ simulator: FAST });
   const storage = new Storage();
   const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  const anthropic = new Anthropic({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''), maxRetries: 0 });
+  const anthropic = new Anthropic({
+    apiKey: 'test-key',
+    baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
+    maxRetries: 0,
+  });
   worker = await startTestWorker(servers, {
-    activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai), anthropic: new AnthropicBatches(storage, anthropic) } },
+    activities: {
+      storage,
+      providerBatches: {
+        openai: new OpenAiBatches(storage, openai),
+        anthropic: new AnthropicBatches(storage, anthropic),
+      },
+    },
   });
 });
 
@@ -64,7 +74,14 @@ async function start(input: Omit<ProviderBatchInput, 'batchId' | 'spool'> & { sp
   const handle = await servers.server.client.workflow.start('providerBatch', {
     taskQueue: worker.taskQueue,
     workflowId: batchId,
-    args: [{ batchId, spool, ...input, options: { pollIntervalMs: 200, maxPollIntervalMs: 1000, ...input.options } } satisfies ProviderBatchInput],
+    args: [
+      {
+        batchId,
+        spool,
+        ...input,
+        options: { pollIntervalMs: 200, maxPollIntervalMs: 1000, ...input.options },
+      } satisfies ProviderBatchInput,
+    ],
   });
   return { handle, spool, batchId };
 }
@@ -72,13 +89,18 @@ async function start(input: Omit<ProviderBatchInput, 'batchId' | 'spool'> & { sp
 it('answers every item exactly once through OpenAI batches split by part, at half the standard price', async () => {
   const directory = batchDirectory();
   // Ids the providers' custom_id rules refuse are sent under mapped ids and come back under their own.
-  const tasks = Array.from({ length: 25 }, (_, index) => ({ id: index % 5 === 0 ? `doc/${index}.txt` : `item-${index}`, prompt: `summarise ${index}` }));
+  const tasks = Array.from({ length: 25 }, (_, index) => ({
+    id: index % 5 === 0 ? `doc/${index}.txt` : `item-${index}`,
+    prompt: `summarise ${index}`,
+  }));
   const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 10 } });
   const result = (await handle.result()) as ProviderBatchResult;
 
   const lines = linesOf(result);
   expect(lines.map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).sort());
-  expect(lines.every((line) => line.status === 'ok' && line.output?.startsWith('[simulated batch] answer to: summarise'))).toBe(true);
+  expect(
+    lines.every((line) => line.status === 'ok' && line.output?.startsWith('[simulated batch] answer to: summarise')),
+  ).toBe(true);
   expect(result).toMatchObject({ succeeded: 25, failed: 0 });
   expect(result.retry).toBeUndefined();
   expect(result.providerBatches.map((batch) => [batch.provider, batch.status, batch.counts.total])).toEqual([
@@ -97,7 +119,9 @@ it('answers every item exactly once through OpenAI batches split by part, at hal
 });
 
 it('hands expired and retryably errored items back for a sync retry, and writes items that failed for good once', async () => {
-  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+  servers.simulator.configure({
+    providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
+  });
   const directory = batchDirectory();
   const tasks = [
     { id: 'fine-1', prompt: 'fine' },
@@ -118,9 +142,13 @@ it('hands expired and retryably errored items back for a sync retry, and writes 
   expect(retryIds(result).sort()).toEqual(['flaky', 'late']);
   // Each retry line says where its task is in the source, so the sync path can read it without a scan.
   const source = readFileSync(path.join(directory, 'tasks.jsonl'));
-  for (const line of readFileSync(result.retry as string, 'utf8').split('\n').filter(Boolean)) {
+  for (const line of readFileSync(result.retry as string, 'utf8')
+    .split('\n')
+    .filter(Boolean)) {
     const retry = JSON.parse(line) as { id: string; offset: number; length: number };
-    expect((JSON.parse(source.subarray(retry.offset, retry.offset + retry.length).toString()) as { id: string }).id).toBe(retry.id);
+    expect(
+      (JSON.parse(source.subarray(retry.offset, retry.offset + retry.length).toString()) as { id: string }).id,
+    ).toBe(retry.id);
   }
   expect(result).toMatchObject({ succeeded: 2, failed: 1 });
   expect(result.providerBatches[0].status).toBe('expired');
@@ -137,7 +165,9 @@ describe('items a provider batch hands back', () => {
 
   it('go into a new provider batch when the deadline leaves twice the time the first round took', async () => {
     // The first batch ends when its expired item's window closes: 1,500 simulated seconds, 1.5 s; 24 h are left.
-    servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+    servers.simulator.configure({
+      providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
+    });
     const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks) });
     const result = (await handle.result()) as ProviderBatchResult;
 
@@ -156,19 +186,29 @@ describe('items a provider batch hands back', () => {
       [1, 'completed', 2],
     ]);
     expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 7, itemsAnswered: 4 });
-    expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({ parts: 2, collected: 2, retried: 0 });
+    expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({
+      parts: 2,
+      collected: 2,
+      retried: 0,
+    });
     // Nothing went the sync way.
     expect(servers.simulator.log()).toHaveLength(0);
   });
 
   it('are handed back to be sent sync when the deadline is nearer than twice the time the first round took', async () => {
     // The first batch takes 40 simulated seconds at 10 x, 4 s; a 7 s deadline leaves about 3 s after it, short of 8.
-    servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 }, expiresAfterSeconds: 40 } });
+    servers.simulator.configure({
+      providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 }, expiresAfterSeconds: 40 },
+    });
     const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks), options: { deadlineMs: 7000 } });
     const result = (await handle.result()) as ProviderBatchResult;
 
     expect(retryIds(result).sort()).toEqual(['flaky', 'late']);
-    expect(linesOf(result).map((line) => [line.id, line.status]).sort()).toEqual([
+    expect(
+      linesOf(result)
+        .map((line) => [line.id, line.status])
+        .sort(),
+    ).toEqual([
       ['bad', 'failed'],
       ['fine-1', 'ok'],
       ['fine-2', 'ok'],
@@ -182,9 +222,17 @@ describe('items a provider batch hands back', () => {
 it('continues as new during a long wait, carrying its parts: each provider batch created once, every result written once', async () => {
   // Batches of 20-30 simulated seconds at 10 x (2-3 s; the part with an expiring item 4 s), polled every 0.2-1 s, three
   // polls a run: a run hands over several times per batch, between submits, mid-round and between rounds.
-  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 20, max: 30 }, expiresAfterSeconds: 40 } });
-  const tasks = Array.from({ length: 12 }, (_, index) => ({ id: `can-${index}`, prompt: index === 5 ? 'late [sim batch=expired-once]' : `item ${index}` }));
-  const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks), options: { maxRequestsPerPart: 4, maxActiveParts: 2, maxPollsPerRun: 3 } });
+  servers.simulator.configure({
+    providerBatches: { speed: 10, processingSeconds: { min: 20, max: 30 }, expiresAfterSeconds: 40 },
+  });
+  const tasks = Array.from({ length: 12 }, (_, index) => ({
+    id: `can-${index}`,
+    prompt: index === 5 ? 'late [sim batch=expired-once]' : `item ${index}`,
+  }));
+  const { handle } = await start({
+    source: writeTaskFile(batchDirectory(), tasks),
+    options: { maxRequestsPerPart: 4, maxActiveParts: 2, maxPollsPerRun: 3 },
+  });
   const result = (await handle.result()) as ProviderBatchResult;
 
   expect(result.runs).toBeGreaterThan(2);
@@ -197,7 +245,11 @@ it('continues as new during a long wait, carrying its parts: each provider batch
   // Three parts and one of the item the first round handed back: four batches, each created once and listed once.
   const stats = servers.simulator.batchStats();
   expect(stats).toMatchObject({ filesUploaded: 4, batchesCreated: 4, itemsSubmitted: 13, itemsAnswered: 12 });
-  expect(result.providerBatches.map((batch) => [batch.part, batch.id])).toEqual(stats.batches.map((batch) => [Number(batch.metadata.fanout_part), batch.id]).sort((left, right) => Number(left[0]) - Number(right[0])));
+  expect(result.providerBatches.map((batch) => [batch.part, batch.id])).toEqual(
+    stats.batches
+      .map((batch) => [Number(batch.metadata.fanout_part), batch.id])
+      .sort((left, right) => Number(left[0]) - Number(right[0])),
+  );
   expect(result.providerBatches.map((batch) => [batch.part, batch.counts.total])).toEqual([
     [0, 4],
     [1, 4],
@@ -210,36 +262,59 @@ it('continues as new during a long wait, carrying its parts: each provider batch
 it('runs claude-* tasks through Anthropic Message Batches and the rest through OpenAI, one model per part', async () => {
   const directory = batchDirectory();
   const tasks = [
-    ...Array.from({ length: 6 }, (_, index) => ({ id: `c-${index}`, prompt: `claude ${index}`, model: 'claude-haiku-4-5' })),
+    ...Array.from({ length: 6 }, (_, index) => ({
+      id: `c-${index}`,
+      prompt: `claude ${index}`,
+      model: 'claude-haiku-4-5',
+    })),
     ...Array.from({ length: 4 }, (_, index) => ({ id: `o-${index}`, prompt: `openai ${index}`, model: 'gpt-4o-mini' })),
     { id: 'c-late', prompt: 'late [sim batch=expired]', model: 'claude-haiku-4-5' },
   ];
-  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 } });
+  servers.simulator.configure({
+    providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
+  });
   const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { retryRounds: 0 } });
   const result = (await handle.result()) as ProviderBatchResult;
 
   const lines = linesOf(result);
-  expect(lines.map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).filter((id) => id !== 'c-late').sort());
+  expect(lines.map((line) => line.id).sort()).toEqual(
+    tasks
+      .map((task) => task.id)
+      .filter((id) => id !== 'c-late')
+      .sort(),
+  );
   expect(lines.find((line) => line.id === 'c-0')).toMatchObject({ status: 'ok', model: 'claude-haiku-4-5' });
   expect(retryIds(result)).toEqual(['c-late']);
   expect(result.providerBatches.map((batch) => [batch.provider, batch.status]).sort()).toEqual([
     ['anthropic', 'ended'],
     ['openai', 'completed'],
   ]);
-  expect(servers.simulator.batchStats().byProvider).toEqual({ openai: { batchesCreated: 1, itemsAnswered: 4 }, anthropic: { batchesCreated: 1, itemsAnswered: 6 } });
+  expect(servers.simulator.batchStats().byProvider).toEqual({
+    openai: { batchesCreated: 1, itemsAnswered: 4 },
+    anthropic: { batchesCreated: 1, itemsAnswered: 6 },
+  });
   const claude = priceOf('claude-haiku-4-5', lines.find((line) => line.id === 'c-0')?.usage, BUILT_IN_PRICES, 'batch');
   expect(lines.find((line) => line.id === 'c-0')?.costUsd).toBe(claude);
 });
 
 it('waits out token_limit_exceeded and submits the refused part again once earlier batches have drained', async () => {
   // Each task's prompt is 2 words: a part of 5 enqueues 10 tokens, and the limit holds one part at a time.
-  servers.simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 500, max: 800 }, enqueuedTokenLimit: 12 } });
+  servers.simulator.configure({
+    providerBatches: { speed: 1000, processingSeconds: { min: 500, max: 800 }, enqueuedTokenLimit: 12 },
+  });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 10 }, (_, index) => ({ id: `t-${index}`, prompt: `task ${index}` }));
-  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 5, maxActiveParts: 2 } });
+  const { handle } = await start({
+    source: writeTaskFile(directory, tasks),
+    options: { maxRequestsPerPart: 5, maxActiveParts: 2 },
+  });
   const result = (await handle.result()) as ProviderBatchResult;
 
-  expect(linesOf(result).map((line) => line.id).sort()).toEqual(tasks.map((task) => task.id).sort());
+  expect(
+    linesOf(result)
+      .map((line) => line.id)
+      .sort(),
+  ).toEqual(tasks.map((task) => task.id).sort());
   const refused = result.providerBatches.filter((batch) => batch.status === 'failed');
   expect(refused.length).toBeGreaterThanOrEqual(1);
   expect(result.providerBatches.filter((batch) => batch.status === 'completed')).toHaveLength(2);
@@ -267,7 +342,10 @@ it('takes the deadline as a time too (a batch passing its own deadline to the ro
   servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 20 }, (_, index) => ({ id: `t-${index}`, prompt: `item ${index}` }));
-  const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { deadlineAtMs: Date.now() + 2000 } });
+  const { handle } = await start({
+    source: writeTaskFile(directory, tasks),
+    options: { deadlineAtMs: Date.now() + 2000 },
+  });
   const result = (await handle.result()) as ProviderBatchResult;
   expect(result.providerBatches[0].status).toBe('cancelled');
   expect(linesOf(result).length + retryIds(result).length).toBe(20);
@@ -277,10 +355,15 @@ it('cancelled, cancels its provider batches and writes every result that came ba
   servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 30 }, (_, index) => ({ id: `x-${index}`, prompt: `item ${index}` }));
-  const { handle, spool } = await start({ source: writeTaskFile(directory, tasks), options: { maxRequestsPerPart: 15 } });
+  const { handle, spool } = await start({
+    source: writeTaskFile(directory, tasks),
+    options: { maxRequestsPerPart: 15 },
+  });
   await waitFor('some items to be answered', async () => {
     const progress = await handle.query<ProviderBatchProgress>('providerBatchProgress');
-    return progress.providerBatches.length === 2 && progress.providerBatches.every((batch) => batch.counts.succeeded > 0);
+    return (
+      progress.providerBatches.length === 2 && progress.providerBatches.every((batch) => batch.counts.succeeded > 0)
+    );
   });
   await handle.cancel();
   await expect(handle.result()).rejects.toThrow(WorkflowFailedError);
@@ -288,7 +371,9 @@ it('cancelled, cancels its provider batches and writes every result that came ba
   const stats = servers.simulator.batchStats();
   expect(stats.cancelled).toBe(2);
   expect(stats.batches.map((batch) => batch.status)).toEqual(['cancelled', 'cancelled']);
-  const segments = ['seg-part-00000.jsonl', 'seg-part-00001.jsonl'].map((name) => path.join(spool, name)).filter((file) => existsSync(file));
+  const segments = ['seg-part-00000.jsonl', 'seg-part-00001.jsonl']
+    .map((name) => path.join(spool, name))
+    .filter((file) => existsSync(file));
   const lines = segments.flatMap((segment) => readSink(segment));
   expect(lines.length).toBe(stats.itemsAnswered);
   expect(lines.length).toBeGreaterThan(0);
@@ -299,9 +384,18 @@ it('skips the ids a resume already has ok', async () => {
   const directory = batchDirectory();
   const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `r-${index}`, prompt: `item ${index}` }));
   const kept = path.join(directory, 'kept.jsonl');
-  writeFileSync(kept, ['r-0', 'r-1'].map((id) => JSON.stringify({ id, status: 'ok', output: 'earlier', attempts: 1, durationMs: 1 })).join('\n') + '\n');
+  writeFileSync(
+    kept,
+    ['r-0', 'r-1']
+      .map((id) => JSON.stringify({ id, status: 'ok', output: 'earlier', attempts: 1, durationMs: 1 }))
+      .join('\n') + '\n',
+  );
   const { handle } = await start({ source: writeTaskFile(directory, tasks), skipIds: kept });
   const result = (await handle.result()) as ProviderBatchResult;
-  expect(linesOf(result).map((line) => line.id).sort()).toEqual(['r-2', 'r-3', 'r-4', 'r-5']);
+  expect(
+    linesOf(result)
+      .map((line) => line.id)
+      .sort(),
+  ).toEqual(['r-2', 'r-3', 'r-4', 'r-5']);
   expect(servers.simulator.batchStats().itemsSubmitted).toBe(4);
 });

@@ -31,24 +31,48 @@ describe('retryAfterMs', () => {
 
 describe('one table decides what is retried', () => {
   it('retries provider outages, timeouts, lost workers and a missing payload; never bad requests, exhausted quotas or changed files', () => {
-    for (const type of ['ProviderUnavailable', 'RateLimited', 'Timeout', 'ConnectionError', 'WorkerLost', 'StorageUnavailable', 'PayloadUnavailable', 'Unknown']) {
+    for (const type of [
+      'ProviderUnavailable',
+      'RateLimited',
+      'Timeout',
+      'ConnectionError',
+      'WorkerLost',
+      'StorageUnavailable',
+      'PayloadUnavailable',
+      'Unknown',
+    ]) {
       expect([type, isRetryableFailure(type)]).toEqual([type, true]);
     }
-    for (const type of ['InvalidInput', 'BadRequest', 'Unauthorized', 'Forbidden', 'NotFound', 'Unprocessable', 'QuotaExceeded', 'RateLimitWaitExceeded', 'SourceChanged']) {
+    for (const type of [
+      'InvalidInput',
+      'BadRequest',
+      'Unauthorized',
+      'Forbidden',
+      'NotFound',
+      'Unprocessable',
+      'QuotaExceeded',
+      'RateLimitWaitExceeded',
+      'SourceChanged',
+    ]) {
       expect([type, isRetryableFailure(type)]).toEqual([type, false]);
     }
   });
 
-  it('lets a failure\'s own non-retryable flag turn a retry off, never on', () => {
+  it("lets a failure's own non-retryable flag turn a retry off, never on", () => {
     expect(isRetryableFailure(FailureType.PayloadUnavailable, true)).toBe(false);
     expect(isRetryableFailure(FailureType.BadRequest, false)).toBe(false);
     expect(isRetryableFailure(undefined)).toBe(true);
   });
 
-  it.each([400, 401, 403, 404, 408, 409, 422, 429, 499, 500, 503])('maps HTTP %i to a failure whose retryability is the table\'s', (status) => {
-    const error = APIError.generate(status, { error: { message: 'refused' } }, 'refused', new Headers());
-    const failure = toAgentFailure(error, { taskId: 't', attempt: 1 });
-    expect(failure.nonRetryable).toBe(!isRetryableFailure(failure.type ?? undefined));
-    expect(failure.nonRetryable).toBe((NON_RETRYABLE_FAILURE_TYPES as readonly string[]).includes(failure.type ?? ''));
-  });
+  it.each([400, 401, 403, 404, 408, 409, 422, 429, 499, 500, 503])(
+    "maps HTTP %i to a failure whose retryability is the table's",
+    (status) => {
+      const error = APIError.generate(status, { error: { message: 'refused' } }, 'refused', new Headers());
+      const failure = toAgentFailure(error, { taskId: 't', attempt: 1 });
+      expect(failure.nonRetryable).toBe(!isRetryableFailure(failure.type ?? undefined));
+      expect(failure.nonRetryable).toBe(
+        (NON_RETRYABLE_FAILURE_TYPES as readonly string[]).includes(failure.type ?? ''),
+      );
+    },
+  );
 });

@@ -24,7 +24,8 @@ const workflowTypeOf = (fixture: (typeof fixtures)[number]): string =>
 /** Replays every fixture on one replay worker; histories are replayed one at a time, in the order given. */
 async function replayAll(): Promise<Map<string, ReplayResult>> {
   const codePath = process.env.FANOUT_WORKFLOW_BUNDLE;
-  if (!codePath) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
+  if (!codePath)
+    throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
   const results = new Map<string, ReplayResult>();
   const replays = Worker.runReplayHistories(
     { workflowBundle: { codePath } },
@@ -52,7 +53,10 @@ describe('saved histories replay on the current workflow code', () => {
       .sort();
     const covered = new Set(fixtures.map(workflowTypeOf));
     expect(registered.filter((name) => !covered.has(name))).toEqual([]);
-    const handedOver = (fixture: (typeof fixtures)[number]) => fixture.history.events?.some((event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'slotsFreed');
+    const handedOver = (fixture: (typeof fixtures)[number]) =>
+      fixture.history.events?.some(
+        (event) => event.workflowExecutionSignaledEventAttributes?.signalName === 'slotsFreed',
+      );
     expect(fixtures.filter(handedOver).length).toBeGreaterThan(0);
   });
 

@@ -12,17 +12,28 @@ const connection = () => ['--address', suite.servers.server.address, '--task-que
 
 describe('events, token budget and the run commands', () => {
   it('keeps an event log readable with a cursor', async () => {
-    const handle = await suite.stack.client.startParallel([
-      { id: 'good', prompt: 'x [sim latency=50]' },
-      { id: 'bad', prompt: 'x [sim fault=404]' },
-      { id: 'flaky', prompt: 'x [sim fault=500 times=1]' },
-    ], { retry: { initialIntervalMs: 100 } });
+    const handle = await suite.stack.client.startParallel(
+      [
+        { id: 'good', prompt: 'x [sim latency=50]' },
+        { id: 'bad', prompt: 'x [sim fault=404]' },
+        { id: 'flaky', prompt: 'x [sim fault=500 times=1]' },
+      ],
+      { retry: { initialIntervalMs: 100 } },
+    );
     await handle.result();
     const page = await handle.workflow.query(eventsQuery, 0);
     const types = page.events.map((event) => `${event.type}${event.taskId ? `:${event.taskId}` : ''}`);
     expect(types[0]).toBe('run-started');
     expect(types[types.length - 1]).toBe('run-finished');
-    expect(types).toEqual(expect.arrayContaining(['agent-started:good', 'agent-finished:good', 'agent-failed:bad', 'agent-retried:flaky', 'agent-finished:flaky']));
+    expect(types).toEqual(
+      expect.arrayContaining([
+        'agent-started:good',
+        'agent-finished:good',
+        'agent-failed:bad',
+        'agent-retried:flaky',
+        'agent-finished:flaky',
+      ]),
+    );
     expect(page.dropped).toBe(0);
     expect((await handle.workflow.query(eventsQuery, page.nextCursor)).events).toEqual([]);
     const middle = await handle.workflow.query(eventsQuery, 2);
@@ -41,8 +52,23 @@ describe('events, token budget and the run commands', () => {
 
   it('shows status, results, a watched run, the list, and cancels', async () => {
     const tasks = path.join(directory, 'watch.jsonl');
-    writeFileSync(tasks, [JSON.stringify({ id: 'w1', prompt: 'x [sim latency=300]' }), JSON.stringify({ id: 'w2', prompt: 'x [sim latency=600]' })].join('\n'));
-    const watched = await runCli(['run', tasks, '--watch', '--id', 'watched-run', '--name', 'nightly report', ...connection()]);
+    writeFileSync(
+      tasks,
+      [
+        JSON.stringify({ id: 'w1', prompt: 'x [sim latency=300]' }),
+        JSON.stringify({ id: 'w2', prompt: 'x [sim latency=600]' }),
+      ].join('\n'),
+    );
+    const watched = await runCli([
+      'run',
+      tasks,
+      '--watch',
+      '--id',
+      'watched-run',
+      '--name',
+      'nightly report',
+      ...connection(),
+    ]);
     expect(watched.code).toBe(0);
     expect(watched.stdout).toMatch(/agent-finished w1/);
     expect(watched.stdout).toMatch(/agent-finished w2/);
@@ -54,17 +80,30 @@ describe('events, token budget and the run commands', () => {
     expect(status.stdout).toContain('2/2 done: ok 2');
 
     const results = await runCli(['results', 'watched-run', '--jsonl', ...connection()]);
-    expect(results.stdout.trim().split('\n').map((line) => (JSON.parse(line) as { id: string }).id)).toEqual(['w1', 'w2']);
+    expect(
+      results.stdout
+        .trim()
+        .split('\n')
+        .map((line) => (JSON.parse(line) as { id: string }).id),
+    ).toEqual(['w1', 'w2']);
 
     const list = await runCli(['list', ...connection()]);
     expect(list.stdout).toMatch(/COMPLETED\s+fanOut\s+watched-run/);
     // Found by its name through the FanoutName search attribute (visibility may lag a moment).
-    await waitFor('the run to be listed by name', async () => (await runCli(['list', '--name', 'nightly report', '--json', ...connection()])).stdout.includes('"watched-run"'));
+    await waitFor('the run to be listed by name', async () =>
+      (await runCli(['list', '--name', 'nightly report', '--json', ...connection()])).stdout.includes('"watched-run"'),
+    );
     const byOtherName = await runCli(['list', '--name', 'something else', '--json', ...connection()]);
     expect(JSON.parse(byOtherName.stdout)).toEqual([]);
 
-    const long = await suite.stack.client.startParallel([{ id: 'long', prompt: 'x [sim latency=60000]' }], {}, { workflowId: 'to-cancel' });
-    await waitFor('the call to start', () => suite.servers.simulator.log().some((request) => request.workflowId === 'to-cancel'));
+    const long = await suite.stack.client.startParallel(
+      [{ id: 'long', prompt: 'x [sim latency=60000]' }],
+      {},
+      { workflowId: 'to-cancel' },
+    );
+    await waitFor('the call to start', () =>
+      suite.servers.simulator.log().some((request) => request.workflowId === 'to-cancel'),
+    );
     const cancelled = await runCli(['cancel', 'to-cancel', ...connection()]);
     expect(cancelled.code).toBe(0);
     await expect(long.result()).rejects.toThrow();
@@ -78,12 +117,17 @@ describe('fanout dev', () => {
   it('keeps a dev server, worker and simulator up for other commands until interrupted', async () => {
     const { spawn } = await import('node:child_process');
     const { CLI } = await import('./support/paths');
-    const child = spawn(process.execPath, [CLI, 'dev'], { env: { ...process.env, OPENAI_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, 'dev'], {
+      env: { ...process.env, OPENAI_API_KEY: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     try {
-      const address = await waitFor('the dev stack', () => /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1], { timeoutMs: 60_000 });
+      const address = await waitFor('the dev stack', () => /export TEMPORAL_ADDRESS=(\S+)/.exec(output)?.[1], {
+        timeoutMs: 60_000,
+      });
       expect(output).toContain('(SIMULATED)');
       const tasks = path.join(directory, 'dev.jsonl');
       writeFileSync(tasks, JSON.stringify({ id: 'hello', prompt: 'Say hello' }));

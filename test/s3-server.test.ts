@@ -58,7 +58,9 @@ describe('startS3Server', () => {
   it('stores, reads, range-reads, lists and deletes an object', async () => {
     const key = 'runs/run-1/task-a.json';
     const text = '{"output":"hello, payload store"}';
-    await s3.send(new PutObjectCommand({ Bucket: server.bucket, Key: key, Body: text, ContentType: 'application/json' }));
+    await s3.send(
+      new PutObjectCommand({ Bucket: server.bucket, Key: key, Body: text, ContentType: 'application/json' }),
+    );
 
     expect((await read(key)).body.toString()).toBe(text);
     const range = await read(key, 'bytes=11-15');
@@ -75,13 +77,20 @@ describe('startS3Server', () => {
   });
 
   it('answers NoSuchBucket for a bucket nobody created, as AWS does, instead of creating it on the fly', async () => {
-    await expect(s3.send(new PutObjectCommand({ Bucket: 'never-created', Key: 'k', Body: 'v' }))).rejects.toMatchObject({ name: 'NoSuchBucket' });
+    await expect(s3.send(new PutObjectCommand({ Bucket: 'never-created', Key: 'k', Body: 'v' }))).rejects.toMatchObject(
+      { name: 'NoSuchBucket' },
+    );
   });
 
   it('takes a 12 MB object in parts through lib-storage and returns it byte for byte', async () => {
     const key = 'runs/run-2/large.bin';
     const data = randomBytes(12 * 1024 * 1024);
-    const upload = new Upload({ client: s3, params: { Bucket: server.bucket, Key: key, Body: data }, partSize: 5 * 1024 * 1024, queueSize: 2 });
+    const upload = new Upload({
+      client: s3,
+      params: { Bucket: server.bucket, Key: key, Body: data },
+      partSize: 5 * 1024 * 1024,
+      queueSize: 2,
+    });
     const parts: number[] = [];
     upload.on('httpUploadProgress', (progress) => {
       if (progress.part !== undefined) parts.push(progress.part);
@@ -104,11 +113,15 @@ describe('startS3Server', () => {
     await s3.send(new PutObjectCommand({ Bucket: server.bucket, Key: 'secret.txt', Body: 'not for strangers' }));
     const impostor = clientFor(server, `${server.secretAccessKey}x`);
     try {
-      await expect(impostor.send(new GetObjectCommand({ Bucket: server.bucket, Key: 'secret.txt' }))).rejects.toMatchObject({
+      await expect(
+        impostor.send(new GetObjectCommand({ Bucket: server.bucket, Key: 'secret.txt' })),
+      ).rejects.toMatchObject({
         name: 'SignatureDoesNotMatch',
         $metadata: { httpStatusCode: 403 },
       });
-      await expect(impostor.send(new ListObjectsV2Command({ Bucket: server.bucket }))).rejects.toMatchObject({ $metadata: { httpStatusCode: 403 } });
+      await expect(impostor.send(new ListObjectsV2Command({ Bucket: server.bucket }))).rejects.toMatchObject({
+        $metadata: { httpStatusCode: 403 },
+      });
     } finally {
       impostor.destroy();
     }

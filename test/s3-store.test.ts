@@ -16,7 +16,10 @@ let storage: Storage;
 const scratch = mkdtempSync(path.join(tmpdir(), 'fanout-s3-test-'));
 
 beforeAll(async () => {
-  [s3, servers] = await Promise.all([startS3Server(), startTestServers({ simulator: { latency: { minMs: 100, maxMs: 400 } } })]);
+  [s3, servers] = await Promise.all([
+    startS3Server(),
+    startTestServers({ simulator: { latency: { minMs: 100, maxMs: 400 } } }),
+  ]);
   storage = new Storage(s3.env());
 });
 
@@ -30,7 +33,10 @@ const bucketUri = (key: string) => `s3://${s3.bucket}/${key}`;
 async function linesOfSink(uri: string): Promise<BatchResultLine[]> {
   const text = (await storage.read(uri)).toString('utf8');
   if (text !== '' && !text.endsWith('\n')) throw new Error('the sink ends in a partial line');
-  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as BatchResultLine);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as BatchResultLine);
 }
 
 describe.each([
@@ -79,7 +85,9 @@ describe.each([
 
 describe('S3 specifics', () => {
   it('says when a bucket does not exist or the credentials are wrong', async () => {
-    await expect(storage.checkWritable('s3://no-such-bucket-here/out.jsonl')).rejects.toMatchObject({ code: 'NotFound' });
+    await expect(storage.checkWritable('s3://no-such-bucket-here/out.jsonl')).rejects.toMatchObject({
+      code: 'NotFound',
+    });
     const wrong = new Storage({ ...s3.env(), AWS_SECRET_ACCESS_KEY: 'not-the-secret' });
     const error = await wrong.write(bucketUri('x.txt'), 'x').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(StorageError);
@@ -121,11 +129,22 @@ describe('a batch on two machines that share no disk', () => {
     const [first] = await Promise.all([machine('machine-a', taskQueue), machine('machine-b', taskQueue)]);
     const source = bucketUri(`${uniqueName('batch')}/tasks.jsonl`);
     const sink = source.replace('tasks.jsonl', 'results.jsonl');
-    await storage.write(source, Array.from({ length: 300 }, (_, index) => JSON.stringify({ id: `s3-${index}`, prompt: `item ${index}` })).join('\n'));
+    await storage.write(
+      source,
+      Array.from({ length: 300 }, (_, index) => JSON.stringify({ id: `s3-${index}`, prompt: `item ${index}` })).join(
+        '\n',
+      ),
+    );
 
-    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue, store: new PayloadStore(storage, bucketUri('store')) });
+    const client = await FanoutClient.connect({
+      client: servers.server.client,
+      taskQueue,
+      store: new PayloadStore(storage, bucketUri('store')),
+    });
     const handle = await client.startBatch({ source, sink, options: { concurrency: 20, heartbeatTimeoutMs: 2000 } });
-    await waitFor('a third of the batch to finish', async () => (await handle.progress()).done >= 100, { timeoutMs: 60_000 });
+    await waitFor('a third of the batch to finish', async () => (await handle.progress()).done >= 100, {
+      timeoutMs: 60_000,
+    });
     await first.kill();
     const killedAt = Date.now();
     const summary = await handle.result();
@@ -145,7 +164,8 @@ describe('a batch on two machines that share no disk', () => {
   });
 
   it('refuses a batch whose s3:// source is missing or whose bucket does not exist, before starting', async () => {
-    const cli = (args: string[]) => runCli(['batch', 'start', ...args, '--address', servers.server.address, '--task-queue', 'nobody'], s3.env());
+    const cli = (args: string[]) =>
+      runCli(['batch', 'start', ...args, '--address', servers.server.address, '--task-queue', 'nobody'], s3.env());
     const missing = await cli([bucketUri('nothing/here.jsonl'), '--out', bucketUri('nothing/out.jsonl')]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('here.jsonl: cannot be read (it does not exist)');
@@ -162,15 +182,27 @@ describe('a batch on two machines that share no disk', () => {
     const taskQueue = uniqueName('tq');
     await machine('machine-c', taskQueue);
     const source = path.join(scratch, 'down-tasks.jsonl');
-    writeFileSync(source, Array.from({ length: 200 }, (_, index) => JSON.stringify({ id: `d-${index}`, prompt: `x [sim latency=300]` })).join('\n'));
+    writeFileSync(
+      source,
+      Array.from({ length: 200 }, (_, index) =>
+        JSON.stringify({ id: `d-${index}`, prompt: `x [sim latency=300]` }),
+      ).join('\n'),
+    );
     const sink = bucketUri(`${uniqueName('down')}/results.jsonl`);
-    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue, store: new PayloadStore(storage, bucketUri('store')) });
+    const client = await FanoutClient.connect({
+      client: servers.server.client,
+      taskQueue,
+      store: new PayloadStore(storage, bucketUri('store')),
+    });
     const handle = await client.startBatch({ source, sink, options: { concurrency: 10, storageAttempts: 2 } });
     await waitFor('some results', async () => (await handle.progress()).done >= 10, { timeoutMs: 60_000 });
     await s3.stop();
     await expect(handle.result()).rejects.toThrow();
 
-    const { code, stdout } = await runCli(['batch', 'status', handle.batchId, '--address', servers.server.address], s3.env());
+    const { code, stdout } = await runCli(
+      ['batch', 'status', handle.batchId, '--address', servers.server.address],
+      s3.env(),
+    );
     expect(code).toBe(1);
     expect(stdout).toContain(`batch ${handle.batchId}: failed (`);
     expect(stdout).toMatch(/StorageUnavailable|ECONNREFUSED|connect/);

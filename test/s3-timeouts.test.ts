@@ -48,7 +48,13 @@ async function settledWithin<T>(promise: Promise<T>, ms: number): Promise<unknow
   let timer: NodeJS.Timeout | undefined;
   const pending = new Promise((resolve) => (timer = setTimeout(() => resolve('still pending'), ms)));
   try {
-    return await Promise.race([promise.then(() => 'resolved', (error: unknown) => error), pending]);
+    return await Promise.race([
+      promise.then(
+        () => 'resolved',
+        (error: unknown) => error,
+      ),
+      pending,
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -21,27 +21,48 @@ interface Request {
   maxTokens?: number;
 }
 
-function complete(sim: Simulator, { key = 'k1', model = 'gpt-4o-mini', prompt = 'x'.repeat(40), maxTokens }: Request = {}): Promise<Response> {
+function complete(
+  sim: Simulator,
+  { key = 'k1', model = 'gpt-4o-mini', prompt = 'x'.repeat(40), maxTokens }: Request = {},
+): Promise<Response> {
   return fetch(`${sim.baseUrl}/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-fanout-task-id': 't' },
-    body: JSON.stringify({ model, messages: [{ role: 'user', content: prompt }], ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }) }),
+    body: JSON.stringify({
+      model,
+      messages: [{ role: 'user', content: prompt }],
+      ...(maxTokens === undefined ? {} : { max_tokens: maxTokens }),
+    }),
   });
 }
 
 function limitHeaders(response: Response): Record<string, string | null> {
-  const names = ['limit-requests', 'remaining-requests', 'reset-requests', 'limit-tokens', 'remaining-tokens', 'reset-tokens'];
+  const names = [
+    'limit-requests',
+    'remaining-requests',
+    'reset-requests',
+    'limit-tokens',
+    'remaining-tokens',
+    'reset-tokens',
+  ];
   return Object.fromEntries(names.map((name) => [name, response.headers.get(`x-ratelimit-${name}`)]));
 }
 
 describe('the simulated provider rate limits', () => {
   it('sends the x-ratelimit-* headers on every response, counting down the requests and tokens of the key', async () => {
     // Slow refill (1 request and 100 tokens a second), so the count-down is not hidden by what refills meanwhile.
-    const sim = await simulator({ rateLimits: { requestsPerMinute: 60, tokensPerMinute: 6000 }, completionTokens: { min: 20, max: 20 } });
+    const sim = await simulator({
+      rateLimits: { requestsPerMinute: 60, tokensPerMinute: 6000 },
+      completionTokens: { min: 20, max: 20 },
+    });
     const first = await complete(sim);
     const second = await complete(sim);
     expect(first.status).toBe(200);
-    expect(limitHeaders(first)).toMatchObject({ 'limit-requests': '60', 'remaining-requests': '59', 'limit-tokens': '6000' });
+    expect(limitHeaders(first)).toMatchObject({
+      'limit-requests': '60',
+      'remaining-requests': '59',
+      'limit-tokens': '6000',
+    });
     expect(limitHeaders(second)['remaining-requests']).toBe('58');
     // 40 characters of prompt count 10 tokens, and the answer 20: 30 tokens per request.
     const remainingTokens = Number(second.headers.get('x-ratelimit-remaining-tokens'));
@@ -50,7 +71,7 @@ describe('the simulated provider rate limits', () => {
     expect(second.headers.get('x-ratelimit-reset-requests')).toMatch(/^\d+(\.\d+)?m?s$/);
   });
 
-  it('refuses a request over the requests-per-minute limit with 429, Retry-After and OpenAI\'s error shape, and does not charge it', async () => {
+  it("refuses a request over the requests-per-minute limit with 429, Retry-After and OpenAI's error shape, and does not charge it", async () => {
     const sim = await simulator({ rateLimits: { requestsPerMinute: 60, burstSeconds: 2 } });
     expect((await complete(sim)).status).toBe(200);
     expect((await complete(sim)).status).toBe(200);
@@ -75,15 +96,23 @@ describe('the simulated provider rate limits', () => {
     expect(refused.status).toBe(429);
     const refusedAt = Date.now();
     const retryAfterMs = Number(refused.headers.get('retry-after-ms'));
-    const admitted = await waitFor('a request to be admitted again', async () => ((await complete(sim)).status === 200 ? Date.now() : undefined), {
-      timeoutMs: 5000,
-      intervalMs: 50,
-    });
+    const admitted = await waitFor(
+      'a request to be admitted again',
+      async () => ((await complete(sim)).status === 200 ? Date.now() : undefined),
+      {
+        timeoutMs: 5000,
+        intervalMs: 50,
+      },
+    );
     expect(admitted - refusedAt).toBeGreaterThanOrEqual(retryAfterMs - 60);
   });
 
   it('charges prompt + max_tokens while a request is in flight and settles to the tokens used when it answers', async () => {
-    const sim = await simulator({ rateLimits: { tokensPerMinute: 1000 }, completionTokens: { min: 20, max: 20 }, latency: { minMs: 400, maxMs: 400 } });
+    const sim = await simulator({
+      rateLimits: { tokensPerMinute: 1000 },
+      completionTokens: { min: 20, max: 20 },
+      latency: { minMs: 400, maxMs: 400 },
+    });
     const slow = complete(sim, { maxTokens: 500 });
     // In flight: 10 prompt tokens + the 500 it may produce are reserved.
     const reserved = await waitFor('the request to be admitted', () => {

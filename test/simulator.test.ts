@@ -25,7 +25,10 @@ function complete(sim: Simulator, taskId: string, prompt = 'hello', signal?: Abo
 describe('the simulator', () => {
   it('answers an OpenAI-shaped completion that says it is simulated, and lists models', async () => {
     const sim = await simulator({ latency: { minMs: 0, maxMs: 0 } });
-    const body = (await (await complete(sim, 'a', 'What is 2+2?')).json()) as { choices: { message: { content: string } }[]; usage: { total_tokens: number } };
+    const body = (await (await complete(sim, 'a', 'What is 2+2?')).json()) as {
+      choices: { message: { content: string } }[];
+      usage: { total_tokens: number };
+    };
     expect(body.choices[0].message.content).toBe('[simulated] answer to: What is 2+2?');
     expect(body.usage.total_tokens).toBeGreaterThan(0);
     const models = (await (await fetch(`${sim.baseUrl}/models`)).json()) as { data: { id: string }[] };
@@ -36,7 +39,10 @@ describe('the simulator', () => {
     const latencies = async (seed: number) => {
       const sim = await simulator({ seed, latency: { minMs: 0, maxMs: 200 } });
       await Promise.all(['a', 'b', 'c', 'd'].map((id) => complete(sim, id)));
-      return sim.log().sort((x, y) => x.taskId.localeCompare(y.taskId)).map((request) => request.latencyMs);
+      return sim
+        .log()
+        .sort((x, y) => x.taskId.localeCompare(y.taskId))
+        .map((request) => request.latencyMs);
     };
     const first = await latencies(7);
     expect(await latencies(7)).toEqual(first);
@@ -45,7 +51,10 @@ describe('the simulator', () => {
   });
 
   it('injects a scripted fault for the first N requests of a task, then answers', async () => {
-    const sim = await simulator({ latency: { minMs: 0, maxMs: 0 }, faultsByTask: { flaky: { kind: '503', times: 2, retryAfterSeconds: 1 } } });
+    const sim = await simulator({
+      latency: { minMs: 0, maxMs: 0 },
+      faultsByTask: { flaky: { kind: '503', times: 2, retryAfterSeconds: 1 } },
+    });
     const statuses = [];
     for (let index = 0; index < 3; index += 1) statuses.push((await complete(sim, 'flaky')).status);
     expect(statuses).toEqual([503, 503, 200]);
@@ -56,7 +65,11 @@ describe('the simulator', () => {
 
   it('rolls rate faults from the seed, the same on every run', async () => {
     const outcomes = async () => {
-      const sim = await simulator({ seed: 'rates', latency: { minMs: 0, maxMs: 0 }, faultRates: { '429': 0.2, '500': 0.1 } });
+      const sim = await simulator({
+        seed: 'rates',
+        latency: { minMs: 0, maxMs: 0 },
+        faultRates: { '429': 0.2, '500': 0.1 },
+      });
       const statuses: number[] = [];
       for (let index = 0; index < 100; index += 1) statuses.push((await complete(sim, `t${index}`)).status);
       return statuses;
@@ -77,7 +90,9 @@ describe('the simulator', () => {
     controller.abort();
     await pending;
     await waitFor('the disconnect to be logged', () => sim.log()[0].clientClosedAt);
-    const { requests } = (await (await fetch(`http://127.0.0.1:${sim.port}/_sim/log`)).json()) as { requests: SimulatedRequest[] };
+    const { requests } = (await (await fetch(`http://127.0.0.1:${sim.port}/_sim/log`)).json()) as {
+      requests: SimulatedRequest[];
+    };
     expect(requests[0]).toMatchObject({ taskId: 'aborted', attempt: 1 });
     expect(requests[0].respondedAt).toBeUndefined();
     const stats = await (await fetch(`http://127.0.0.1:${sim.port}/_sim/stats`)).json();
@@ -86,7 +101,8 @@ describe('the simulator', () => {
 
   it('takes a new configuration over HTTP and refuses a bad one', async () => {
     const sim = await simulator();
-    const put = (body: unknown) => fetch(`http://127.0.0.1:${sim.port}/_sim/config`, { method: 'PUT', body: JSON.stringify(body) });
+    const put = (body: unknown) =>
+      fetch(`http://127.0.0.1:${sim.port}/_sim/config`, { method: 'PUT', body: JSON.stringify(body) });
     expect((await put({ faultsByTask: { x: { kind: '401' } } })).status).toBe(200);
     expect((await complete(sim, 'x')).status).toBe(401);
     expect((await put({ latency: { minMs: 5, maxMs: 1 } })).status).toBe(400);
@@ -96,15 +112,29 @@ describe('the simulator', () => {
 describe('computeMetrics', () => {
   it('computes success rate, percentiles, efficiency and tokens', () => {
     const result = (id: string, status: 'ok' | 'failed' | 'cancelled', durationMs: number, attempts = 1) => ({
-      id, name: id, status, durationMs, attempts, usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 },
+      id,
+      name: id,
+      status,
+      durationMs,
+      attempts,
+      usage: { promptTokens: 1, completionTokens: 2, totalTokens: 3 },
     });
     const metrics = computeMetrics(
       [result('a', 'ok', 100), result('b', 'ok', 300), result('c', 'failed', 200), result('d', 'cancelled', 0, 0)],
       300,
     );
     expect(metrics).toMatchObject({
-      total: 4, succeeded: 2, failed: 1, cancelled: 1, successRate: 0.5,
-      sumTaskMs: 600, slowestTaskMs: 300, meanTaskMs: 200, p50TaskMs: 200, p95TaskMs: 300, parallelismEfficiency: 2,
+      total: 4,
+      succeeded: 2,
+      failed: 1,
+      cancelled: 1,
+      successRate: 0.5,
+      sumTaskMs: 600,
+      slowestTaskMs: 300,
+      meanTaskMs: 200,
+      p50TaskMs: 200,
+      p95TaskMs: 300,
+      parallelismEfficiency: 2,
       tokens: { prompt: 4, completion: 8, total: 12 },
     });
     expect(computeMetrics([], 0)).toMatchObject({ successRate: 0, parallelismEfficiency: 0, p95TaskMs: 0 });

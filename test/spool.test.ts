@@ -6,7 +6,15 @@ import path from 'node:path';
 import type { BatchResultLine } from '../src/contract/batch';
 import { laneName } from '../src/contract/lane-name';
 import { segmentName } from '../src/contract/location';
-import { assembleLeftover, assembleSink, carryOkLines, journaled, LaneJournal, sealLane, spoolOf } from '../src/batch/spool';
+import {
+  assembleLeftover,
+  assembleSink,
+  carryOkLines,
+  journaled,
+  LaneJournal,
+  sealLane,
+  spoolOf,
+} from '../src/batch/spool';
 import { FileStorage, type ObjectStorage } from '../src/store';
 import { readSink } from './support/batch-files';
 import { ROOT } from './support/paths';
@@ -14,11 +22,27 @@ import { ROOT } from './support/paths';
 const storage = new FileStorage();
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-spool-'));
 
-const ok = (id: string, output = `answer ${id}`): string => JSON.stringify({ id, status: 'ok', output, attempts: 1, durationMs: 1, usage: { promptTokens: 2, completionTokens: 3, totalTokens: 5 }, costUsd: 0.25 });
-const failed = (id: string): string => JSON.stringify({ id, status: 'failed', error: { type: 'X', message: 'x' }, attempts: 5, durationMs: 1 });
+const ok = (id: string, output = `answer ${id}`): string =>
+  JSON.stringify({
+    id,
+    status: 'ok',
+    output,
+    attempts: 1,
+    durationMs: 1,
+    usage: { promptTokens: 2, completionTokens: 3, totalTokens: 5 },
+    costUsd: 0.25,
+  });
+const failed = (id: string): string =>
+  JSON.stringify({ id, status: 'failed', error: { type: 'X', message: 'x' }, attempts: 5, durationMs: 1 });
 
 /** One record, journaled as a lane does it (an appender opened for it alone). */
-async function journalItem(store: ObjectStorage, spool: string, lane: string, index: number, line: string): Promise<void> {
+async function journalItem(
+  store: ObjectStorage,
+  spool: string,
+  lane: string,
+  index: number,
+  line: string,
+): Promise<void> {
   const journal = await LaneJournal.open(store, spool, lane);
   await journal.record(index, line);
   await journal.close();
@@ -95,7 +119,11 @@ describe('the spool', () => {
     for (const [index, id] of ['a', 'b', 'c'].entries()) await journal.record(index, ok(id));
     await journal.close();
     expect(appends).toBe(2);
-    expect((await storage.list(path.join(spool, 'lanes', lane))).sort()).toEqual(['0001.json', '0002.json', 'journal.log']);
+    expect((await storage.list(path.join(spool, 'lanes', lane))).sort()).toEqual([
+      '0001.json',
+      '0002.json',
+      'journal.log',
+    ]);
     expect([...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b)).toEqual([
       [0, ok('a')],
       [1, ok('b')],
@@ -107,7 +135,10 @@ describe('the spool', () => {
     const spool = spoolOf(path.join(directory, 'both-refused.jsonl'), 'run-1');
     const lane = laneName(0, 0);
     const refusing: ObjectStorage = Object.assign(Object.create(storage) as ObjectStorage, {
-      openAppender: async () => ({ append: async () => Promise.reject(new Error('disk full')), close: async () => undefined }),
+      openAppender: async () => ({
+        append: async () => Promise.reject(new Error('disk full')),
+        close: async () => undefined,
+      }),
     });
     const journal = await LaneJournal.open(refusing, spool, lane);
     await Promise.all([journal.record(0, ok('a')), journal.record(1, ok('b'))]);
@@ -121,7 +152,9 @@ describe('the spool', () => {
     await journalItem(storage, spool, laneName(0, 0), 0, ok('a'));
     await sealLane(storage, spool, laneName(0, 0));
     // Lane 1 of window 0 ended sealed, the ledger says, but its segment is gone (a partial removal, a stale finish).
-    await expect(assembleSink(storage, sink, spool, { windows: [2], unsealed: [] })).rejects.toThrow(/lane w0000-l0000001 ended, but its results are not in the spool/);
+    await expect(assembleSink(storage, sink, spool, { windows: [2], unsealed: [] })).rejects.toThrow(
+      /lane w0000-l0000001 ended, but its results are not in the spool/,
+    );
     expect(await storage.size(sink)).toBeUndefined();
   });
 
@@ -193,7 +226,8 @@ describe('the spool', () => {
     const output = 'x'.repeat(2000);
     // ~240 MB of results, read by a process whose heap may not exceed 64 MB.
     for (let index = 0; index < 120_000; index += 1) {
-      if (!out.write(`${JSON.stringify({ id: `h${index}`, status: 'ok', output, attempts: 1, durationMs: 1 })}\n`)) await once(out, 'drain');
+      if (!out.write(`${JSON.stringify({ id: `h${index}`, status: 'ok', output, attempts: 1, durationMs: 1 })}\n`))
+        await once(out, 'drain');
     }
     out.end();
     await once(out, 'finish');
@@ -203,7 +237,9 @@ describe('the spool', () => {
       carryOkLines(new FileStorage(), process.argv[1], spoolOf(process.argv[1], 'resume'))
         .then((kept) => console.log(JSON.stringify({ kept: kept.size })))
         .catch((error) => { console.error(error); process.exit(1); });`;
-    const printed = execFileSync(process.execPath, ['--max-old-space-size=64', '-e', script, sink], { encoding: 'utf8' });
+    const printed = execFileSync(process.execPath, ['--max-old-space-size=64', '-e', script, sink], {
+      encoding: 'utf8',
+    });
     expect(JSON.parse(printed)).toMatchObject({ kept: 120_000 });
   }, 180_000);
 });

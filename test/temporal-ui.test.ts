@@ -13,7 +13,15 @@ beforeAll(async () => {
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
     // The machine has no network beyond loopback: keep Chromium from reaching out.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 });
 
@@ -36,7 +44,8 @@ it('shows a finished fan-out, its summary and its agents in the Temporal UI', as
 
   await page.goto(`${ui}/namespaces/default/workflows/${handle.workflowId}`);
   await page.getByText('UI check: fan-out of 3 agents').first().waitFor({ timeout: 30_000 });
-  for (const name of ['Researcher', 'Analyst', 'Writer']) await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
+  for (const name of ['Researcher', 'Analyst', 'Writer'])
+    await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
   await page.screenshot({ path: screenshotPath('temporal-ui-fan-out.png'), fullPage: true });
   await page.close();
 });

@@ -28,7 +28,12 @@ describe('connection settings through Temporal envconfig', () => {
   const certificates = generateServerCertificates(path.join(directory, 'unit-certs'), 'temporal.example.internal');
 
   it('defaults to a local plaintext server and namespace default', () => {
-    expect(temporalConnectionFromEnvironment({ HOME: home })).toEqual({ address: '127.0.0.1:7233', namespace: 'default', apiKey: undefined, tls: undefined });
+    expect(temporalConnectionFromEnvironment({ HOME: home })).toEqual({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      apiKey: undefined,
+      tls: undefined,
+    });
   });
 
   it('reads the server CA and the server name (SNI) from the TEMPORAL_TLS_* variables', () => {
@@ -62,8 +67,16 @@ describe('connection settings through Temporal envconfig', () => {
         'x-team = "agents"',
       ].join('\n'),
     );
-    const staging = temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'staging' });
-    expect(staging).toMatchObject({ address: 'staging.example:7233', namespace: 'fanout-staging', metadata: { 'x-team': 'agents' } });
+    const staging = temporalConnectionFromEnvironment({
+      HOME: home,
+      TEMPORAL_CONFIG_FILE: toml,
+      TEMPORAL_PROFILE: 'staging',
+    });
+    expect(staging).toMatchObject({
+      address: 'staging.example:7233',
+      namespace: 'fanout-staging',
+      metadata: { 'x-team': 'agents' },
+    });
     expect(tlsObject(staging.tls).serverNameOverride).toBe('temporal.example.internal');
 
     const overridden = temporalConnectionFromEnvironment({
@@ -76,31 +89,47 @@ describe('connection settings through Temporal envconfig', () => {
     expect(overridden).toMatchObject({ address: 'staging.example:7233', namespace: 'other' });
     expect(tlsObject(overridden.tls).serverNameOverride).toBe('other.example.internal');
 
-    expect(temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_CONFIG_FILE: toml }).address).toBe('default.example:7233');
+    expect(temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_CONFIG_FILE: toml }).address).toBe(
+      'default.example:7233',
+    );
   });
 
   it('names a profile that does not exist', () => {
     const toml = file('only-default.toml', '[profile.default]\naddress = "a:1"\n');
-    expect(() => temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' })).toThrow(
-      /Temporal connection settings.*Profile 'prod' not found/,
-    );
+    expect(() =>
+      temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'prod' }),
+    ).toThrow(/Temporal connection settings.*Profile 'prod' not found/);
   });
 
   it('still honours TEMPORAL_TLS_CERT_PATH / TEMPORAL_TLS_KEY_PATH and refuses one without the other', () => {
-    const mtls = temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_TLS_CERT_PATH: certificates.certPath, TEMPORAL_TLS_KEY_PATH: certificates.keyPath });
+    const mtls = temporalConnectionFromEnvironment({
+      HOME: home,
+      TEMPORAL_TLS_CERT_PATH: certificates.certPath,
+      TEMPORAL_TLS_KEY_PATH: certificates.keyPath,
+    });
     const pair = tlsObject(mtls.tls).clientCertPair;
     expect(pair && Buffer.from(pair.crt).equals(readFileSync(certificates.certPath))).toBe(true);
-    expect(() => temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_TLS_CERT_PATH: certificates.certPath })).toThrow(
-      /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/,
-    );
+    expect(() =>
+      temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_TLS_CERT_PATH: certificates.certPath }),
+    ).toThrow(/TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/);
   });
 
   it('treats TEMPORAL_TLS=true alone as TLS with the system CAs, and blank variables as unset', () => {
-    expect(temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_TLS: 'true', TEMPORAL_ADDRESS: ' ', TEMPORAL_TLS_SERVER_NAME: '' })).toMatchObject({
+    expect(
+      temporalConnectionFromEnvironment({
+        HOME: home,
+        TEMPORAL_TLS: 'true',
+        TEMPORAL_ADDRESS: ' ',
+        TEMPORAL_TLS_SERVER_NAME: '',
+      }),
+    ).toMatchObject({
       address: '127.0.0.1:7233',
       tls: true,
     });
-    expect(temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_API_KEY: 'key' })).toMatchObject({ apiKey: 'key', tls: true });
+    expect(temporalConnectionFromEnvironment({ HOME: home, TEMPORAL_API_KEY: 'key' })).toMatchObject({
+      apiKey: 'key',
+      tls: true,
+    });
   });
 });
 
@@ -143,13 +172,23 @@ describe('a worker and the CLI on a Temporal cluster with a private CA', () => {
   it('runs a fan-out end to end when worker and CLI trust the cluster CA and check its name', async () => {
     const taskQueue = uniqueName('tls');
     workers.push(await spawnWorker({ address: running().address, taskQueue, env: trusting() }));
-    const tasks = file('tls-tasks.jsonl', '{"id":"a","prompt":"one"}\n{"id":"b","prompt":"two"}\n{"id":"c","prompt":"three"}\n');
+    const tasks = file(
+      'tls-tasks.jsonl',
+      '{"id":"a","prompt":"one"}\n{"id":"b","prompt":"two"}\n{"id":"c","prompt":"three"}\n',
+    );
 
-    const { code, stdout, stderr } = await runCli(['run', tasks, '--json', '--address', running().address, '--task-queue', taskQueue], trusting());
+    const { code, stdout, stderr } = await runCli(
+      ['run', tasks, '--json', '--address', running().address, '--task-queue', taskQueue],
+      trusting(),
+    );
 
     expect({ code, stderr }).toMatchObject({ code: 0 });
     const result = JSON.parse(stdout) as { results: { id: string; status: string }[] };
-    expect(result.results.map(({ id, status }) => [id, status])).toEqual([['a', 'ok'], ['b', 'ok'], ['c', 'ok']]);
+    expect(result.results.map(({ id, status }) => [id, status])).toEqual([
+      ['a', 'ok'],
+      ['b', 'ok'],
+      ['c', 'ok'],
+    ]);
   });
 
   it('reaches the cluster through a named profile in a TOML file', async () => {
@@ -176,11 +215,16 @@ describe('a worker and the CLI on a Temporal cluster with a private CA', () => {
     const withoutCa = { HOME: directory, TEMPORAL_TLS: 'true', TEMPORAL_TLS_SERVER_NAME: running().tls.serverName };
     const address = ['--address', running().address, '--task-queue', uniqueName('untrusted')];
 
-    const [worker, run] = await Promise.all([runCli(['worker', ...address], withoutCa), runCli(['run', tasks, ...address], withoutCa)]);
+    const [worker, run] = await Promise.all([
+      runCli(['worker', ...address], withoutCa),
+      runCli(['run', tasks, ...address], withoutCa),
+    ]);
 
     for (const outcome of [worker, run]) {
       expect(outcome.code).toBe(3);
-      expect(outcome.stderr).toContain(`cannot connect to Temporal at ${running().address}: the server's certificate is not signed by a CA this client trusts`);
+      expect(outcome.stderr).toContain(
+        `cannot connect to Temporal at ${running().address}: the server's certificate is not signed by a CA this client trusts`,
+      );
       expect(outcome.stderr).toContain('TEMPORAL_TLS_SERVER_CA_CERT_PATH');
     }
   });

@@ -42,7 +42,10 @@ async function bundleAt(commit: string): Promise<string> {
   execFileSync('tar', ['-xf', archive, '-C', scratch]);
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(scratch, 'node_modules'));
   const quiet = { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error: console.error };
-  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(scratch, 'src', 'workflows', 'index.ts'), logger: quiet });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: path.join(scratch, 'src', 'workflows', 'index.ts'),
+    logger: quiet,
+  });
   const file = path.join(scratch, 'workflow-bundle.old.js');
   writeFileSync(file, code);
   return file;
@@ -87,7 +90,8 @@ afterAll(() => {
 describe('deploying a patched batch window workflow while a batch runs', () => {
   it('finishes a batch started on the old code on a worker with the new code, every id once in the sink', async () => {
     const newBundle = process.env.FANOUT_WORKFLOW_BUNDLE;
-    if (!newBundle) throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
+    if (!newBundle)
+      throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
     const taskQueue = uniqueName('tq');
     const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
     const directory = batchDirectory();
@@ -98,14 +102,22 @@ describe('deploying a patched batch window workflow while a batch runs', () => {
     let newWorker: { stop(): Promise<void> } | undefined;
     try {
       const handle = await client.startBatch({ source, sink, options: { concurrency: 4, pageSize: 10 } });
-      await waitFor('the old worker to finish about a third of the batch', async () => (await handle.progress()).done >= 12);
+      await waitFor(
+        'the old worker to finish about a third of the batch',
+        async () => (await handle.progress()).done >= 12,
+      );
       await oldWorker.stop();
       // No worker answers queries now: the simulator says how far the old worker got.
-      const answered = () => suite.servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
+      const answered = () =>
+        suite.servers.simulator
+          .log()
+          .filter((request) => request.workflowId === handle.batchId && request.respondedAt !== undefined);
       expect(answered().length).toBeGreaterThanOrEqual(12);
       expect(answered().length).toBeLessThan(40);
       // The batch's window is the workflow the patch changes.
-      const windowId = ((await handle.workflow.fetchHistory()).events ?? []).flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [])[0];
+      const windowId = ((await handle.workflow.fetchHistory()).events ?? []).flatMap(
+        (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+      )[0];
       const window = suite.servers.server.client.workflow.getHandle(windowId);
       // The old code does not know the patch: nothing of it in the window so far.
       expect((await window.describe()).memo?.progress).toBeUndefined();
@@ -116,9 +128,12 @@ describe('deploying a patched batch window workflow while a batch runs', () => {
         'the batch to finish on the new worker',
         async () => {
           const events = (await window.fetchHistory()).events ?? [];
-          const taskFailure = events.find((event) => event.workflowTaskFailedEventAttributes?.cause === NONDETERMINISM)?.workflowTaskFailedEventAttributes?.failure?.message;
+          const taskFailure = events.find((event) => event.workflowTaskFailedEventAttributes?.cause === NONDETERMINISM)
+            ?.workflowTaskFailedEventAttributes?.failure?.message;
           if (taskFailure) return { taskFailure };
-          return events.some((event) => event.workflowExecutionCompletedEventAttributes) ? { taskFailure: undefined } : undefined;
+          return events.some((event) => event.workflowExecutionCompletedEventAttributes)
+            ? { taskFailure: undefined }
+            : undefined;
         },
         { timeoutMs: 90_000, intervalMs: 250 },
       );
@@ -129,12 +144,21 @@ describe('deploying a patched batch window workflow while a batch runs', () => {
       expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
       const events = (await window.fetchHistory()).events ?? [];
       // One window, worked on by both workers.
-      const workers = new Set(events.map((event) => event.workflowTaskStartedEventAttributes?.identity).filter(Boolean));
+      const workers = new Set(
+        events.map((event) => event.workflowTaskStartedEventAttributes?.identity).filter(Boolean),
+      );
       expect([...workers].sort()).toEqual(['new-code', 'old-code']);
       // The new worker took the patched branch once the run went live on it: a marker, then progress in the memo.
       const marker = events.findIndex((event) => patchIdOf(event) === PATCH_ID);
-      expect(marker).toBeGreaterThan(events.findIndex((event) => event.workflowTaskStartedEventAttributes?.identity === 'new-code'));
-      expect((await window.describe()).memo?.progress).toEqual({ window: 0, done: 40, failed: 0, lanes: expect.any(Number) });
+      expect(marker).toBeGreaterThan(
+        events.findIndex((event) => event.workflowTaskStartedEventAttributes?.identity === 'new-code'),
+      );
+      expect((await window.describe()).memo?.progress).toEqual({
+        window: 0,
+        done: 40,
+        failed: 0,
+        lanes: expect.any(Number),
+      });
     } finally {
       await oldWorker.stop();
       await newWorker?.stop();

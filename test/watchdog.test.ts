@@ -21,7 +21,13 @@ interface Script {
 }
 
 function fakeClient(script: Script) {
-  const record = { describes: 0, polls: 0, failed: [] as { activityId: string; type?: string }[], warnings: [] as string[], infos: [] as string[] };
+  const record = {
+    describes: 0,
+    polls: 0,
+    failed: [] as { activityId: string; type?: string }[],
+    warnings: [] as string[],
+    infos: [] as string[],
+  };
   const connection = {
     withAbortSignal: <R>(signal: AbortSignal, fn: () => Promise<R>) =>
       new Promise<R>((resolve, reject) => {
@@ -61,11 +67,20 @@ function fakeClient(script: Script) {
       },
     },
   };
-  const logger = { info: (message: string) => record.infos.push(message), warn: (message: string) => record.warnings.push(message) };
+  const logger = {
+    info: (message: string) => record.infos.push(message),
+    warn: (message: string) => record.warnings.push(message),
+  };
   return { client: client as unknown as Client, record, logger };
 }
 
-const options: CallWatchdogOptions = { watchIntervalMs: 100, lostAfterMs: 400, sweepIntervalMs: 60_000, sweepConcurrency: 1, idleMs: 60_000 };
+const options: CallWatchdogOptions = {
+  watchIntervalMs: 100,
+  lostAfterMs: 400,
+  sweepIntervalMs: 60_000,
+  sweepConcurrency: 1,
+  idleMs: 60_000,
+};
 const idlePoll = () => new Promise((resolve) => setTimeout(() => resolve({}), 50));
 const unavailable = () => Promise.reject(Object.assign(new Error('14 UNAVAILABLE: connection refused'), { code: 14 }));
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -127,7 +142,10 @@ describe('a worker cut off from Temporal', () => {
   });
 
   it('backs off while its reads fail: a few polls and describes a second, one warning each, not one per retry', async () => {
-    const { watchdog, record } = start({ poll: unavailable, describe: unavailable, pollers: () => [] }, { lostAfterMs: 600_000 });
+    const { watchdog, record } = start(
+      { poll: unavailable, describe: unavailable, pollers: () => [] },
+      { lostAfterMs: 600_000 },
+    );
     watchdog.register(call('a'));
     await sleep(4000);
     // Unthrottled, these were a describe every 100 ms and a poll every 1.2 s with a warning each.
@@ -137,8 +155,8 @@ describe('a worker cut off from Temporal', () => {
   });
 });
 
-describe('a dead worker\'s call when describes fail for a while', () => {
-  it('is failed on the dead worker\'s behalf as soon as describes work again', async () => {
+describe("a dead worker's call when describes fail for a while", () => {
+  it("is failed on the dead worker's behalf as soon as describes work again", async () => {
     let throttled = true;
     const dead = {
       activityId: 'theirs',
@@ -149,7 +167,10 @@ describe('a dead worker\'s call when describes fail for a while', () => {
     };
     const { watchdog, record } = start({
       poll: idlePoll,
-      describe: () => (throttled ? Promise.reject(Object.assign(new Error('8 RESOURCE_EXHAUSTED'), { code: 8 })) : runningDescription([dead])),
+      describe: () =>
+        throttled
+          ? Promise.reject(Object.assign(new Error('8 RESOURCE_EXHAUSTED'), { code: 8 }))
+          : runningDescription([dead]),
       pollers: () => [
         { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
         { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
@@ -159,7 +180,7 @@ describe('a dead worker\'s call when describes fail for a while', () => {
     await sleep(1500);
     expect(record.failed).toEqual([]);
     throttled = false;
-    await waitFor('the dead worker\'s call to be failed', () => record.failed.length === 1, { timeoutMs: 10_000 });
+    await waitFor("the dead worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 10_000 });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
     expect(record.infos).toContain('describes work again');
   });
@@ -188,7 +209,9 @@ describe('the sweep over running workflows no live worker has calls in', () => {
       { sweepIntervalMs: 20, sweepConcurrency: 8 },
     );
     watchdog.startSweeping('q');
-    await waitFor('the call in the 11,001st workflow to be failed', () => record.failed.length === 1, { timeoutMs: 30_000 });
+    await waitFor('the call in the 11,001st workflow to be failed', () => record.failed.length === 1, {
+      timeoutMs: 30_000,
+    });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
   });
 });
@@ -196,7 +219,11 @@ describe('the sweep over running workflows no live worker has calls in', () => {
 describe('stopping', () => {
   it('says nothing when the connection closes under an open presence poll', async () => {
     const dropped = Object.assign(new Error('Native promise dropped'), { name: 'NativePromiseDroppedError' });
-    const { watchdog, record } = start({ poll: () => Promise.reject(dropped), describe: () => runningDescription(), pollers: () => [] });
+    const { watchdog, record } = start({
+      poll: () => Promise.reject(dropped),
+      describe: () => runningDescription(),
+      pollers: () => [],
+    });
     watchdog.register(call('a'))();
     await sleep(500);
     expect(record.polls).toBe(1);

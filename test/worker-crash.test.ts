@@ -25,8 +25,14 @@ it('completes a fan-out after its worker process is SIGKILLed and restarted, sen
   };
   workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
 
-  const fast: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({ id: `fast-${index}`, prompt: `fast [sim latency=100]` }));
-  const slow: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({ id: `slow-${index}`, prompt: `slow [sim latency=6000]` }));
+  const fast: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({
+    id: `fast-${index}`,
+    prompt: `fast [sim latency=100]`,
+  }));
+  const slow: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({
+    id: `slow-${index}`,
+    prompt: `slow [sim latency=6000]`,
+  }));
   const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
   const handle = await client.startParallel([...fast, ...slow], { heartbeatTimeoutMs: 2000 });
 

@@ -29,7 +29,12 @@ const suite = useTestServers({
 
 /** The worker's environment: the simulator as the provider, plus `extra`. */
 function workerEnv(extra: Record<string, string> = {}): Record<string, string> {
-  return { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_HEARTBEAT_THROTTLE_MS: '500', ...extra };
+  return {
+    OPENAI_BASE_URL: suite.servers.simulator.baseUrl,
+    OPENAI_API_KEY: 'test-key',
+    FANOUT_HEARTBEAT_THROTTLE_MS: '500',
+    ...extra,
+  };
 }
 
 async function startWorker(taskQueue: string, extra: Record<string, string> = {}): Promise<WorkerProcess> {
@@ -39,7 +44,8 @@ async function startWorker(taskQueue: string, extra: Record<string, string> = {}
 }
 
 function exitOf(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+  if (child.exitCode !== null || child.signalCode !== null)
+    return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
 }
 
@@ -64,7 +70,9 @@ function childrenOf(pid: number): number[] {
 }
 
 function commandLine(pid: number): string[] {
-  return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((part) => part !== '');
+  return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+    .split('\0')
+    .filter((part) => part !== '');
 }
 
 /** Gone or a zombie: an orphan's zombie stays until this machine's init gets round to reaping it. */
@@ -86,26 +94,37 @@ function onlyChildOf(worker: WorkerProcess): number {
 }
 
 function slowTasks(prefix: string, count: number, latencyMs: number): AgentTask[] {
-  return Array.from({ length: count }, (_, index) => ({ id: `${prefix}-${index}`, prompt: `slow [sim latency=${latencyMs}]` }));
+  return Array.from({ length: count }, (_, index) => ({
+    id: `${prefix}-${index}`,
+    prompt: `slow [sim latency=${latencyMs}]`,
+  }));
 }
 
 it('runs the worker in a child with a 256 MB heap cap, which serves metrics and completes a run', async () => {
   const taskQueue = uniqueName('heap');
   const metricsPort = await freePort();
-  const worker = await startWorker(taskQueue, { FANOUT_METRICS_PORT: String(metricsPort), FANOUT_METRICS_HOST: '127.0.0.1' });
+  const worker = await startWorker(taskQueue, {
+    FANOUT_METRICS_PORT: String(metricsPort),
+    FANOUT_METRICS_HOST: '127.0.0.1',
+  });
   const childPid = onlyChildOf(worker);
   const childArgs = commandLine(childPid);
   expect(childArgs[0]).toBe(process.execPath);
   expect(childArgs).toContain('--max-old-space-size=256');
   expect(childArgs.slice(-5)).toEqual(['worker', '--address', suite.servers.server.address, '--task-queue', taskQueue]);
-  expect(commandLine(worker.child.pid as number).some((argument) => argument.startsWith('--max-old-space-size'))).toBe(false);
+  expect(commandLine(worker.child.pid as number).some((argument) => argument.startsWith('--max-old-space-size'))).toBe(
+    false,
+  );
   // One worker, in the child: the parent neither polls nor holds the metrics port the child serves.
   expect(worker.output().match(/worker polling/g)).toHaveLength(1);
   expect(worker.output()).toContain(`metrics on http://127.0.0.1:${metricsPort}/metrics`);
   expect((await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).status).toBe(200);
 
   const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-  const tasks: AgentTask[] = Array.from({ length: 5 }, (_, index) => ({ id: `agent-${index}`, prompt: `hello ${index}` }));
+  const tasks: AgentTask[] = Array.from({ length: 5 }, (_, index) => ({
+    id: `agent-${index}`,
+    prompt: `hello ${index}`,
+  }));
   const { results } = await client.runParallel(tasks);
   expect(results.map((result) => [result.id, result.status])).toEqual(tasks.map((task) => [task.id, 'ok']));
 
@@ -144,7 +163,9 @@ it('passes SIGTERM on: the child lets in-flight calls finish, then the parent ex
   worker.child.kill('SIGTERM');
   expect(await exit).toEqual({ code: 0, signal: null });
   expect(isGone(childPid)).toBe(true);
-  expect(worker.output()).toContain(`SIGTERM: worker stopping; ${tasks.length} agent calls in flight get up to 20000 ms to finish`);
+  expect(worker.output()).toContain(
+    `SIGTERM: worker stopping; ${tasks.length} agent calls in flight get up to 20000 ms to finish`,
+  );
   expect(worker.output()).toContain('worker stopped');
   for (const request of requests()) {
     expect(request.respondedAt).toBeDefined();
@@ -155,11 +176,15 @@ it('passes SIGTERM on: the child lets in-flight calls finish, then the parent ex
 it('drains once on Ctrl-C in a terminal, where SIGINT goes to the whole process group', async () => {
   const taskQueue = uniqueName('heap-int');
   // Its own process group, as a shell gives a foreground job; a terminal's Ctrl-C signals every process in it.
-  const parent = spawn(process.execPath, [CLI, 'worker', '--address', suite.servers.server.address, '--task-queue', taskQueue], {
-    env: { ...process.env, ...workerEnv({ FANOUT_SHUTDOWN_GRACE_MS: '20000' }) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
+  const parent = spawn(
+    process.execPath,
+    [CLI, 'worker', '--address', suite.servers.server.address, '--task-queue', taskQueue],
+    {
+      env: { ...process.env, ...workerEnv({ FANOUT_SHUTDOWN_GRACE_MS: '20000' }) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    },
+  );
   processes.push(parent);
   let output = '';
   parent.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -195,20 +220,30 @@ it('takes the child down at once when the parent is SIGKILLed: its in-flight cal
 
   await worker.kill();
   await waitFor('the re-launched child to be gone', () => isGone(childPid), { timeoutMs: 10_000 });
-  await waitFor('the simulator to see the calls dropped', () => requests().every((request) => request.clientClosedAt !== undefined), { timeoutMs: 10_000 });
+  await waitFor(
+    'the simulator to see the calls dropped',
+    () => requests().every((request) => request.clientClosedAt !== undefined),
+    { timeoutMs: 10_000 },
+  );
   expect(requests().every((request) => request.respondedAt === undefined)).toBe(true);
   await handle.cancel();
 });
 
-it.each(['abc', '32', '256.5', '-1'])('refuses FANOUT_WORKER_HEAP_MB=%s with exit code 2 and one line naming it', async (value) => {
-  const { code, stdout, stderr } = await runCli(['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('bad')], {
-    FANOUT_WORKER_HEAP_MB: value,
-  });
-  expect(code).toBe(2);
-  expect(stdout).toBe('');
-  expect(stderr.trimEnd().split('\n')).toEqual([expect.stringContaining('FANOUT_WORKER_HEAP_MB')]);
-  expect(stderr).toContain(`"${value}"`);
-});
+it.each(['abc', '32', '256.5', '-1'])(
+  'refuses FANOUT_WORKER_HEAP_MB=%s with exit code 2 and one line naming it',
+  async (value) => {
+    const { code, stdout, stderr } = await runCli(
+      ['worker', '--address', suite.servers.server.address, '--task-queue', uniqueName('bad')],
+      {
+        FANOUT_WORKER_HEAP_MB: value,
+      },
+    );
+    expect(code).toBe(2);
+    expect(stdout).toBe('');
+    expect(stderr.trimEnd().split('\n')).toEqual([expect.stringContaining('FANOUT_WORKER_HEAP_MB')]);
+    expect(stderr).toContain(`"${value}"`);
+  },
+);
 
 it('runs a long batch in a worker capped at 64 MB of heap: per-call memory does not pile up', async () => {
   // A regression guard, not a measurement (bench/compare.ts (d) measures): a few KB kept per call (the request
@@ -225,7 +260,9 @@ it('runs a long batch in a worker capped at 64 MB of heap: per-call memory does 
   const handle = await client.startBatch({ source, sink, options: { concurrency: 200 } });
   // Should the worker die (the parent exits with its child), fail at once with its last words, not at the timeout.
   const died = exitOf(worker.child).then((exit) => {
-    throw new Error(`the worker exited (${JSON.stringify(exit)}) before the batch finished:\n${worker.output().slice(-1500)}`);
+    throw new Error(
+      `the worker exited (${JSON.stringify(exit)}) before the batch finished:\n${worker.output().slice(-1500)}`,
+    );
   });
   const summary = await Promise.race([handle.result(), died]).catch(async (error: unknown) => {
     await handle.workflow.terminate('the worker died').catch(() => undefined);

@@ -13,7 +13,10 @@ const suite = useTestServers({
 });
 
 function tasks(prefix: string, count: number, latencyMs: number): AgentTask[] {
-  return Array.from({ length: count }, (_, index) => ({ id: `${prefix}-${index}`, prompt: `x [sim latency=${latencyMs}]` }));
+  return Array.from({ length: count }, (_, index) => ({
+    id: `${prefix}-${index}`,
+    prompt: `x [sim latency=${latencyMs}]`,
+  }));
 }
 
 it('passes SDK WorkerOptions through, over the settings it derives itself', async () => {
@@ -29,7 +32,11 @@ it('passes SDK WorkerOptions through, over the settings it derives itself', asyn
   const stack = await startTestWorker(suite.servers, {
     identity: 'from-fanout-option',
     shutdownGraceMs: 5000,
-    workerOptions: { identity: 'from-worker-options', shutdownGraceTime: 1234, interceptors: { activity: [recordActivities] } },
+    workerOptions: {
+      identity: 'from-worker-options',
+      shutdownGraceTime: 1234,
+      interceptors: { activity: [recordActivities] },
+    },
   });
   workers.push(stack);
 
@@ -71,7 +78,11 @@ it("hands a fan-out's calls straight back to the worker that scheduled them (eag
   const second = await spawnWorker({
     address: suite.servers.server.address,
     taskQueue: first.taskQueue,
-    env: { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_WORKER_IDENTITY: 'eager-b' },
+    env: {
+      OPENAI_BASE_URL: suite.servers.simulator.baseUrl,
+      OPENAI_API_KEY: 'test-key',
+      FANOUT_WORKER_IDENTITY: 'eager-b',
+    },
   });
   workers.push({ ...first, stop: () => second.stop() });
 
@@ -85,7 +96,9 @@ it("hands a fan-out's calls straight back to the worker that scheduled them (eag
     for (const start of starts) {
       const scheduled = byId.get(String(start.activityTaskStartedEventAttributes?.scheduledEventId));
       const scheduler = byId.get(String(scheduled?.activityTaskScheduledEventAttributes?.workflowTaskCompletedEventId));
-      expect(start.activityTaskStartedEventAttributes?.identity).toBe(scheduler?.workflowTaskCompletedEventAttributes?.identity);
+      expect(start.activityTaskStartedEventAttributes?.identity).toBe(
+        scheduler?.workflowTaskCompletedEventAttributes?.identity,
+      );
     }
   }
 });

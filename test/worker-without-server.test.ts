@@ -36,7 +36,10 @@ function alive(pid: number): boolean {
 
 /** The worker child a `fanout worker` launcher re-launched with the heap cap. */
 function childOf(launcherPid: number): number {
-  const pids = execFileSync('ps', ['-o', 'pid=', '--ppid', String(launcherPid)], { encoding: 'utf8' }).trim().split(/\s+/).map(Number);
+  const pids = execFileSync('ps', ['-o', 'pid=', '--ppid', String(launcherPid)], { encoding: 'utf8' })
+    .trim()
+    .split(/\s+/)
+    .map(Number);
   expect(pids).toHaveLength(1);
   return pids[0];
 }
@@ -49,7 +52,9 @@ function cpuMs(pid: number): number {
 }
 
 /** A server, a worker process on it with `env`, and one 60 s call of a fan-out in flight at the simulator. */
-async function workerWithLongCall(env: Record<string, string>): Promise<{ server: DevServer; worker: WorkerProcess; taskId: string }> {
+async function workerWithLongCall(
+  env: Record<string, string>,
+): Promise<{ server: DevServer; worker: WorkerProcess; taskId: string }> {
   const server = await startDevServer();
   servers.push(server);
   const taskQueue = uniqueName('no-server');
@@ -78,7 +83,9 @@ it('aborts its own calls once it has been cut off from Temporal longer than the 
 
   await server.stop();
   const goneAt = Date.now();
-  await waitFor('the call to be aborted', () => requestOf(taskId)?.clientClosedAt !== undefined, { timeoutMs: lostAfterMs + 15_000 });
+  await waitFor('the call to be aborted', () => requestOf(taskId)?.clientClosedAt !== undefined, {
+    timeoutMs: lostAfterMs + 15_000,
+  });
   const closedAt = requestOf(taskId)?.clientClosedAt as number;
   // Aborted by the worker for being cut off, not by its death or the call's end: the worker is still up.
   expect(closedAt - goneAt).toBeLessThan(lostAfterMs + 6000);
@@ -105,14 +112,19 @@ it('aborts its own calls once it has been cut off from Temporal longer than the 
 it('ends launcher and worker within its shutdown grace and a few seconds of SIGTERM when its server is gone, closing the call', async () => {
   const graceMs = 3000;
   // The lost-worker threshold far off: here it is the shutdown that must end the call.
-  const { server, worker, taskId } = await workerWithLongCall({ FANOUT_SHUTDOWN_GRACE_MS: String(graceMs), FANOUT_LOST_WORKER_MS: '600000' });
+  const { server, worker, taskId } = await workerWithLongCall({
+    FANOUT_SHUTDOWN_GRACE_MS: String(graceMs),
+    FANOUT_LOST_WORKER_MS: '600000',
+  });
   const launcher = worker.child.pid as number;
   const child = childOf(launcher);
 
   await server.stop();
   worker.child.kill('SIGTERM');
   const signalledAt = Date.now();
-  await waitFor('launcher and worker to exit', () => !alive(launcher) && !alive(child), { timeoutMs: graceMs + 30_000 });
+  await waitFor('launcher and worker to exit', () => !alive(launcher) && !alive(child), {
+    timeoutMs: graceMs + 30_000,
+  });
   const exitedAt = Date.now();
 
   expect(exitedAt - signalledAt).toBeLessThan(graceMs + 10_000);

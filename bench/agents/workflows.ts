@@ -16,7 +16,10 @@ interface InlineToolCall {
   function: { name: string; arguments: string };
 }
 
-export async function inlineAgent(input: { task: AgentTask; inlineOutputBytes: number }): Promise<{ steps: number; output?: string }> {
+export async function inlineAgent(input: {
+  task: AgentTask;
+  inlineOutputBytes: number;
+}): Promise<{ steps: number; output?: string }> {
   const { agentStep, toolCall } = proxyActivities<Activities>({
     startToCloseTimeout: '10 minutes',
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -29,13 +32,24 @@ export async function inlineAgent(input: { task: AgentTask; inlineOutputBytes: n
       { task, step, inlineMessages: messages, canSpawn: false, inlineOutputBytes: input.inlineOutputBytes },
     ]);
     messages = result.inlineMessages ?? [];
-    if (result.answer) return { steps: step, ...(result.answer.output === undefined ? {} : { output: result.answer.output }) };
-    const asked = ((messages[messages.length - 1] as { tool_calls?: InlineToolCall[] }).tool_calls ?? []);
+    if (result.answer)
+      return { steps: step, ...(result.answer.output === undefined ? {} : { output: result.answer.output }) };
+    const asked = (messages[messages.length - 1] as { tool_calls?: InlineToolCall[] }).tool_calls ?? [];
     const results = await Promise.all(
       result.toolCalls.map((call, index) =>
-        toolCall.executeWithOptions({ activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` }, [
-          { taskId: task.id, step, assistant: PLACEHOLDER, index, inlineCall: { id: call.id, name: call.name, arguments: asked[index].function.arguments }, inlineResult: true },
-        ]),
+        toolCall.executeWithOptions(
+          { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },
+          [
+            {
+              taskId: task.id,
+              step,
+              assistant: PLACEHOLDER,
+              index,
+              inlineCall: { id: call.id, name: call.name, arguments: asked[index].function.arguments },
+              inlineResult: true,
+            },
+          ],
+        ),
       ),
     );
     messages = [...messages, ...results.map((done) => done.inlineMessage)];

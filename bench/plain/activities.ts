@@ -14,7 +14,10 @@ export interface PlainTask {
 export function createPlainActivities(openai: OpenAI, model = 'gpt-4o-mini') {
   return {
     async callModel(task: PlainTask): Promise<string> {
-      const completion = await openai.chat.completions.create({ model, messages: [{ role: 'user', content: task.prompt }] });
+      const completion = await openai.chat.completions.create({
+        model,
+        messages: [{ role: 'user', content: task.prompt }],
+      });
       return completion.choices[0]?.message.content ?? '';
     },
   };

@@ -5,10 +5,23 @@ import type { plainBatch, plainFanOut } from './workflows';
 
 /** Runs `plainFanOut` and waits for its results. */
 export function runPlainFanOut(client: Client, taskQueue: string, tasks: PlainTask[]): Promise<string[]> {
-  return client.workflow.execute<typeof plainFanOut>('plainFanOut', { taskQueue, workflowId: `plain-fanout-${randomUUID()}`, args: [tasks] });
+  return client.workflow.execute<typeof plainFanOut>('plainFanOut', {
+    taskQueue,
+    workflowId: `plain-fanout-${randomUUID()}`,
+    args: [tasks],
+  });
 }
 
 /** Runs `plainBatch` (through all its continue-as-new runs) and waits for its counts. */
-export function runPlainBatch(client: Client, taskQueue: string, count: number, concurrency: number): ReturnType<typeof plainBatch> {
-  return client.workflow.execute<typeof plainBatch>('plainBatch', { taskQueue, workflowId: `plain-batch-${randomUUID()}`, args: [{ count, concurrency }] });
+export function runPlainBatch(
+  client: Client,
+  taskQueue: string,
+  count: number,
+  concurrency: number,
+): ReturnType<typeof plainBatch> {
+  return client.workflow.execute<typeof plainBatch>('plainBatch', {
+    taskQueue,
+    workflowId: `plain-batch-${randomUUID()}`,
+    args: [{ count, concurrency }],
+  });
 }

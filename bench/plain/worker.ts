@@ -27,9 +27,14 @@ async function main(): Promise<void> {
   });
   if (values.bundle === undefined) throw new Error('--bundle <file> is required (see bundlePlainWorkflows)');
   const slots = Number(values.slots);
-  if (!Number.isInteger(slots) || slots < 1) throw new Error(`--slots must be a whole number of at least 1, got "${values.slots}"`);
+  if (!Number.isInteger(slots) || slots < 1)
+    throw new Error(`--slots must be a whole number of at least 1, got "${values.slots}"`);
   const connection = await NativeConnection.connect({ address: values.address });
-  const openai = new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: process.env.OPENAI_API_KEY ?? 'unused', maxRetries: 0 });
+  const openai = new OpenAI({
+    baseURL: process.env.OPENAI_BASE_URL,
+    apiKey: process.env.OPENAI_API_KEY ?? 'unused',
+    maxRetries: 0,
+  });
   const worker = await Worker.create({
     connection,
     taskQueue: values['task-queue'],

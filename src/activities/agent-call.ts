@@ -3,7 +3,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type OpenAI from 'openai';
 import type { APIError } from 'openai';
-import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionTool } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from '../provider-batch/responses-api';
 import type { AgentCallResult, AgentTask } from '../contract/agent-task';
@@ -63,7 +67,12 @@ export interface CompleteTaskOptions {
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
-function correlationHeaders(taskId: string, attempt: number, info: Context['info'], runId?: string): Record<string, string> {
+function correlationHeaders(
+  taskId: string,
+  attempt: number,
+  info: Context['info'],
+  runId?: string,
+): Record<string, string> {
   return {
     'x-fanout-task-id': taskId,
     'x-fanout-attempt': String(attempt),
@@ -76,9 +85,15 @@ function correlationHeaders(taskId: string, attempt: number, info: Context['info
  * schedule agent calls with agentTimeoutMs + RATE_LIMIT_WAIT_MS. An attempt scheduled with less (by a workflow from
  * before the budget existed, or a test) gives it all to the request and waits for no rate limit.
  */
-export function attemptBudget(startToCloseMs: number, workerWaitMs: number): { requestTimeoutMs: number; rateLimitWaitMs: number } {
+export function attemptBudget(
+  startToCloseMs: number,
+  workerWaitMs: number,
+): { requestTimeoutMs: number; rateLimitWaitMs: number } {
   if (startToCloseMs > RATE_LIMIT_WAIT_MS) {
-    return { requestTimeoutMs: startToCloseMs - RATE_LIMIT_WAIT_MS, rateLimitWaitMs: Math.min(workerWaitMs, RATE_LIMIT_WAIT_MS) };
+    return {
+      requestTimeoutMs: startToCloseMs - RATE_LIMIT_WAIT_MS,
+      rateLimitWaitMs: Math.min(workerWaitMs, RATE_LIMIT_WAIT_MS),
+    };
   }
   return { requestTimeoutMs: startToCloseMs, rateLimitWaitMs: 0 };
 }
@@ -180,7 +195,11 @@ export interface ChatAnswer {
  * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
  * Other failures are mapped to Temporal failures, which decide retries.
  */
-export async function completeTask(task: AgentTask, dependencies: AgentCallDependencies, call: CompleteTaskOptions = {}): Promise<AgentCallResult> {
+export async function completeTask(
+  task: AgentTask,
+  dependencies: AgentCallDependencies,
+  call: CompleteTaskOptions = {},
+): Promise<AgentCallResult> {
   const model = task.model ?? dependencies.defaultModel;
   const messages = [
     ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
@@ -199,7 +218,13 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
     output: choice.message.content ?? '',
     finishReason: choice.finish_reason ?? null,
     model: completion.model ?? model,
-    usage: usage ? { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 } : undefined,
+    usage: usage
+      ? {
+          promptTokens: usage.prompt_tokens ?? 0,
+          completionTokens: usage.completion_tokens ?? 0,
+          totalTokens: usage.total_tokens ?? 0,
+        }
+      : undefined,
     attempt,
     durationMs,
     ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
@@ -213,7 +238,11 @@ export async function completeTask(task: AgentTask, dependencies: AgentCallDepen
  * own deadline (`attemptMs`, by default the activity's start-to-close less the rate-limit budget) rather than the HTTP
  * client's 600 s, and aborted by the activity's cancellation, the caller's signal or the watchdog.
  */
-export async function sendChat(chat: ChatRequest, dependencies: AgentCallDependencies, call: CompleteTaskOptions = {}): Promise<ChatAnswer> {
+export async function sendChat(
+  chat: ChatRequest,
+  dependencies: AgentCallDependencies,
+  call: CompleteTaskOptions = {},
+): Promise<ChatAnswer> {
   const context = Context.current();
   const { info } = context;
   const attempt = call.attempt ?? info.attempt;
@@ -222,7 +251,8 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
   const model = chat.model;
   const pacer = dependencies.pacer ?? defaultPacer();
   const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
-  const workerWaitMs = dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
+  const workerWaitMs =
+    dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
   // A chunk's items share its activity, whose timeout covers all of them: each item gets a single call's (`attemptMs`).
   const attemptMs = call.attemptMs ?? info.startToCloseTimeoutMs;
   const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(attemptMs, workerWaitMs);
@@ -242,16 +272,25 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
   const waitSignal = waitBudget.signal;
 
   const messages = chat.messages;
-  const { promptTokens, reservedTokens } = estimateRequestTokens(messages, chat.maxTokens, pacer.options.defaultCompletionTokens);
+  const { promptTokens, reservedTokens } = estimateRequestTokens(
+    messages,
+    chat.maxTokens,
+    pacer.options.defaultCompletionTokens,
+  );
   const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs, (reason) => callAbort.abort(reason));
   let rateLimitedResponses = 0;
-  const outOfWaitBudget = (cause: unknown) => rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
+  const outOfWaitBudget = (cause: unknown) =>
+    rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
   try {
     for (;;) {
       let permit: Permit | undefined;
       try {
         // An attempt without a wait budget is not held back (it could not wait), but still teaches the pacer.
-        if (keyPacer) permit = rateLimitWaitMs > 0 ? await keyPacer.acquire(reservedTokens, waitSignal) : keyPacer.admitNow(reservedTokens);
+        if (keyPacer)
+          permit =
+            rateLimitWaitMs > 0
+              ? await keyPacer.acquire(reservedTokens, waitSignal)
+              : keyPacer.admitNow(reservedTokens);
       } catch (error) {
         if (signal.aborted) throw signal.reason;
         throw outOfWaitBudget(error);
@@ -262,7 +301,8 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
       const request = linkedSignal(signal, Math.ceil(deadlineMs));
       const startedAt = dependencies.clock();
-      const flex = call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
+      const flex =
+        call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
         const params = {
           model,
@@ -272,19 +312,14 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
           ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
           ...(flex ? { service_tier: 'flex' as const } : {}),
         };
-        const { data: completion, response } = await sendRequest(
-          dependencies.llm,
-          call.api,
-          params,
-          {
-            signal: request.signal,
-            headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
-            // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
-            // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
-            timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
-            maxRetries: 0,
-          },
-        );
+        const { data: completion, response } = await sendRequest(dependencies.llm, call.api, params, {
+          signal: request.signal,
+          headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
+          // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
+          // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
+          timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
+          maxRetries: 0,
+        });
         const choice = completion?.choices?.[0];
         if (!choice || typeof choice.message !== 'object' || choice.message === null) {
           release({ kind: 'failed', headers: response.headers });
@@ -294,9 +329,22 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
             details: [failureContext],
           });
         }
-        release({ kind: 'answered', headers: response.headers, usedTokens: promptTokens + (completion.usage?.completion_tokens ?? 0) });
-        const pacing = keyPacer && info.workflowExecution ? pacingReport(info.workflowExecution.workflowId, workerIdentity(context), keyPacer) : undefined;
-        return { completion, choice, attempt, durationMs: Math.round(dependencies.clock() - startedAt), ...(pacing ? { pacing } : {}) };
+        release({
+          kind: 'answered',
+          headers: response.headers,
+          usedTokens: promptTokens + (completion.usage?.completion_tokens ?? 0),
+        });
+        const pacing =
+          keyPacer && info.workflowExecution
+            ? pacingReport(info.workflowExecution.workflowId, workerIdentity(context), keyPacer)
+            : undefined;
+        return {
+          completion,
+          choice,
+          attempt,
+          durationMs: Math.round(dependencies.clock() - startedAt),
+          ...(pacing ? { pacing } : {}),
+        };
       } catch (error) {
         if (error instanceof ApplicationFailure) throw error;
         const headers = (error as Partial<APIError>).headers;
@@ -321,12 +369,19 @@ export async function sendChat(chat: ChatRequest, dependencies: AgentCallDepende
         const retryAfter = retryAfterMs(error.headers);
         // Flex capacity running short is not the key's rate limit: the pacer is not taught it, the call backs off here.
         const flexRefused = flex && isFlexUnavailable(error);
-        release(flexRefused ? { kind: 'abandoned' } : { kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter });
+        release(
+          flexRefused
+            ? { kind: 'abandoned' }
+            : { kind: 'rate-limited', headers: error.headers, retryAfterMs: retryAfter },
+        );
         // Without a budget (an old schedule), the 429 goes back to Temporal's retry policy as it always did.
         if (rateLimitWaitMs === 0) throw toAgentFailure(error, failureContext);
         // Paced, the key is now paused for the Retry-After and the next acquire waits; unpaced, wait here.
         if (!keyPacer || flexRefused) {
-          const backoff = Math.max(100, retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5)));
+          const backoff = Math.max(
+            100,
+            retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5)),
+          );
           try {
             await abortableDelay(backoff, waitSignal);
           } catch (waitError) {
@@ -362,9 +417,18 @@ function linkAborts(target: AbortController, sources: readonly (AbortSignal | un
 }
 
 /** Sends the request to chat completions, or to the Responses API (answer shaped as a chat completion). */
-function sendRequest(llm: ChatClient, api: CompleteTaskOptions['api'], params: ChatCompletionCreateParamsNonStreaming, options: RequestOptions) {
+function sendRequest(
+  llm: ChatClient,
+  api: CompleteTaskOptions['api'],
+  params: ChatCompletionCreateParamsNonStreaming,
+  options: RequestOptions,
+) {
   if (api !== 'responses') return llm.chat.completions.create(params, options).withResponse();
-  if (!('responses' in llm)) throw ApplicationFailure.nonRetryable('the worker\'s LLM client has no Responses API (api: "responses")', FailureType.InvalidInput);
+  if (!('responses' in llm))
+    throw ApplicationFailure.nonRetryable(
+      'the worker\'s LLM client has no Responses API (api: "responses")',
+      FailureType.InvalidInput,
+    );
   return responsesAsChat(llm as Pick<OpenAI, 'responses'>, params, options);
 }
 

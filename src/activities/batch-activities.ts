@@ -34,7 +34,9 @@ import { RecentCalls } from './recent-calls';
 export const MAX_ERROR_MESSAGE_CHARS = 1000;
 
 export function clipped(message: string): string {
-  return message.length <= MAX_ERROR_MESSAGE_CHARS ? message : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}… (${message.length} characters)`;
+  return message.length <= MAX_ERROR_MESSAGE_CHARS
+    ? message
+    : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}… (${message.length} characters)`;
 }
 
 /** Storage activities heartbeat every 3 s once they have run that long (their heartbeat timeout is 10 s). */
@@ -44,7 +46,6 @@ const STORAGE_HEARTBEAT_MS = 3000;
  * dead worker's lane within a minute even when nothing else notices, and a lane shorter than 15 s sends none.
  */
 const LANE_HEARTBEAT_MS = 15_000;
-
 
 /** Maps what batch I/O throws to failures with stable types: bad input, changed files and lost results are never retried. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {
@@ -59,10 +60,17 @@ function asFailure(error: unknown): unknown {
   // A stream's own error (a missing segment) comes back wrapped by the store that was writing it.
   if (error instanceof StorageError && error.cause instanceof SegmentMissing) return asFailure(error.cause);
   if (error instanceof InvalidInputError) {
-    return ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
+    return ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: error.message,
+      nonRetryable: true,
+      details: [error.issues],
+    });
   }
-  if (error instanceof SourceChanged) return ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
-  if (error instanceof SegmentMissing) return ApplicationFailure.create({ type: FailureType.ResultsMissing, message: error.message, nonRetryable: true });
+  if (error instanceof SourceChanged)
+    return ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
+  if (error instanceof SegmentMissing)
+    return ApplicationFailure.create({ type: FailureType.ResultsMissing, message: error.message, nonRetryable: true });
   if (error instanceof StorageError) {
     return ApplicationFailure.create({
       type: error.code === 'Unavailable' ? FailureType.StorageUnavailable : FailureType.PayloadUnavailable,
@@ -143,7 +151,17 @@ export interface LaneInput {
 }
 
 function emptyResult(): LaneResult {
-  return { succeeded: 0, failed: 0, tokens: { prompt: 0, completion: 0, total: 0 }, costUsd: 0, unpricedCalls: 0, retry: [], notRun: 0, callMsTotal: 0, calls: 0 };
+  return {
+    succeeded: 0,
+    failed: 0,
+    tokens: { prompt: 0, completion: 0, total: 0 },
+    costUsd: 0,
+    unpricedCalls: 0,
+    retry: [],
+    notRun: 0,
+    callMsTotal: 0,
+    calls: 0,
+  };
 }
 
 function tally(result: LaneResult, text: string): void {
@@ -163,15 +181,26 @@ function tallyLine(result: LaneResult, line: BatchResultLine): void {
 function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
   const failure = error instanceof ApplicationFailure ? error : undefined;
   const type = failure?.type ?? FailureType.Unknown;
-  return { type, message: clipped(error instanceof Error ? error.message : String(error)), retryable: isRetryableFailure(type, failure?.nonRetryable ?? false) };
+  return {
+    type,
+    message: clipped(error instanceof Error ? error.message : String(error)),
+    retryable: isRetryableFailure(type, failure?.nonRetryable ?? false),
+  };
 }
 
-function failedLine(id: string, error: { type: string; message: string }, attempts: number, durationMs: number): BatchResultLine {
+function failedLine(
+  id: string,
+  error: { type: string; message: string },
+  attempts: number,
+  durationMs: number,
+): BatchResultLine {
   return { id, status: 'failed', error: { type: error.type, message: error.message }, attempts, durationMs };
 }
 
 /** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
-export function createBatchActivities(dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage }) {
+export function createBatchActivities(
+  dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage },
+) {
   // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
   const storage = retrying(dependencies.storage);
   const recentCalls = new RecentCalls(dependencies.clock);
@@ -180,18 +209,27 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
   async function readLane(input: LaneInput): Promise<Buffer[]> {
     const size = await storage.size(input.file);
     if (size !== input.fileBytes) {
-      throw new SourceChanged(`the task file ${input.file} changed while the batch ran: it is ${size ?? 'no longer there'} bytes, it was ${input.fileBytes}`);
+      throw new SourceChanged(
+        `the task file ${input.file} changed while the batch ran: it is ${size ?? 'no longer there'} bytes, it was ${input.fileBytes}`,
+      );
     }
     const first = input.entries[0];
     const last = input.entries[input.entries.length - 1];
     const range = await storage.readRange(input.file, first.offset, last.offset + last.length - first.offset);
-    return input.entries.map((entry) => range.subarray(entry.offset - first.offset, entry.offset - first.offset + entry.length));
+    return input.entries.map((entry) =>
+      range.subarray(entry.offset - first.offset, entry.offset - first.offset + entry.length),
+    );
   }
 
   function taskOf(input: LaneInput, entry: BatchEntry, raw: Buffer) {
-    const { task } = parseTaskLine(raw.length === entry.length ? decodeLine(raw) : undefined, `${input.file} at byte ${entry.offset}`);
+    const { task } = parseTaskLine(
+      raw.length === entry.length ? decodeLine(raw) : undefined,
+      `${input.file} at byte ${entry.offset}`,
+    );
     if (!task || task.id !== entry.id) {
-      throw new SourceChanged(`the task file ${input.file} changed while the batch ran: byte ${entry.offset} no longer holds task "${entry.id}"`);
+      throw new SourceChanged(
+        `the task file ${input.file} changed while the batch ran: byte ${entry.offset} no longer holds task "${entry.id}"`,
+      );
     }
     return task;
   }
@@ -202,7 +240,13 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
      * spools stopped runs left) into its own spool, and copies the task lines still to run to `todo.jsonl`, which the
      * batch then runs: no set of ids is kept anywhere while it runs.
      */
-    async scanBatchSource(input: { source: string; sink: string; spool: string; resume: boolean; firstPageSize: number }): Promise<ScanResult> {
+    async scanBatchSource(input: {
+      source: string;
+      sink: string;
+      spool: string;
+      resume: boolean;
+      firstPageSize: number;
+    }): Promise<ScanResult> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(async () => {
           let file = input.source;
@@ -214,11 +258,14 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
             file = todoFile(input.spool);
             await copyTasks(storage, input.source, file, ok);
           } else if (((await storage.size(input.sink)) ?? 0) > 0) {
-            throw new InvalidInputError([{ path: input.sink, message: 'already holds results; resume that batch, or choose another sink' }]);
+            throw new InvalidInputError([
+              { path: input.sink, message: 'already holds results; resume that batch, or choose another sink' },
+            ]);
           } else {
             // A sink that cannot be written fails the batch at once, naming it, before any call is paid for.
             await probeWritable(storage, input.sink).catch((error: unknown) => {
-              if (error instanceof StorageError) throw new InvalidInputError([{ path: input.sink, message: `cannot be written (${error.message})` }]);
+              if (error instanceof StorageError)
+                throw new InvalidInputError([{ path: input.sink, message: `cannot be written (${error.message})` }]);
               throw error;
             });
           }
@@ -238,7 +285,9 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
     },
 
     async readBatchPage(input: { file: string; fileBytes: number; offset: number; limit: number }): Promise<BatchPage> {
-      return heartbeating(STORAGE_HEARTBEAT_MS, () => mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.fileBytes)));
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.fileBytes)),
+      );
     },
 
     /**
@@ -260,7 +309,9 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         for (const text of sealed) tally(result, text);
         return result;
       }
-      const done = retried ? await mapped(() => journaled(storage, input.spool, input.lane)) : new Map<number, string>();
+      const done = retried
+        ? await mapped(() => journaled(storage, input.spool, input.lane))
+        : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
       const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane));
@@ -279,7 +330,16 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
         const startedAt = dependencies.clock();
         let line: BatchResultLine;
         try {
-          const call = withCost(await completeTask(task, dependencies, { ...input.call, attemptMs: input.itemAttemptMs, attempt: attempts, signal: lane.signal, runId: input.batchId }), dependencies.prices);
+          const call = withCost(
+            await completeTask(task, dependencies, {
+              ...input.call,
+              attemptMs: input.itemAttemptMs,
+              attempt: attempts,
+              signal: lane.signal,
+              runId: input.batchId,
+            }),
+            dependencies.prices,
+          );
           const durationMs = Math.round(dependencies.clock() - startedAt);
           line = {
             id: task.id,
@@ -292,7 +352,14 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
             model: call.model,
           };
           recentCalls.record(task.model ?? dependencies.defaultModel, durationMs);
-          recordLaneCall({ model: call.model, status: 'ok', attempt: attempts, seconds: durationMs / 1000, ...(call.usage ? { usage: call.usage } : {}), ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }) });
+          recordLaneCall({
+            model: call.model,
+            status: 'ok',
+            attempt: attempts,
+            seconds: durationMs / 1000,
+            ...(call.usage ? { usage: call.usage } : {}),
+            ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+          });
           result.callMsTotal += durationMs;
           result.calls += 1;
           if (call.pacing) result.pacing = call.pacing;
@@ -300,7 +367,13 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
           if (lane.signal.aborted) throw error;
           const failure = failureOf(error);
           const retrying = failure.retryable && attempts < input.maximumAttempts;
-          recordLaneCall({ model: task.model ?? dependencies.defaultModel, status: retrying ? 'retrying' : 'failed', failureType: failure.type, attempt: attempts, seconds: (dependencies.clock() - startedAt) / 1000 });
+          recordLaneCall({
+            model: task.model ?? dependencies.defaultModel,
+            status: retrying ? 'retrying' : 'failed',
+            failureType: failure.type,
+            attempt: attempts,
+            seconds: (dependencies.clock() - startedAt) / 1000,
+          });
           if (retrying) {
             if (single) throw error;
             result.retry.push({ entry, attempts });
@@ -330,7 +403,10 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
       // Every 15 s, or 40% of a shorter heartbeat timeout the run asked for: a lane that heartbeats less often than its
       // timeout is retried while it still runs, and two attempts would call the same items side by side. The answer to a
       // heartbeat also tells a stale attempt (one Temporal gave up on) to stop.
-      const heartbeatEvery = Math.min(LANE_HEARTBEAT_MS, Math.max(100, (context.info.heartbeatTimeoutMs ?? LANE_HEARTBEAT_MS * 3) * 0.4));
+      const heartbeatEvery = Math.min(
+        LANE_HEARTBEAT_MS,
+        Math.max(100, (context.info.heartbeatTimeoutMs ?? LANE_HEARTBEAT_MS * 3) * 0.4),
+      );
       const heartbeat = setInterval(() => context.heartbeat(), heartbeatEvery);
       try {
         await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
@@ -368,11 +444,19 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
      * Closes a lane that ended without sealing itself (its attempts spent, or a lane of one item that failed): writes
      * its segment from its journal, with `failure` as the line of every item that has no answer there.
      */
-    async sealBatchLane(input: { spool: string; lane: string; entries: BatchEntry[]; failure: { type: string; message: string }; attempts: number }): Promise<LaneResult> {
+    async sealBatchLane(input: {
+      spool: string;
+      lane: string;
+      entries: BatchEntry[];
+      failure: { type: string; message: string };
+      attempts: number;
+    }): Promise<LaneResult> {
       return mapped(async () => {
         const done = await journaled(storage, input.spool, input.lane);
         const failure = { type: input.failure.type, message: clipped(input.failure.message) };
-        const extra = input.entries.filter((_, index) => !done.has(index)).map((entry) => JSON.stringify(failedLine(entry.id, failure, input.attempts, 0)));
+        const extra = input.entries
+          .filter((_, index) => !done.has(index))
+          .map((entry) => JSON.stringify(failedLine(entry.id, failure, input.attempts, 0)));
         const result = emptyResult();
         for (const text of await sealLane(storage, input.spool, input.lane, extra)) tally(result, text);
         return result;
@@ -383,11 +467,18 @@ export function createBatchActivities(dependencies: AgentCallDependencies & Pric
      * Writes the sink from the spool and counts what it holds (finished, cancelled and failed batches alike); a resume's
      * sink replaces the one it resumed, whose stopped runs' spools then go.
      */
-    async finishBatch(input: { sink: string; spool: string; ledger: LaneLedger; extra?: string[]; resumed: boolean }): Promise<AssembledSink> {
+    async finishBatch(input: {
+      sink: string;
+      spool: string;
+      ledger: LaneLedger;
+      extra?: string[];
+      resumed: boolean;
+    }): Promise<AssembledSink> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(async () => {
           const assembled = await assembleSink(storage, input.sink, input.spool, input.ledger, input.extra);
-          if (input.resumed) await removeLeftovers(storage, input.sink, input.spool.slice(`${input.sink}.parts/`.length));
+          if (input.resumed)
+            await removeLeftovers(storage, input.sink, input.spool.slice(`${input.sink}.parts/`.length));
           return assembled;
         }),
       );

@@ -29,7 +29,10 @@ export function runPrefix(): string {
 export function storageFailure(error: unknown, what: string): never {
   if (error instanceof StorageError) {
     throw ApplicationFailure.create({
-      type: error.code === 'NotFound' || error.code === 'Invalid' ? FailureType.PayloadUnavailable : FailureType.StorageUnavailable,
+      type:
+        error.code === 'NotFound' || error.code === 'Invalid'
+          ? FailureType.PayloadUnavailable
+          : FailureType.StorageUnavailable,
       message: `${what}: ${error.message}${error.code === 'NotFound' ? ' (is FANOUT_STORE the same store for every worker and client?)' : ''}`,
       nonRetryable: error.code === 'Invalid',
     });
@@ -49,7 +52,10 @@ async function readRef(store: PayloadStore, ref: PayloadRef, what: string): Prom
 export async function materialise(input: AgentCallInput, store: PayloadStore): Promise<AgentTask> {
   let task = input.task;
   if (task.contentRef) {
-    const content = JSON.parse(await readRef(store, task.contentRef, `prompt of task "${task.id}"`)) as { system?: string; prompt: string };
+    const content = JSON.parse(await readRef(store, task.contentRef, `prompt of task "${task.id}"`)) as {
+      system?: string;
+      prompt: string;
+    };
     const { contentRef: _ref, ...rest } = task;
     task = { ...rest, prompt: content.prompt, ...(content.system === undefined ? {} : { system: content.system }) };
   }
@@ -69,7 +75,9 @@ export async function materialise(input: AgentCallInput, store: PayloadStore): P
         name: section.name,
         status: section.status,
         note: section.note,
-        output: section.outputRef ? await readRef(store, section.outputRef, `output of "${section.name}"`) : section.output,
+        output: section.outputRef
+          ? await readRef(store, section.outputRef, `output of "${section.name}"`)
+          : section.output,
       })),
     );
     task = { ...task, prompt: synthesisPrompt(task.prompt, sections) };
@@ -84,7 +92,8 @@ export async function materialise(input: AgentCallInput, store: PayloadStore): P
 export function createAgentCall(dependencies: AgentCallDependencies & StoreDependencies & PricingDependencies) {
   return async function callAgent(request: AgentCallInput | AgentTask): Promise<AgentCallResult> {
     // Histories from before the payload store passed the task itself.
-    const input: AgentCallInput = 'task' in request ? request : { task: request, inlineOutputBytes: Number.MAX_SAFE_INTEGER };
+    const input: AgentCallInput =
+      'task' in request ? request : { task: request, inlineOutputBytes: Number.MAX_SAFE_INTEGER };
     const task = await materialise(input, dependencies.store);
     // Priced here, on the worker: workflows cannot read the price table (FANOUT_PRICES, FANOUT_PRICES_FILE).
     const call = withCost(await completeTask(task, dependencies), dependencies.prices);

@@ -12,7 +12,14 @@ import { AnthropicBatches } from '../provider-batch/anthropic-batches';
 import { OpenAiBatches } from '../provider-batch/openai-batches';
 import { okIdsOf, planParts, readPartMap } from '../provider-batch/plan-parts';
 import { retryableStatus } from '../provider-batch/response-lines';
-import type { BatchEndpoint, BatchPart, BatchProvider, PartKey, ProviderBatchClient, ProviderBatchStatus } from '../provider-batch/types';
+import type {
+  BatchEndpoint,
+  BatchPart,
+  BatchProvider,
+  PartKey,
+  ProviderBatchClient,
+  ProviderBatchStatus,
+} from '../provider-batch/types';
 
 export interface ProviderBatchActivityDependencies extends PricingDependencies {
   storage: ObjectStorage;
@@ -65,21 +72,33 @@ export interface RetryLine {
 
 const HEARTBEAT_MS = 5000;
 
-
 /** Maps what the providers and the store throw to failures Temporal retries or not. */
 async function mapped<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
     if (error instanceof InvalidInputError) {
-      throw ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
+      throw ApplicationFailure.create({
+        type: FailureType.InvalidInput,
+        message: error.message,
+        nonRetryable: true,
+        details: [error.issues],
+      });
     }
     if (error instanceof StorageError) {
-      throw ApplicationFailure.create({ type: FailureType.StorageUnavailable, message: error.message, nonRetryable: error.code === 'Invalid' });
+      throw ApplicationFailure.create({
+        type: FailureType.StorageUnavailable,
+        message: error.message,
+        nonRetryable: error.code === 'Invalid',
+      });
     }
     const status = (error as { status?: unknown }).status;
     if (typeof status === 'number' && status >= 400 && !retryableStatus(status)) {
-      throw ApplicationFailure.create({ type: 'ProviderBatchRefused', message: `the provider refused a batch request (HTTP ${status}): ${(error as Error).message}`, nonRetryable: true });
+      throw ApplicationFailure.create({
+        type: 'ProviderBatchRefused',
+        message: `the provider refused a batch request (HTTP ${status}): ${(error as Error).message}`,
+        nonRetryable: true,
+      });
     }
     throw error;
   }
@@ -101,13 +120,22 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
     clients[provider] ??= provider === 'openai' ? new OpenAiBatches(storage) : new AnthropicBatches(storage);
     return clients[provider];
   };
-  const keyOf = (input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): PartKey => ({
+  const keyOf = (input: {
+    batchId: string;
+    spool: string;
+    part: BatchPart;
+    attempt: number;
+    notBefore: number;
+  }): PartKey => ({
     batchId: input.batchId,
     part: input.part.index,
     digest: input.part.digest,
     attempt: input.attempt,
     notBefore: input.notBefore,
-    recordUri: childOf(childOf(input.spool, 'parts'), `part-${String(input.part.index).padStart(5, '0')}.${input.part.provider}-${input.part.digest.slice(0, 16)}-a${input.attempt}.json`),
+    recordUri: childOf(
+      childOf(input.spool, 'parts'),
+      `part-${String(input.part.index).padStart(5, '0')}.${input.part.provider}-${input.part.digest.slice(0, 16)}-a${input.attempt}.json`,
+    ),
   });
 
   return {
@@ -119,7 +147,9 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
           let only: Set<string> | undefined;
           if (input.retries !== undefined) {
             only = new Set();
-            for (const retry of input.retries) for await (const line of linesOf(storage, retry)) if (line.text) only.add((JSON.parse(line.text) as RetryLine).id);
+            for (const retry of input.retries)
+              for await (const line of linesOf(storage, retry))
+                if (line.text) only.add((JSON.parse(line.text) as RetryLine).id);
           }
           const parts = await planParts(storage, input.source, input.spool, {
             defaultModel: input.model ?? dependencies.defaultModel,
@@ -137,12 +167,26 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
     },
 
     /** The part's provider batch: found by its metadata (or record) when a lost attempt made it, else uploaded and created. */
-    async submitProviderBatch(input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): Promise<{ id: string; reused: boolean }> {
-      return heartbeating(HEARTBEAT_MS, () => mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))));
+    async submitProviderBatch(input: {
+      batchId: string;
+      spool: string;
+      part: BatchPart;
+      attempt: number;
+      notBefore: number;
+    }): Promise<{ id: string; reused: boolean }> {
+      return heartbeating(HEARTBEAT_MS, () =>
+        mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))),
+      );
     },
 
     /** The part's provider batch if one was created (a cancel must reach a batch whose submit was cut short). */
-    async findProviderBatch(input: { batchId: string; spool: string; part: BatchPart; attempt: number; notBefore: number }): Promise<string | null> {
+    async findProviderBatch(input: {
+      batchId: string;
+      spool: string;
+      part: BatchPart;
+      attempt: number;
+      notBefore: number;
+    }): Promise<string | null> {
       return mapped(async () => (await clientOf(input.part.provider).find(keyOf(input))) ?? null);
     },
 
@@ -159,14 +203,27 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
      * and its retry file (expired, cancelled, retryable errors, and items the provider did not mention). Both names are
      * fixed by the part and written whole, so a retry after a crash rewrites them with the same lines.
      */
-    async collectProviderBatch(input: { spool: string; part: BatchPart; id?: string; durationMs: number; /** 0 for the first round of provider batches. */ round?: number }): Promise<PartCollected> {
+    async collectProviderBatch(input: {
+      spool: string;
+      part: BatchPart;
+      id?: string;
+      durationMs: number;
+      /** 0 for the first round of provider batches. */ round?: number;
+    }): Promise<PartCollected> {
       return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
           const { part } = input;
           const entries = new Map((await readPartMap(storage, part.map)).map((line) => [line.c, line]));
           const seen = new Set<string>();
           const retries: RetryLine[] = [];
-          const collected: PartCollected = { succeeded: 0, failed: 0, retried: 0, tokens: { prompt: 0, completion: 0, total: 0 }, cost: { usd: 0, unpricedCalls: 0 }, standardUsd: 0 };
+          const collected: PartCollected = {
+            succeeded: 0,
+            failed: 0,
+            retried: 0,
+            tokens: { prompt: 0, completion: 0, total: 0 },
+            cost: { usd: 0, unpricedCalls: 0 },
+            standardUsd: 0,
+          };
           const results = input.id === undefined ? undefined : clientOf(part.provider).results(input.id);
           async function* lines(): AsyncGenerator<string> {
             if (!results) return;
@@ -175,7 +232,12 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
               if (!entry || seen.has(outcome.customId)) continue;
               seen.add(outcome.customId);
               if (outcome.kind === 'not-run' || (outcome.kind === 'error' && outcome.retryable)) {
-                retries.push({ id: entry.id, offset: entry.o, length: entry.l, reason: outcome.kind === 'not-run' ? outcome.reason : `${outcome.type}: ${outcome.message}` });
+                retries.push({
+                  id: entry.id,
+                  offset: entry.o,
+                  length: entry.l,
+                  reason: outcome.kind === 'not-run' ? outcome.reason : `${outcome.type}: ${outcome.message}`,
+                });
                 continue;
               }
               let line: BatchResultLine;
@@ -200,7 +262,13 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
                 else collected.cost.usd += costUsd;
                 collected.standardUsd += standard ?? 0;
               } else {
-                line = { id: entry.id, status: 'failed', error: { type: outcome.type, message: outcome.message }, attempts: (input.round ?? 0) + 1, durationMs: input.durationMs };
+                line = {
+                  id: entry.id,
+                  status: 'failed',
+                  error: { type: outcome.type, message: outcome.message },
+                  attempts: (input.round ?? 0) + 1,
+                  durationMs: input.durationMs,
+                };
                 collected.failed += 1;
               }
               yield `${JSON.stringify(line)}\n`;
@@ -209,11 +277,20 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
           const segment = segmentOf(input.spool, part.index);
           const bytes = await storage.writeStream(segment, lines());
           for (const [customId, entry] of entries) {
-            if (!seen.has(customId)) retries.push({ id: entry.id, offset: entry.o, length: entry.l, reason: input.id === undefined ? 'the provider failed the batch' : 'no result from the provider' });
+            if (!seen.has(customId))
+              retries.push({
+                id: entry.id,
+                offset: entry.o,
+                length: entry.l,
+                reason: input.id === undefined ? 'the provider failed the batch' : 'no result from the provider',
+              });
           }
           collected.retried = retries.length;
           if (retries.length > 0) {
-            await storage.write(retryOf(input.spool, part.index), retries.map((line) => `${JSON.stringify(line)}\n`).join(''));
+            await storage.write(
+              retryOf(input.spool, part.index),
+              retries.map((line) => `${JSON.stringify(line)}\n`).join(''),
+            );
             collected.retry = retryOf(input.spool, part.index);
           }
           if (bytes > 0) collected.segment = segment;
@@ -231,7 +308,8 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
         mapped(async () => {
           const uri = childOf(input.spool, 'retry.jsonl');
           async function* all(): AsyncGenerator<string> {
-            for (const retry of input.retries) for await (const line of linesOf(storage, retry)) if (line.text) yield `${line.text}\n`;
+            for (const retry of input.retries)
+              for await (const line of linesOf(storage, retry)) if (line.text) yield `${line.text}\n`;
           }
           await storage.writeStream(uri, all());
           return uri;

@@ -50,7 +50,9 @@ export function retryAfterMs(headers: Headers | undefined, now: number = Date.no
 
 /** The provider's error code from an OpenAI-shaped body (`{"error": {"code": ...}}`), when it sent one. */
 function providerCode(error: APIError): string | undefined {
-  const code = error.code ?? (typeof error.error === 'object' && error.error !== null && 'code' in error.error ? error.error.code : undefined);
+  const code =
+    error.code ??
+    (typeof error.error === 'object' && error.error !== null && 'code' in error.error ? error.error.code : undefined);
   return typeof code === 'string' ? code : undefined;
 }
 
@@ -79,8 +81,21 @@ export function rateLimitWaitExceeded(
 }
 
 /** A failure whose retryability is the failure-type table's (src/contract/failure-types.ts), never decided here. */
-function failure(type: FailureType, message: string, details: AgentFailureDetails, cause: Error | undefined, nextRetryDelay?: number): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: !isRetryableFailure(type), details: [details], cause, nextRetryDelay });
+function failure(
+  type: FailureType,
+  message: string,
+  details: AgentFailureDetails,
+  cause: Error | undefined,
+  nextRetryDelay?: number,
+): ApplicationFailure {
+  return ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: !isRetryableFailure(type),
+    details: [details],
+    cause,
+    nextRetryDelay,
+  });
 }
 
 /**

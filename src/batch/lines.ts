@@ -26,7 +26,12 @@ export function decodeLine(raw: Buffer): string | undefined {
  * The lines of a stored object (local file or S3 object) from byte `start`, with the byte offset of each, streamed:
  * objects far larger than memory are fine. `firstLine` is the number of the line at `start`, for messages.
  */
-export async function* linesOf(storage: ObjectStorage, uri: string, start = 0, firstLine = 1): AsyncGenerator<SourceLine> {
+export async function* linesOf(
+  storage: ObjectStorage,
+  uri: string,
+  start = 0,
+  firstLine = 1,
+): AsyncGenerator<SourceLine> {
   let carry: Buffer = Buffer.alloc(0);
   let carryOffset = start;
   let line = firstLine;

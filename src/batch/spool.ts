@@ -125,11 +125,17 @@ function logRecords(text: string, into: Map<number, string>): void {
  * The items of a lane recorded so far (by any attempt), by their index in the lane. Records in `known` (what this attempt
  * wrote itself) are not read back.
  */
-export async function journaled(storage: ObjectStorage, spool: string, lane: string, known?: ReadonlyMap<number, string>): Promise<Map<number, string>> {
+export async function journaled(
+  storage: ObjectStorage,
+  spool: string,
+  lane: string,
+  known?: ReadonlyMap<number, string>,
+): Promise<Map<number, string>> {
   const found = new Map<number, string>();
   const directory = journalOf(spool, lane);
   const names = await storage.list(directory);
-  if (names.includes(JOURNAL_LOG)) logRecords((await storage.read(childOf(directory, JOURNAL_LOG))).toString('utf8'), found);
+  if (names.includes(JOURNAL_LOG))
+    logRecords((await storage.read(childOf(directory, JOURNAL_LOG))).toString('utf8'), found);
   for (const name of names) {
     const index = Number(/^(\d+)\.json$/.exec(name)?.[1] ?? Number.NaN);
     if (!Number.isInteger(index) || found.has(index)) continue;
@@ -154,7 +160,13 @@ export async function sealedLines(storage: ObjectStorage, spool: string, lane: s
  * Seals a lane: its segment gets every item recorded in its journal (by this attempt or any other) and `extra` lines
  * (failed items that were never journaled). Returns the lines written.
  */
-export async function sealLane(storage: ObjectStorage, spool: string, lane: string, extra: readonly string[] = [], known?: ReadonlyMap<number, string>): Promise<string[]> {
+export async function sealLane(
+  storage: ObjectStorage,
+  spool: string,
+  lane: string,
+  extra: readonly string[] = [],
+  known?: ReadonlyMap<number, string>,
+): Promise<string[]> {
   const recorded = await journaled(storage, spool, lane, known);
   const lines = [...[...recorded.entries()].sort(([a], [b]) => a - b).map(([, line]) => line), ...extra];
   await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
@@ -186,7 +198,10 @@ export interface AssembledSink {
 async function lanesFound(storage: ObjectStorage, spool: string, window: number): Promise<string[]> {
   const prefix = laneName(window, 0).split('-')[0];
   const names = new Set<string>();
-  for (const name of [...(await storage.list(childOf(spool, 'seg'))), ...(await storage.list(childOf(spool, 'lanes')))]) {
+  for (const name of [
+    ...(await storage.list(childOf(spool, 'seg'))),
+    ...(await storage.list(childOf(spool, 'lanes'))),
+  ]) {
     const lane = name.split('/')[0].replace(/\.jsonl$/, '');
     if (lane.startsWith(`${prefix}-`)) names.add(lane);
   }
@@ -202,7 +217,12 @@ async function laneLines(storage: ObjectStorage, spool: string, lane: string): P
 export class SegmentMissing extends Error {}
 
 function emptyCounts(): SinkCounts {
-  return { succeeded: 0, failed: 0, tokens: { prompt: 0, completion: 0, total: 0 }, cost: { usd: 0, unpricedCalls: 0 } };
+  return {
+    succeeded: 0,
+    failed: 0,
+    tokens: { prompt: 0, completion: 0, total: 0 },
+    cost: { usd: 0, unpricedCalls: 0 },
+  };
 }
 
 function count(counts: SinkCounts, text: string): void {
@@ -227,25 +247,43 @@ function count(counts: SinkCounts, text: string): void {
  * exists and that is missing is an error, never skipped. Then marks the spool finished and removes the rest of it. A
  * repeated finish (a retry, or a stale attempt) finds the mark and returns what the first one wrote.
  */
-export async function assembleSink(storage: ObjectStorage, sink: string, spool: string, ledger: LaneLedger, extra: readonly string[] = []): Promise<AssembledSink> {
+export async function assembleSink(
+  storage: ObjectStorage,
+  sink: string,
+  spool: string,
+  ledger: LaneLedger,
+  extra: readonly string[] = [],
+): Promise<AssembledSink> {
   const mark = finishedMark(spool);
-  if ((await storage.size(mark)) !== undefined) return JSON.parse((await storage.read(mark)).toString('utf8')) as AssembledSink;
+  if ((await storage.size(mark)) !== undefined)
+    return JSON.parse((await storage.read(mark)).toString('utf8')) as AssembledSink;
   const counts = emptyCounts();
   const unsealed = new Set(ledger.unsealed);
   async function* content(): AsyncGenerator<string | Buffer> {
     if ((await storage.size(keptLines(spool))) !== undefined) yield* storage.readStream(keptLines(spool));
     for (let window = 0; window < ledger.windows.length; window += 1) {
-      const lanes = ledger.windows[window] >= 0 ? Array.from({ length: ledger.windows[window] }, (_, sequence) => laneName(window, sequence)) : await lanesFound(storage, spool, window);
+      const lanes =
+        ledger.windows[window] >= 0
+          ? Array.from({ length: ledger.windows[window] }, (_, sequence) => laneName(window, sequence))
+          : await lanesFound(storage, spool, window);
       for (const lane of lanes) {
-        const lines = unsealed.has(lane) || ledger.windows[window] < 0 ? await laneLines(storage, spool, lane) : await sealedLines(storage, spool, lane);
-        if (lines === undefined) throw new SegmentMissing(`${segmentOf(spool, lane)} is missing: lane ${lane} ended, but its results are not in the spool`);
+        const lines =
+          unsealed.has(lane) || ledger.windows[window] < 0
+            ? await laneLines(storage, spool, lane)
+            : await sealedLines(storage, spool, lane);
+        if (lines === undefined)
+          throw new SegmentMissing(
+            `${segmentOf(spool, lane)} is missing: lane ${lane} ended, but its results are not in the spool`,
+          );
         for (const line of lines) count(counts, line);
         if (lines.length > 0) yield `${lines.join('\n')}\n`;
       }
     }
     // A provider batch's segments, whatever ended it (a cancelled one returns no list of them).
     const provider = childOf(spool, 'provider');
-    const providerSegments = (await storage.list(provider)).filter((name) => /^seg-part-\d+\.jsonl$/.test(name)).map((name) => childOf(provider, name));
+    const providerSegments = (await storage.list(provider))
+      .filter((name) => /^seg-part-\d+\.jsonl$/.test(name))
+      .map((name) => childOf(provider, name));
     for (const uri of [...new Set([...extra, ...providerSegments])]) {
       if ((await storage.size(uri)) === undefined) throw new SegmentMissing(`${uri} is missing`);
       for await (const line of linesOf(storage, uri)) {
@@ -280,7 +318,8 @@ export async function leftoverSpools(storage: ObjectStorage, sink: string, excep
 async function* spoolLines(storage: ObjectStorage, spool: string): AsyncGenerator<string> {
   for (const name of await storage.list(spool)) {
     const log = /^lanes\/[^/]+\/journal\.log$/.test(name);
-    if (!(log || name === 'kept.jsonl' || /^seg\/.+\.jsonl$/.test(name) || /^lanes\/[^/]+\/\d+\.json$/.test(name))) continue;
+    if (!(log || name === 'kept.jsonl' || /^seg\/.+\.jsonl$/.test(name) || /^lanes\/[^/]+\/\d+\.json$/.test(name)))
+      continue;
     for await (const line of linesOf(storage, childOf(spool, name))) {
       // A journal log's records are `<index> <line>`, blank lines between them; a cut one is skipped.
       const text = log ? (line.text === undefined ? undefined : logRecord(line.text)?.line) : line.text;
@@ -293,7 +332,11 @@ async function* spoolLines(storage: ObjectStorage, spool: string): AsyncGenerato
  * Writes into the sink what a batch stopped from outside (terminated, timed out) had recorded: every line of its spool,
  * one per id, then removes the spool. Returns the bytes written, or undefined when there was nothing to recover.
  */
-export async function assembleLeftover(storage: ObjectStorage, sink: string, spool: string): Promise<number | undefined> {
+export async function assembleLeftover(
+  storage: ObjectStorage,
+  sink: string,
+  spool: string,
+): Promise<number | undefined> {
   const names = await storage.list(spool);
   if (names.length === 0 || names.includes('FINISHED.json')) return undefined;
   const seen = new Set<string>();
@@ -368,7 +411,10 @@ export async function probeWritable(storage: ObjectStorage, uri: string): Promis
   try {
     await storage.write(probe, '');
   } catch (error) {
-    if (error instanceof StorageError) throw new InvalidInputError([{ path: uri, message: `cannot be written (${error.message.slice(probe.length + 2)})` }]);
+    if (error instanceof StorageError)
+      throw new InvalidInputError([
+        { path: uri, message: `cannot be written (${error.message.slice(probe.length + 2)})` },
+      ]);
     throw error;
   }
   await storage.remove(probe);

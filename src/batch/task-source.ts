@@ -32,7 +32,8 @@ function tooDeep(text: string): string | undefined {
       inString = true;
       stringStart = index + 1;
     } else if (char === ':' && typeof path[path.length - 1] === 'string') path[path.length - 1] = lastString ?? '';
-    else if (char === ',' && typeof path[path.length - 1] === 'number') path[path.length - 1] = (path[path.length - 1] as number) + 1;
+    else if (char === ',' && typeof path[path.length - 1] === 'number')
+      path[path.length - 1] = (path[path.length - 1] as number) + 1;
     else if (char === '{' || char === '[') {
       path.push(char === '[' ? 0 : '');
       if (path.length > MAX_JSON_DEPTH) {
@@ -50,7 +51,8 @@ function tooDeep(text: string): string | undefined {
 /** Parses JSON text, refusing nesting deeper than a task could need (a stack overflow is not an error message). */
 export function parseJsonText(text: string): { value?: unknown; error?: string } {
   const deep = tooDeep(text);
-  if (deep !== undefined) return { error: `${deep === '' ? 'the task' : deep} is nested deeper than ${MAX_JSON_DEPTH} levels` };
+  if (deep !== undefined)
+    return { error: `${deep === '' ? 'the task' : deep} is nested deeper than ${MAX_JSON_DEPTH} levels` };
   try {
     return { value: JSON.parse(text) };
   } catch (error) {
@@ -63,13 +65,27 @@ export function parseTaskLine(text: string | undefined, where: string): { task?:
   const { value, error } = parseJsonText(text);
   if (error !== undefined) return { issues: [{ path: where, message: error }] };
   const parsed = safeParse(agentTaskSchema, value);
-  if (!parsed.success) return { issues: issuesFromZod(parsed.error).map((issue) => ({ ...issue, path: `${where}${issue.path ? `: ${issue.path}` : ''}` })) };
+  if (!parsed.success)
+    return {
+      issues: issuesFromZod(parsed.error).map((issue) => ({
+        ...issue,
+        path: `${where}${issue.path ? `: ${issue.path}` : ''}`,
+      })),
+    };
   return { task: parsed.data, issues: [] };
 }
 
 function unreadable(uri: string, error: unknown): never {
   if (error instanceof StorageError && error.code !== 'Unavailable') {
-    throw new InvalidInputError([{ path: uri, message: error.code === 'NotFound' ? 'cannot be read (it does not exist)' : `cannot be read (${error.message.slice(uri.length + 2)})` }]);
+    throw new InvalidInputError([
+      {
+        path: uri,
+        message:
+          error.code === 'NotFound'
+            ? 'cannot be read (it does not exist)'
+            : `cannot be read (${error.message.slice(uri.length + 2)})`,
+      },
+    ]);
   }
   throw error;
 }
@@ -87,13 +103,18 @@ export interface SourceScan {
  * Validates every line of a JSONL task file (blank lines are allowed) and counts its tasks; a file of any size is
  * streamed. Throws InvalidInputError naming up to 20 problems by line.
  */
-export async function scanTaskSource(storage: ObjectStorage, uri: string, options: { skip?: ReadonlySet<string>; onProgress?: () => void } = {}): Promise<SourceScan> {
+export async function scanTaskSource(
+  storage: ObjectStorage,
+  uri: string,
+  options: { skip?: ReadonlySet<string>; onProgress?: () => void } = {},
+): Promise<SourceScan> {
   const issues: InputIssue[] = [];
   const firstSeen = new Map<string, number>();
   let tasks = 0;
   let toRun = 0;
   let firstModel: string | undefined;
-  if (await storage.isDirectory(uri)) throw new InvalidInputError([{ path: uri, message: 'is a directory, not a task file' }]);
+  if (await storage.isDirectory(uri))
+    throw new InvalidInputError([{ path: uri, message: 'is a directory, not a task file' }]);
   try {
     for await (const line of linesOf(storage, uri)) {
       if (line.line % 10_000 === 0) options.onProgress?.();
@@ -104,10 +125,17 @@ export async function scanTaskSource(storage: ObjectStorage, uri: string, option
       } else {
         // A task with tools or an output schema is an agent: batches run single calls (run agents as a fan-out or DAG).
         if (task.tools !== undefined || task.output !== undefined) {
-          issues.push({ path: `${uri} line ${line.line}: ${task.tools !== undefined ? 'tools' : 'output'}`, message: 'agents (tools, output) are not run by batches yet; run these tasks with `fanout run`' });
+          issues.push({
+            path: `${uri} line ${line.line}: ${task.tools !== undefined ? 'tools' : 'output'}`,
+            message: 'agents (tools, output) are not run by batches yet; run these tasks with `fanout run`',
+          });
         }
         const first = firstSeen.get(task.id);
-        if (first !== undefined) issues.push({ path: `${uri} line ${line.line}: id`, message: `duplicate id "${task.id}" (first at line ${first})` });
+        if (first !== undefined)
+          issues.push({
+            path: `${uri} line ${line.line}: id`,
+            message: `duplicate id "${task.id}" (first at line ${first})`,
+          });
         else firstSeen.set(task.id, line.line);
         tasks += 1;
         if (!options.skip?.has(task.id)) {
@@ -156,7 +184,12 @@ export async function readEntries(
 }
 
 /** Copies the task lines of `source` whose ids are not in `skip` to `target`, streamed (a resume's tasks still to run). */
-export async function copyTasks(storage: ObjectStorage, source: string, target: string, skip: ReadonlySet<string>): Promise<number> {
+export async function copyTasks(
+  storage: ObjectStorage,
+  source: string,
+  target: string,
+  skip: ReadonlySet<string>,
+): Promise<number> {
   let copied = 0;
   async function* kept(): AsyncGenerator<string> {
     for await (const line of linesOf(storage, source)) {

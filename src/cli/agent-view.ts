@@ -27,7 +27,11 @@ export async function runningAgents(
     cursors = new Map<string, number>(),
     include = (task: RunProgress['tasks'][number]) => task.state === 'running',
     finished,
-  }: { cursors?: Map<string, number>; include?: (task: RunProgress['tasks'][number]) => boolean; finished?: Set<string> } = {},
+  }: {
+    cursors?: Map<string, number>;
+    include?: (task: RunProgress['tasks'][number]) => boolean;
+    finished?: Set<string>;
+  } = {},
 ): Promise<RunningAgent[]> {
   const found: RunningAgent[] = [];
   const visit = async (workflowId: string, depth: number): Promise<void> => {
@@ -63,17 +67,24 @@ export function formatAgents(agents: readonly RunningAgent[]): string[] {
   return agents.flatMap(({ workflowId, progress }) => [
     `  agent ${progress.taskId} (${workflowId}): ${progress.steps} steps, ${progress.toolCalls} tool calls, ${progress.usage.totalTokens} tokens, $${progress.costUsd}`,
     ...progress.waiting.map(
-      (call) => `    waiting for approval: ${call.callId} ${call.summary} (step ${call.step}; denied at ${new Date(call.deadline).toISOString()}) -> fanout approve ${workflowId} ${call.callId}`,
+      (call) =>
+        `    waiting for approval: ${call.callId} ${call.summary} (step ${call.step}; denied at ${new Date(call.deadline).toISOString()}) -> fanout approve ${workflowId} ${call.callId}`,
     ),
   ]);
 }
 
 /** A run's results with each agent's transcript read back from the store: what `fanout results --json` prints. */
-export async function withTranscripts<T extends { results?: AgentResult[]; synthesis?: AgentResult }>(value: T, store: PayloadStore): Promise<T> {
+export async function withTranscripts<T extends { results?: AgentResult[]; synthesis?: AgentResult }>(
+  value: T,
+  store: PayloadStore,
+): Promise<T> {
   const expand = async (result: AgentResult) => {
     if (!result.transcriptRef) return result;
     const refs = JSON.parse(await store.get(result.transcriptRef)) as Parameters<PayloadStore['get']>[0][];
-    return { ...result, transcript: await Promise.all(refs.map(async (ref) => JSON.parse(await store.get(ref)) as unknown)) };
+    return {
+      ...result,
+      transcript: await Promise.all(refs.map(async (ref) => JSON.parse(await store.get(ref)) as unknown)),
+    };
   };
   return {
     ...value,

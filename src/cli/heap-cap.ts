@@ -24,18 +24,28 @@ const HEAP_LIMIT_FLAG = /(^|\s)--max[-_](old[-_]space|heap)[-_]size/;
  * is `off`, the user set a heap limit (node arguments or NODE_OPTIONS), or this is the re-launched child already.
  * Pure, so src/cli/main.ts can ask before it installs the runtime. Throws (exit code 2) on a bad FANOUT_WORKER_HEAP_MB.
  */
-export function heapCapToApply(environment: Environment = process.env, execArgv: readonly string[] = process.execArgv): number | undefined {
+export function heapCapToApply(
+  environment: Environment = process.env,
+  execArgv: readonly string[] = process.execArgv,
+): number | undefined {
   const raw = environment[HEAP_VARIABLE]?.trim() ?? '';
   let megabytes = DEFAULT_WORKER_HEAP_MB;
   if (raw.toLowerCase() === 'off') return undefined;
   if (raw !== '') {
     megabytes = /^\d+$/.test(raw) ? Number(raw) : NaN;
     if (!(megabytes >= MIN_WORKER_HEAP_MB)) {
-      throw new CliError(`${HEAP_VARIABLE} must be a whole number of MB, at least ${MIN_WORKER_HEAP_MB}, or "off"; got "${raw}"`, ExitCode.badInput);
+      throw new CliError(
+        `${HEAP_VARIABLE} must be a whole number of MB, at least ${MIN_WORKER_HEAP_MB}, or "off"; got "${raw}"`,
+        ExitCode.badInput,
+      );
     }
   }
   if (environment[CAPPED_MARKER] === '1') return undefined;
-  if (execArgv.some((argument) => HEAP_LIMIT_FLAG.test(argument)) || HEAP_LIMIT_FLAG.test(environment.NODE_OPTIONS ?? '')) return undefined;
+  if (
+    execArgv.some((argument) => HEAP_LIMIT_FLAG.test(argument)) ||
+    HEAP_LIMIT_FLAG.test(environment.NODE_OPTIONS ?? '')
+  )
+    return undefined;
   return megabytes;
 }
 
@@ -50,14 +60,18 @@ export async function relaunchWithHeapCap(options: { killAfterSignalMs?: number 
   const megabytes = heapCapToApply();
   if (megabytes === undefined) return false;
 
-  const child = spawn(process.execPath, [...process.execArgv, `--max-old-space-size=${megabytes}`, ...process.argv.slice(1)], {
-    env: { ...process.env, [CAPPED_MARKER]: '1' },
-    // The IPC channel is only there so the child notices when this process is gone, however it went.
-    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
-    // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the child would get SIGINT
-    // twice (directly and forwarded). The SDK drops its handler after the first, so the second would kill it mid-drain.
-    detached: true,
-  });
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, `--max-old-space-size=${megabytes}`, ...process.argv.slice(1)],
+    {
+      env: { ...process.env, [CAPPED_MARKER]: '1' },
+      // The IPC channel is only there so the child notices when this process is gone, however it went.
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+      // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the child would get SIGINT
+      // twice (directly and forwarded). The SDK drops its handler after the first, so the second would kill it mid-drain.
+      detached: true,
+    },
+  );
   // Every signal goes to the child, which shuts down as a single-process worker would; this process waits for it, for
   // at most `killAfterSignalMs`.
   let killTimer: NodeJS.Timeout | undefined;

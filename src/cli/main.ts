@@ -8,7 +8,11 @@ import { heapCapToApply, relaunchWithHeapCap } from './heap-cap';
  */
 function relaunchesNow(): boolean {
   const [command, ...rest] = process.argv.slice(2);
-  return command === 'worker' && !rest.some((argument) => argument === '--help' || argument === '-h') && heapCapToApply() !== undefined;
+  return (
+    command === 'worker' &&
+    !rest.some((argument) => argument === '--help' || argument === '-h') &&
+    heapCapToApply() !== undefined
+  );
 }
 
 async function main(): Promise<void> {

@@ -16,7 +16,8 @@ export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER) {
 /** A commander parser for a positive number. */
 export function positiveNumber(value: string): number {
   const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
+  if (!Number.isFinite(parsed) || parsed <= 0)
+    throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
   return parsed;
 }
 

@@ -19,7 +19,21 @@ export function buildProgram(): Command {
     .description('durable parallel LLM agents on Temporal')
     .version(require('../../package.json').version as string)
     .exitOverride();
-  for (const command of [demoCommand(), runCommand(), devCommand(), statusCommand(), watchCommand(), resultsCommand(), cancelCommand(), approveCommand(), listCommand(), batchCommand(), workerCommand(), simCommand(), codecServerCommand()]) {
+  for (const command of [
+    demoCommand(),
+    runCommand(),
+    devCommand(),
+    statusCommand(),
+    watchCommand(),
+    resultsCommand(),
+    cancelCommand(),
+    approveCommand(),
+    listCommand(),
+    batchCommand(),
+    workerCommand(),
+    simCommand(),
+    codecServerCommand(),
+  ]) {
     // Usage errors throw instead of exiting, so main() maps them to exit code 2 like any bad input.
     program.addCommand(command.exitOverride());
   }

@@ -34,7 +34,14 @@ function truncate(text: string, width: number): string {
 
 function table(rows: string[][]): string {
   const widths = rows[0].map((_, column) => Math.max(...rows.map((row) => row[column].length)));
-  return rows.map((row) => row.map((cell, column) => cell.padEnd(widths[column])).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** The human report of a finished run: one row per agent in input order, then the metrics. */
@@ -42,8 +49,17 @@ export function formatRunReport(result: FanOutResult, options: { outputWidth?: n
   const width = options.outputWidth ?? 60;
   const rows = [['#', 'agent', 'status', 'tries', 'time', 'cost', 'output / error']];
   result.results.forEach((agent, index) => {
-    const detail = agent.status === 'ok' ? (agent.output ?? '') : `${agent.error?.type ?? ''}: ${agent.error?.message ?? ''}`;
-    rows.push([String(index + 1), agent.name, agent.status, String(agent.attempts), seconds(agent.durationMs), agentCost(agent), truncate(detail, width)]);
+    const detail =
+      agent.status === 'ok' ? (agent.output ?? '') : `${agent.error?.type ?? ''}: ${agent.error?.message ?? ''}`;
+    rows.push([
+      String(index + 1),
+      agent.name,
+      agent.status,
+      String(agent.attempts),
+      seconds(agent.durationMs),
+      agentCost(agent),
+      truncate(detail, width),
+    ]);
   });
   const m = result.metrics;
   const lines = [

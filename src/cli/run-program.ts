@@ -14,7 +14,8 @@ function installRuntime(command: Command): void {
   const logger = new DefaultLogger(level);
   const port: unknown = command.getOptionValue('metricsPort');
   const host: unknown = command.getOptionValue('metricsHost');
-  if (typeof port === 'number') installPrometheusRuntime({ port, host: typeof host === 'string' ? host : '0.0.0.0' }, { logger });
+  if (typeof port === 'number')
+    installPrometheusRuntime({ port, host: typeof host === 'string' ? host : '0.0.0.0' }, { logger });
   else Runtime.install({ logger });
 }
 

@@ -4,13 +4,21 @@ import { ExitCode } from './errors';
 import { formatRunReport } from './report';
 
 /** A run's result as far as printing goes: a batch's summary has neither `results` nor `metrics`. */
-type PrintableResult = { results?: AgentResult[]; synthesis?: AgentResult; metrics?: { succeeded: number; total: number } };
+type PrintableResult = {
+  results?: AgentResult[];
+  synthesis?: AgentResult;
+  metrics?: { succeeded: number; total: number };
+};
 
 /**
  * Prints a finished run as the `run` command does and sets the exit code. `result` is the handle's result when the
  * caller already waited for it (the outputs it read back from the store are not read twice).
  */
-export async function printRunResult(handle: RunHandle<unknown>, flags: { json?: boolean; jsonl?: boolean }, result: Promise<unknown> = handle.result()): Promise<void> {
+export async function printRunResult(
+  handle: RunHandle<unknown>,
+  flags: { json?: boolean; jsonl?: boolean },
+  result: Promise<unknown> = handle.result(),
+): Promise<void> {
   const value = (await result) as PrintableResult;
   if (!value.results || !value.metrics) {
     process.stdout.write(`${JSON.stringify(value, null, flags.json ? 2 : undefined)}\n`);

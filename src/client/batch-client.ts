@@ -51,9 +51,21 @@ export interface BatchHandle {
 async function progressOf(client: Client, workflow: WorkflowHandle): Promise<BatchProgress> {
   const base = await workflow.query(batchProgressQuery);
   const [windows, route] = await Promise.all([
-    Promise.all((base.runningWindows ?? []).map((id) => client.workflow.getHandle(id).query(windowProgressQuery).catch(() => undefined))),
+    Promise.all(
+      (base.runningWindows ?? []).map((id) =>
+        client.workflow
+          .getHandle(id)
+          .query(windowProgressQuery)
+          .catch(() => undefined),
+      ),
+    ),
     // Between the child's end and the batch's next look the child may be gone from the query's reach: skipped then.
-    base.providerBatchWorkflow === undefined ? undefined : client.workflow.getHandle(base.providerBatchWorkflow).query(providerBatchProgressQuery).catch(() => undefined),
+    base.providerBatchWorkflow === undefined
+      ? undefined
+      : client.workflow
+          .getHandle(base.providerBatchWorkflow)
+          .query(providerBatchProgressQuery)
+          .catch(() => undefined),
   ]);
   const progress = { ...base, tokens: { ...base.tokens }, cost: base.cost ? { ...base.cost } : undefined };
   if (route) {
@@ -68,10 +80,17 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
       progress.cost.usd += route.cost.usd;
       progress.cost.unpricedCalls += route.cost.unpricedCalls;
     }
-    progress.providerBatches = route.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts: { ...counts } }));
+    progress.providerBatches = route.providerBatches.map(({ provider, id, status, counts }) => ({
+      provider,
+      id,
+      status,
+      counts: { ...counts },
+    }));
     progress.savingsUsd = route.savingsUsd;
     // Items in unended provider batches are in flight, as far as the batch is concerned.
-    progress.inFlight += route.providerBatches.filter((batch) => batch.counts.processing > 0).reduce((sum, batch) => sum + batch.counts.processing, 0);
+    progress.inFlight += route.providerBatches
+      .filter((batch) => batch.counts.processing > 0)
+      .reduce((sum, batch) => sum + batch.counts.processing, 0);
   }
   for (const window of windows) {
     if (!window) continue;
@@ -91,7 +110,8 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
   progress.done = progress.succeeded + progress.failed;
   progress.pending = Math.max(0, progress.total - progress.done - progress.inFlight);
   progress.callsPerSecond = (progress.done * 1000) / Math.max(1, progress.elapsedMs);
-  progress.etaSeconds = progress.callsPerSecond > 0 ? Math.max(0, progress.total - progress.done) / progress.callsPerSecond : null;
+  progress.etaSeconds =
+    progress.callsPerSecond > 0 ? Math.max(0, progress.total - progress.done) / progress.callsPerSecond : null;
   return progress;
 }
 
@@ -109,8 +129,16 @@ function toBatchHandle(client: Client, workflow: WorkflowHandle, attached: boole
     movement: {
       describe: async () => {
         const own = await workflow.describe();
-        const route = child === undefined ? undefined : await client.workflow.getHandle(child).describe().catch(() => undefined);
-        return route ? { runId: `${own.runId}+${route.runId}`, historyLength: own.historyLength + route.historyLength } : own;
+        const route =
+          child === undefined
+            ? undefined
+            : await client.workflow
+                .getHandle(child)
+                .describe()
+                .catch(() => undefined);
+        return route
+          ? { runId: `${own.runId}+${route.runId}`, historyLength: own.historyLength + route.historyLength }
+          : own;
       },
     },
     cancel: async ({ wait = true } = {}) => {
@@ -146,7 +174,8 @@ async function checkSink(storage: ObjectStorage, source: string, sink: string): 
   if (sink === source) refuse('is the task file itself; choose another --out');
   try {
     if (await storage.isDirectory(sink)) refuse('is a directory; --out needs a file name, e.g. results.jsonl');
-    if (((await storage.size(sink)) ?? 0) > 0) refuse('already holds results; resume that batch, or choose another --out');
+    if (((await storage.size(sink)) ?? 0) > 0)
+      refuse('already holds results; resume that batch, or choose another --out');
     // Created and removed, not judged from permission bits, which say yes for /proc.
     await probeWritable(storage, sink);
   } catch (error) {
@@ -192,7 +221,8 @@ export async function startBatch(
     });
     return toBatchHandle(client, workflow, false);
   } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return toBatchHandle(client, client.workflow.getHandle(batchId), true);
+    if (error instanceof WorkflowExecutionAlreadyStartedError)
+      return toBatchHandle(client, client.workflow.getHandle(batchId), true);
     throw error;
   }
 }
@@ -201,12 +231,28 @@ export async function startBatch(
  * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
  * only the failed and never-run items.
  */
-export async function resumeBatch(client: Client, taskQueue: string, batchId: string, storage: ObjectStorage, options?: BatchOptions): Promise<BatchHandle> {
+export async function resumeBatch(
+  client: Client,
+  taskQueue: string,
+  batchId: string,
+  storage: ObjectStorage,
+  options?: BatchOptions,
+): Promise<BatchHandle> {
   const description = await client.workflow.getHandle(batchId).describe();
-  if (description.status.name === 'RUNNING') throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
+  if (description.status.name === 'RUNNING')
+    throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
   const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
-  if (!memo?.source || !memo.sink) throw new InvalidInputError([{ path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' }]);
-  const input = validateBatchInput({ batchId, source: memo.source, sink: memo.sink, options: { ...memo.options, ...options }, resume: true });
+  if (!memo?.source || !memo.sink)
+    throw new InvalidInputError([
+      { path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' },
+    ]);
+  const input = validateBatchInput({
+    batchId,
+    source: memo.source,
+    sink: memo.sink,
+    options: { ...memo.options, ...options },
+    resume: true,
+  });
   await scanTaskSource(storage, input.source);
   const workflow = await client.workflow.start('batch', {
     taskQueue,
@@ -227,7 +273,11 @@ export function getBatch(client: Client, batchId: string): BatchHandle {
  * A batch terminated or timed out from outside never ran its own clean-up: this writes the results it had flushed into
  * its sink and removes its spool. Returns the sink's size, or undefined when there was nothing to recover.
  */
-export async function recoverStoppedBatch(client: Client, batchId: string, storage: ObjectStorage): Promise<{ sink: string; bytes: number } | undefined> {
+export async function recoverStoppedBatch(
+  client: Client,
+  batchId: string,
+  storage: ObjectStorage,
+): Promise<{ sink: string; bytes: number } | undefined> {
   const description = await client.workflow.getHandle(batchId).describe();
   if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
   const memo = description.memo as { sink?: string } | undefined;

@@ -22,7 +22,14 @@ import type { fanOut } from '../workflows/fan-out';
 import type { fanOutFanIn } from '../workflows/fan-out-fan-in';
 import { explainConnectionFailure } from '../config/connection-diagnosis';
 import { storeFromEnvironment, type PayloadStore } from '../store';
-import { getBatch, recoverStoppedBatch, resumeBatch, startBatch, type BatchHandle, type StartBatchRequest } from './batch-client';
+import {
+  getBatch,
+  recoverStoppedBatch,
+  resumeBatch,
+  startBatch,
+  type BatchHandle,
+  type StartBatchRequest,
+} from './batch-client';
 import { checkInputSize, offloadLargePrompts, resolveRunResult } from './payloads';
 import { checkWorkflowId } from './workflow-id';
 
@@ -118,7 +125,11 @@ export function newRunId(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
 }
 
-function toHandle<W extends Workflow>(workflow: WorkflowHandle<W>, store: PayloadStore, runId?: string): RunHandle<WorkflowResultType<W>> {
+function toHandle<W extends Workflow>(
+  workflow: WorkflowHandle<W>,
+  store: PayloadStore,
+  runId?: string,
+): RunHandle<WorkflowResultType<W>> {
   return {
     workflowId: workflow.workflowId,
     runId,
@@ -127,7 +138,12 @@ function toHandle<W extends Workflow>(workflow: WorkflowHandle<W>, store: Payloa
     events: (cursor) => workflow.query(eventsQuery, cursor),
     describe: async () => {
       const description = await workflow.describe();
-      return { type: description.type, status: description.status.name, runId: description.runId, historyLength: description.historyLength };
+      return {
+        type: description.type,
+        status: description.status.name,
+        runId: description.runId,
+        historyLength: description.historyLength,
+      };
     },
     cancel: () => workflow.cancel().then(() => undefined),
     result: async () => resolveRunResult(await workflow.result(), store),
@@ -156,12 +172,19 @@ export class FanoutClient {
     if (options.client) return new FanoutClient(options.client, taskQueue, undefined, store);
     const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
     const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
-    const connection = await Connection.connect({ address: config.address, tls: config.tls, apiKey: config.apiKey, metadata: config.metadata }).catch(
-      async (error: unknown) => {
-        throw await explainConnectionFailure(error, config);
-      },
-    );
-    const client = new Client({ connection, namespace: config.namespace, ...(dataConverter === undefined ? {} : { dataConverter }) });
+    const connection = await Connection.connect({
+      address: config.address,
+      tls: config.tls,
+      apiKey: config.apiKey,
+      metadata: config.metadata,
+    }).catch(async (error: unknown) => {
+      throw await explainConnectionFailure(error, config);
+    });
+    const client = new Client({
+      connection,
+      namespace: config.namespace,
+      ...(dataConverter === undefined ? {} : { dataConverter }),
+    });
     return new FanoutClient(client, taskQueue, connection, store);
   }
 
@@ -177,7 +200,9 @@ export class FanoutClient {
   }
 
   /** Search attributes for a new run, if the namespace supports them. */
-  async searchAttributesFor(name: string): Promise<{ typedSearchAttributes?: [{ key: typeof FANOUT_NAME; value: string }] }> {
+  async searchAttributesFor(
+    name: string,
+  ): Promise<{ typedSearchAttributes?: [{ key: typeof FANOUT_NAME; value: string }] }> {
     return (await this.hasNameAttribute()) ? { typedSearchAttributes: [{ key: FANOUT_NAME, value: name }] } : {};
   }
 
@@ -203,7 +228,11 @@ export class FanoutClient {
   }
 
   /** Validates and starts a DAG (`dependsOn` edges; cycles and unknown ids are refused before anything starts). */
-  async startDag(nodes: DagNode[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<DagResult>> {
+  async startDag(
+    nodes: DagNode[],
+    options?: FanOutOptions,
+    start: StartRunOptions = {},
+  ): Promise<RunHandle<DagResult>> {
     const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
     const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.dag));
     const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
@@ -216,13 +245,28 @@ export class FanoutClient {
   }
 
   /** Validates and starts a fan-out followed by a synthesis agent over all of its outputs. */
-  async startFanOutFanIn(tasks: AgentTask[], synthesis: Synthesis | undefined, options?: FanOutOptions, start: StartRunOptions = {}): Promise<RunHandle<FanOutFanInResult>> {
-    const validated = validateFanOutFanInInput({ tasks, ...(synthesis ? { synthesis } : {}), ...(options === undefined ? {} : { options }) });
-    const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOutFanIn));
+  async startFanOutFanIn(
+    tasks: AgentTask[],
+    synthesis: Synthesis | undefined,
+    options?: FanOutOptions,
+    start: StartRunOptions = {},
+  ): Promise<RunHandle<FanOutFanInResult>> {
+    const validated = validateFanOutFanInInput({
+      tasks,
+      ...(synthesis ? { synthesis } : {}),
+      ...(options === undefined ? {} : { options }),
+    });
+    const workflowId = checkWorkflowId(
+      start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOutFanIn),
+    );
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     checkInputSize(input, 'the tasks');
     const workflow = await this.client.workflow.start<typeof fanOutFanIn>('fanOutFanIn', {
-      ...(await this.runStart(workflowId, start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`, start.name)),
+      ...(await this.runStart(
+        workflowId,
+        start.summary ?? `Fan-out of ${tasks.length} agents, then a synthesis`,
+        start.name,
+      )),
       args: [input],
     });
     return toHandle(workflow, this.store, workflow.firstExecutionRunId);
@@ -230,7 +274,12 @@ export class FanoutClient {
 
   /** Start options every run shares: this client's task queue, the id, the UI summary and the name to find it by. */
   private async runStart(workflowId: string, summary: string, name?: string) {
-    return { taskQueue: this.taskQueue, workflowId, staticSummary: summary, ...(await this.searchAttributesFor(name ?? workflowId)) };
+    return {
+      taskQueue: this.taskQueue,
+      workflowId,
+      staticSummary: summary,
+      ...(await this.searchAttributesFor(name ?? workflowId)),
+    };
   }
 
   /** Starts a fan-out and waits for it: every result in input order, and the run's metrics. */
@@ -249,10 +298,16 @@ export class FanoutClient {
   async listRuns(options: ListRunsOptions = {}): Promise<RunListing[]> {
     const limit = options.limit ?? FANOUT_CLIENT_DEFAULTS.listLimit;
     const types = `(${RUN_TYPES.map((type) => `WorkflowType = '${type}'`).join(' OR ')})`;
-    const query = options.name === undefined ? types : `${types} AND FanoutName = '${options.name.replace(/'/g, "\\'")}'`;
+    const query =
+      options.name === undefined ? types : `${types} AND FanoutName = '${options.name.replace(/'/g, "\\'")}'`;
     const runs: RunListing[] = [];
     for await (const execution of this.client.workflow.list({ query, pageSize: options.limit })) {
-      runs.push({ workflowId: execution.workflowId, type: execution.type, status: execution.status.name, startTime: execution.startTime });
+      runs.push({
+        workflowId: execution.workflowId,
+        type: execution.type,
+        status: execution.status.name,
+        startTime: execution.startTime,
+      });
       if (runs.length >= limit) break;
     }
     return runs;
@@ -260,7 +315,14 @@ export class FanoutClient {
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
   startBatch(request: StartBatchRequest): Promise<BatchHandle> {
-    return startBatch(this.client, this.taskQueue, request, () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch), (name) => this.searchAttributesFor(name), this.store.storage);
+    return startBatch(
+      this.client,
+      this.taskQueue,
+      request,
+      () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch),
+      (name) => this.searchAttributesFor(name),
+      this.store.storage,
+    );
   }
 
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */

@@ -18,7 +18,11 @@ function megabytes(bytes: number): string {
  * Moves the prompts of large tasks to the payload store: each such task keeps its id, name and settings and carries a
  * `contentRef` and a short placeholder prompt. A run's inline prompts together stay under about 1 MB.
  */
-export async function offloadLargePrompts<T extends AgentTask>(tasks: readonly T[], workflowId: string, store: PayloadStore): Promise<T[]> {
+export async function offloadLargePrompts<T extends AgentTask>(
+  tasks: readonly T[],
+  workflowId: string,
+  store: PayloadStore,
+): Promise<T[]> {
   const limit = inlineOutputLimit(tasks.length);
   return Promise.all(
     tasks.map(async (task) => {
@@ -39,7 +43,10 @@ export function checkInputSize(input: unknown, what: string): void {
   const bytes = Buffer.byteLength(JSON.stringify(input), 'utf8');
   if (bytes > MAX_WORKFLOW_INPUT_BYTES) {
     throw new InvalidInputError([
-      { path: what, message: `is ${megabytes(bytes)} after moving large prompts to the payload store; the limit is ${megabytes(MAX_WORKFLOW_INPUT_BYTES)} (fewer tasks per run, or use a batch)` },
+      {
+        path: what,
+        message: `is ${megabytes(bytes)} after moving large prompts to the payload store; the limit is ${megabytes(MAX_WORKFLOW_INPUT_BYTES)} (fewer tasks per run, or use a batch)`,
+      },
     ]);
   }
 }
@@ -53,7 +60,10 @@ export async function resolveOutputs(results: readonly AgentResult[], store: Pay
     while (next < results.length) {
       const index = next++;
       const result = results[index];
-      resolved[index] = result.output === undefined && result.outputRef ? { ...result, output: await store.get(result.outputRef) } : result;
+      resolved[index] =
+        result.output === undefined && result.outputRef
+          ? { ...result, output: await store.get(result.outputRef) }
+          : result;
     }
   };
   await Promise.all(Array.from({ length: Math.min(16, results.length) }, worker));

@@ -42,7 +42,8 @@ function parseJsonValue(text: string, file: string): unknown {
 }
 
 function prefixed(error: unknown, file: string): never {
-  if (error instanceof InvalidInputError) throw new InvalidInputError(error.issues.map((issue) => ({ ...issue, path: `${file} ${issue.path}` })));
+  if (error instanceof InvalidInputError)
+    throw new InvalidInputError(error.issues.map((issue) => ({ ...issue, path: `${file} ${issue.path}` })));
   throw error;
 }
 
@@ -54,11 +55,14 @@ export function readRunFile(file: string): RunFile {
   if (file.endsWith('.jsonl') || file.endsWith('.ndjson')) {
     const text = readText(file);
     if (!/"dependsOn"\s*:/.test(text)) return { kind: 'fanOut', tasks: parseJsonLines(text, file).tasks };
-    const nodes = text.split('\n').flatMap((raw, index) => (raw.trim() === '' ? [] : [{ raw, line: index + 1 }])).map(({ raw, line }) => {
-      const { value, error } = parseJsonText(raw);
-      if (error !== undefined) throw new InvalidInputError([{ path: `${file} line ${line}`, message: error }]);
-      return value;
-    });
+    const nodes = text
+      .split('\n')
+      .flatMap((raw, index) => (raw.trim() === '' ? [] : [{ raw, line: index + 1 }]))
+      .map(({ raw, line }) => {
+        const { value, error } = parseJsonText(raw);
+        if (error !== undefined) throw new InvalidInputError([{ path: `${file} line ${line}`, message: error }]);
+        return value;
+      });
     try {
       return { kind: 'dag', nodes: validateDagInput({ nodes }).nodes };
     } catch (error) {
@@ -94,20 +98,35 @@ function readText(file: string): string {
   try {
     const size = statSync(file).size;
     if (size > MAX_RUN_FILE_BYTES) {
-      throw new InvalidInputError([{ path: file, message: `tasks file is ${(size / 1e6).toFixed(1)} MB; the limit is ${(MAX_RUN_FILE_BYTES / 1e6).toFixed(1)} MB for a run (use \`fanout batch start\`, which streams files of any size)` }]);
+      throw new InvalidInputError([
+        {
+          path: file,
+          message: `tasks file is ${(size / 1e6).toFixed(1)} MB; the limit is ${(MAX_RUN_FILE_BYTES / 1e6).toFixed(1)} MB for a run (use \`fanout batch start\`, which streams files of any size)`,
+        },
+      ]);
     }
     bytes = readFileSync(file);
   } catch (error) {
     if (error instanceof InvalidInputError) throw error;
     const code = (error as NodeJS.ErrnoException).code;
-    throw new InvalidInputError([{ path: file, message: code === 'EISDIR' ? 'is a directory, not a task file' : `cannot be read (${code ?? (error as Error).message})` }]);
+    throw new InvalidInputError([
+      {
+        path: file,
+        message:
+          code === 'EISDIR'
+            ? 'is a directory, not a task file'
+            : `cannot be read (${code ?? (error as Error).message})`,
+      },
+    ]);
   }
   let start = 0;
   let line = 1;
   for (let index = bytes.indexOf(10); ; index = bytes.indexOf(10, start)) {
     const end = index === -1 ? bytes.length : index;
     if (decodeLine(bytes.subarray(start, end)) === undefined) {
-      throw new InvalidInputError([{ path: `${file} line ${line}`, message: 'is not valid UTF-8 (save the file as UTF-8)' }]);
+      throw new InvalidInputError([
+        { path: `${file} line ${line}`, message: 'is not valid UTF-8 (save the file as UTF-8)' },
+      ]);
     }
     if (index === -1) break;
     start = index + 1;
@@ -131,13 +150,25 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
     }
     const parsed = safeParse(agentTaskSchema, value);
     if (!parsed.success) {
-      issues.push(...issuesFromZod(parsed.error).map((issue) => ({ ...issue, path: `${file} line ${line}${issue.path ? `: ${issue.path}` : ''}` })));
+      issues.push(
+        ...issuesFromZod(parsed.error).map((issue) => ({
+          ...issue,
+          path: `${file} line ${line}${issue.path ? `: ${issue.path}` : ''}`,
+        })),
+      );
       return;
     }
     tasks.push(parsed.data);
     lines.push(line);
   });
-  issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} line ${lines[index]}`, ': ', (index) => `line ${lines[index]}`));
+  issues.push(
+    ...duplicateIdIssues(
+      tasks.map((task) => task.id),
+      (index) => `${file} line ${lines[index]}`,
+      ': ',
+      (index) => `line ${lines[index]}`,
+    ),
+  );
   if (issues.length > 0) throw new InvalidInputError(issues);
   return { tasks, lines };
 }
@@ -145,7 +176,9 @@ function parseJsonLines(text: string, file: string): { tasks: AgentTask[]; lines
 function tasksFrom(value: unknown, file: string): TaskFile {
   const shape = jsonFileSchema.safeParse(value);
   if (!shape.success) {
-    throw new InvalidInputError([{ path: file, message: 'must be an array of tasks or an object { "tasks": [...], "options": {...} }' }]);
+    throw new InvalidInputError([
+      { path: file, message: 'must be an array of tasks or an object { "tasks": [...], "options": {...} }' },
+    ]);
   }
   const rawTasks = Array.isArray(shape.data) ? shape.data : shape.data.tasks;
   const rawOptions = Array.isArray(shape.data) ? undefined : shape.data.options;
@@ -162,7 +195,13 @@ function tasksFrom(value: unknown, file: string): TaskFile {
     if (parsed.success) options = parsed.data;
     else issues.push(...issuesFromZod(parsed.error, `${file} options`));
   }
-  if (issues.length === 0) issues.push(...duplicateIdIssues(tasks.map((task) => task.id), (index) => `${file} tasks[${index}]`));
+  if (issues.length === 0)
+    issues.push(
+      ...duplicateIdIssues(
+        tasks.map((task) => task.id),
+        (index) => `${file} tasks[${index}]`,
+      ),
+    );
   if (issues.length > 0) throw new InvalidInputError(issues);
   return { tasks, options };
 }

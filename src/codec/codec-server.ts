@@ -67,7 +67,8 @@ function fromJson(payload: z.infer<typeof payloadsBody>['payloads'][number]): Pa
 
 function toJson(payload: Payload): JsonPayload {
   const metadata: Record<string, string> = {};
-  for (const [key, value] of Object.entries(payload.metadata ?? {})) metadata[key] = Buffer.from(value).toString('base64');
+  for (const [key, value] of Object.entries(payload.metadata ?? {}))
+    metadata[key] = Buffer.from(value).toString('base64');
   return { metadata, data: Buffer.from(payload.data ?? new Uint8Array()).toString('base64') };
 }
 
@@ -122,11 +123,15 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
     // A browser page from any other origin gets nothing decoded, not even an opaque response's side effects.
     if (origin !== undefined && !anyOrigin && !origins.has(normaliseOrigin(origin))) {
       log(`refused ${request.method} ${path} from ${who}: origin not allowed (--cors-origin)`);
-      send(response, 403, { message: `origin ${origin} is not allowed; start the codec server with --cors-origin ${origin}` });
+      send(response, 403, {
+        message: `origin ${origin} is not allowed; start the codec server with --cors-origin ${origin}`,
+      });
       return;
     }
     const cors: Record<string, string> =
-      origin === undefined ? {} : { 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true', Vary: 'Origin' };
+      origin === undefined
+        ? {}
+        : { 'Access-Control-Allow-Origin': origin, 'Access-Control-Allow-Credentials': 'true', Vary: 'Origin' };
     const operation = /\/(encode|decode)$/.exec(path)?.[1] as 'encode' | 'decode' | undefined;
 
     if (request.method === 'OPTIONS') {
@@ -136,7 +141,9 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
         'Access-Control-Allow-Headers': ALLOWED_HEADERS,
         'Access-Control-Max-Age': '600',
         // Chrome asks before a public page reaches a private address; a UI on such a page is still the user's.
-        ...(request.headers['access-control-request-private-network'] === 'true' ? { 'Access-Control-Allow-Private-Network': 'true' } : {}),
+        ...(request.headers['access-control-request-private-network'] === 'true'
+          ? { 'Access-Control-Allow-Private-Network': 'true' }
+          : {}),
       });
       return;
     }
@@ -145,7 +152,12 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       return;
     }
     if (request.method !== 'POST') {
-      send(response, 405, { message: `${request.method} is not allowed; POST to ${path}` }, { ...cors, Allow: 'POST, OPTIONS' });
+      send(
+        response,
+        405,
+        { message: `${request.method} is not allowed; POST to ${path}` },
+        { ...cors, Allow: 'POST, OPTIONS' },
+      );
       return;
     }
     try {
@@ -157,7 +169,11 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
         throw new HttpError(400, 'the body is not JSON; expected {"payloads": [...]}');
       }
       const parsed = payloadsBody.safeParse(json);
-      if (!parsed.success) throw new HttpError(400, `expected {"payloads": [{"metadata": {...}, "data": "<base64>"}]}: ${parsed.error.issues[0]?.message}`);
+      if (!parsed.success)
+        throw new HttpError(
+          400,
+          `expected {"payloads": [{"metadata": {...}, "data": "<base64>"}]}: ${parsed.error.issues[0]?.message}`,
+        );
       const payloads = parsed.data.payloads.map(fromJson);
       let converted: Payload[];
       try {

@@ -46,7 +46,8 @@ export class EncryptionCodec implements PayloadCodec {
     for (const { id, key } of keys) {
       if (id === '') throw new TypeError('an encryption key id must not be empty');
       if (byId.has(id)) throw new TypeError(`encryption key id "${id}" is listed twice`);
-      if (key.length !== KEY_BYTES) throw new TypeError(`encryption key "${id}" must be ${KEY_BYTES} bytes, got ${key.length}`);
+      if (key.length !== KEY_BYTES)
+        throw new TypeError(`encryption key "${id}" must be ${KEY_BYTES} bytes, got ${key.length}`);
       byId.set(id, key);
     }
     this.keysById = byId;
@@ -90,7 +91,8 @@ export class EncryptionCodec implements PayloadCodec {
 
   private decrypt(payload: Payload): Payload {
     const encoding = payload.metadata?.[METADATA_ENCODING_KEY];
-    if (encoding === undefined || encoding === null || textDecoder.decode(encoding) !== ENCRYPTED_ENCODING) return payload;
+    if (encoding === undefined || encoding === null || textDecoder.decode(encoding) !== ENCRYPTED_ENCODING)
+      return payload;
     const idBytes = payload.metadata?.[KEY_ID_METADATA_KEY];
     if (!idBytes) throw new Error(`an encrypted payload has no "${KEY_ID_METADATA_KEY}" metadata`);
     const id = textDecoder.decode(idBytes);
@@ -102,7 +104,8 @@ export class EncryptionCodec implements PayloadCodec {
       );
     }
     const data = payload.data ?? new Uint8Array();
-    if (data.length < IV_BYTES + TAG_BYTES) throw new Error(`an encrypted payload (key "${id}") is too short to be one`);
+    if (data.length < IV_BYTES + TAG_BYTES)
+      throw new Error(`an encrypted payload (key "${id}") is too short to be one`);
     const decipher = createDecipheriv(ALGORITHM, key, data.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
     decipher.setAAD(idBytes);
     decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
@@ -110,7 +113,9 @@ export class EncryptionCodec implements PayloadCodec {
     try {
       plain = Buffer.concat([decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)), decipher.final()]);
     } catch {
-      throw new Error(`an encrypted payload failed authentication with key "${id}": the key is wrong or the payload was altered`);
+      throw new Error(
+        `an encrypted payload failed authentication with key "${id}": the key is wrong or the payload was altered`,
+      );
     }
     return temporal.api.common.v1.Payload.decode(plain);
   }

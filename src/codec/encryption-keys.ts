@@ -1,7 +1,6 @@
 import type { Environment } from '../config/environment';
 import type { EncryptionKey } from './encryption-codec';
 
-
 const KEY_BYTES = 32;
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const HOW_TO_MAKE = 'make one with `openssl rand -base64 32`';
@@ -14,7 +13,9 @@ function decodeKey(variable: string, id: string, encoded: string): Uint8Array {
     throw new Error(`${variable}: key "${id}" is not valid base64 (${HOW_TO_MAKE})`);
   }
   if (bytes.length !== KEY_BYTES) {
-    throw new Error(`${variable}: key "${id}" must be ${KEY_BYTES} bytes for AES-256, got ${bytes.length} (${HOW_TO_MAKE})`);
+    throw new Error(
+      `${variable}: key "${id}" must be ${KEY_BYTES} bytes for AES-256, got ${bytes.length} (${HOW_TO_MAKE})`,
+    );
   }
   return new Uint8Array(bytes);
 }
@@ -22,7 +23,10 @@ function decodeKey(variable: string, id: string, encoded: string): Uint8Array {
 function parseKeyList(raw: string): EncryptionKey[] {
   const variable = 'FANOUT_ENCRYPTION_KEYS';
   const keys: EncryptionKey[] = [];
-  const entries = raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  const entries = raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
   if (entries.length === 0) throw new Error(`${variable} is set but lists no key; expected "<id>:<base64 key>,..."`);
   entries.forEach((entry, index) => {
     const colon = entry.indexOf(':');
@@ -49,7 +53,9 @@ export function encryptionKeysFromEnvironment(environment: Environment = process
   const singleId = environment.FANOUT_ENCRYPTION_KEY_ID?.trim() || undefined;
   if (list !== undefined) {
     if (single !== undefined || singleId !== undefined) {
-      throw new Error('set either FANOUT_ENCRYPTION_KEYS or FANOUT_ENCRYPTION_KEY with FANOUT_ENCRYPTION_KEY_ID, not both');
+      throw new Error(
+        'set either FANOUT_ENCRYPTION_KEYS or FANOUT_ENCRYPTION_KEY with FANOUT_ENCRYPTION_KEY_ID, not both',
+      );
     }
     return parseKeyList(list);
   }
@@ -57,7 +63,9 @@ export function encryptionKeysFromEnvironment(environment: Environment = process
   if (single === undefined) throw new Error('FANOUT_ENCRYPTION_KEY_ID is set but FANOUT_ENCRYPTION_KEY is not');
   if (singleId === undefined) {
     // The id is stored with every payload; without one, a later rotation could not tell which key wrote it.
-    throw new Error('FANOUT_ENCRYPTION_KEY_ID must be set with FANOUT_ENCRYPTION_KEY (it is stored with each payload so rotated keys can be found)');
+    throw new Error(
+      'FANOUT_ENCRYPTION_KEY_ID must be set with FANOUT_ENCRYPTION_KEY (it is stored with each payload so rotated keys can be found)',
+    );
   }
   if (singleId.includes(',') || singleId.includes(':')) {
     throw new Error(`FANOUT_ENCRYPTION_KEY_ID must not contain "," or ":", got "${singleId}"`);

@@ -9,7 +9,6 @@ export { encryptionKeysFromEnvironment } from './encryption-keys';
 export { startCodecServer, DEFAULT_CODEC_CORS_ORIGINS } from './codec-server';
 export type { CodecServer, CodecServerOptions } from './codec-server';
 
-
 /** The payload codec configured by FANOUT_ENCRYPTION_KEYS (or FANOUT_ENCRYPTION_KEY + _ID); undefined when none is. */
 export function codecFromEnvironment(environment: Environment = process.env): EncryptionCodec | undefined {
   const keys = encryptionKeysFromEnvironment(environment);
@@ -23,7 +22,9 @@ export function codecFromEnvironment(environment: Environment = process.env): En
  * @example
  * const client = new Client({ connection, dataConverter: dataConverterFromEnvironment() });
  */
-export function dataConverterFromEnvironment(environment: Environment = process.env): { payloadCodecs: PayloadCodec[] } | undefined {
+export function dataConverterFromEnvironment(
+  environment: Environment = process.env,
+): { payloadCodecs: PayloadCodec[] } | undefined {
   const codec = codecFromEnvironment(environment);
   return codec === undefined ? undefined : { payloadCodecs: [codec] };
 }

@@ -27,7 +27,8 @@ function explainTlsError(error: NodeJS.ErrnoException & { reason?: string }, ser
   }
 }
 
-type TlsProbe = { kind: 'handshake' } | { kind: 'plaintext server' } | { kind: 'no answer' } | { kind: 'failed'; reason: string };
+type TlsProbe =
+  { kind: 'handshake' } | { kind: 'plaintext server' } | { kind: 'no answer' } | { kind: 'failed'; reason: string };
 
 const PLAINTEXT_SERVER = 'the server does not speak TLS; unset TEMPORAL_TLS and the other TEMPORAL_TLS_* settings';
 
@@ -42,7 +43,9 @@ function probeTls(host: string, port: number, config: TemporalConnectionConfig):
     ALPNProtocols: ['h2'],
     ...(serverName === undefined ? {} : { servername: serverName }),
     ...(tls.serverRootCACertificate ? { ca: Buffer.from(tls.serverRootCACertificate) } : {}),
-    ...(tls.clientCertPair ? { cert: Buffer.from(tls.clientCertPair.crt), key: Buffer.from(tls.clientCertPair.key) } : {}),
+    ...(tls.clientCertPair
+      ? { cert: Buffer.from(tls.clientCertPair.crt), key: Buffer.from(tls.clientCertPair.key) }
+      : {}),
   };
   return new Promise((resolve) => {
     const socket = connectTls(options);
@@ -71,7 +74,9 @@ function probeTcp(host: string, port: number): Promise<string | undefined> {
     };
     socket.setTimeout(PROBE_TIMEOUT_MS, () => done(`no answer within ${PROBE_TIMEOUT_MS} ms`));
     socket.once('connect', () => done(undefined));
-    socket.once('error', (error: NodeJS.ErrnoException) => done(error.code === 'ECONNREFUSED' ? 'nothing is listening there' : error.message));
+    socket.once('error', (error: NodeJS.ErrnoException) =>
+      done(error.code === 'ECONNREFUSED' ? 'nothing is listening there' : error.message),
+    );
     socket.connect(port, host);
   });
 }

@@ -79,7 +79,14 @@ export const ENVIRONMENT_VARIABLES = {
   /** Read by the Anthropic SDK (`@anthropic-ai/sdk`), which provider batches of `claude-*` models go through. */
   anthropicSdk: ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'],
   /** Read by scripts/ (which src/local runs to find or build the servers). */
-  scripts: ['TEMPORAL_CLI', 'TEMPORAL_CLI_VERSION', 'TEMPORAL_SERVER_HOME', 'TEMPORAL_SERVER_VERSION', 'SEAWEEDFS_WEED', 'SEAWEEDFS_VERSION'],
+  scripts: [
+    'TEMPORAL_CLI',
+    'TEMPORAL_CLI_VERSION',
+    'TEMPORAL_SERVER_HOME',
+    'TEMPORAL_SERVER_VERSION',
+    'SEAWEEDFS_WEED',
+    'SEAWEEDFS_VERSION',
+  ],
   /** Read by the tests only. */
   tests: ['CHROMIUM_PATH', 'REFRESH_DOCS_SCREENSHOTS', 'FANOUT_TEST_SIM_URL', 'FANOUT_FAULT_SEED', 'FANOUT_FAULT_RUNS'],
   /** Read by bench/ only. */

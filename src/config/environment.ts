@@ -46,7 +46,12 @@ export function countFromEnvironment(name: string, environment: Environment = pr
   return wholeNumberFromEnvironment(name, environment, 0, 'a whole number (0 or more)');
 }
 
-function wholeNumberFromEnvironment(name: string, environment: Environment, minimum: number, wanted: string): number | undefined {
+function wholeNumberFromEnvironment(
+  name: string,
+  environment: Environment,
+  minimum: number,
+  wanted: string,
+): number | undefined {
   const raw = environment[name];
   if (raw === undefined || raw.trim() === '') return undefined;
   const value = Number(raw);

@@ -33,7 +33,10 @@ export const agentTaskSchema = z.strictObject({
    * servers, and the built-in `spawn_agents`. A task with tools (or `output`) runs as a durable loop of model steps
    * and tool calls (the `agent` workflow); without either it is the single call it always was.
    */
-  tools: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a tool name (letters, digits, _ and -, at most 64)')).max(128).optional(),
+  tools: z
+    .array(z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be a tool name (letters, digits, _ and -, at most 64)'))
+    .max(128)
+    .optional(),
   /** Most model steps of the agent, repairs of its structured output included. Default 20 (DEFAULT_MAX_STEPS). */
   maxSteps: z.number().int().min(1).max(10_000).optional(),
   /** A JSON schema the final answer must match: the answer is parsed, validated, and sent back with the error when invalid. */

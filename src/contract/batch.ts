@@ -78,7 +78,9 @@ export interface ResolvedBatchOptions {
  * at full width from the scan's page), unless pagesPerRun counts pages (then pages are exactly pageSize).
  */
 export function pageLimit(options: ResolvedBatchOptions): number {
-  return options.pagesPerRun === undefined ? Math.max(options.pageSize, Math.min(4000, options.concurrency * 2)) : options.pageSize;
+  return options.pagesPerRun === undefined
+    ? Math.max(options.pageSize, Math.min(4000, options.concurrency * 2))
+    : options.pageSize;
 }
 
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
@@ -111,7 +113,12 @@ export interface BatchCounters {
 }
 
 export function emptyCounters(): BatchCounters {
-  return { succeeded: 0, failed: 0, tokens: { prompt: 0, completion: 0, total: 0 }, cost: { usd: 0, unpricedCalls: 0 } };
+  return {
+    succeeded: 0,
+    failed: 0,
+    tokens: { prompt: 0, completion: 0, total: 0 },
+    cost: { usd: 0, unpricedCalls: 0 },
+  };
 }
 
 /** Why a batch stopped before running every item: a failure under fail-fast, or its token or cost budget reached. */
@@ -175,7 +182,12 @@ export interface BatchSummary {
   /** How the items were sent: `sync`, `flex` or `provider-batch` (an `auto` batch says which it chose). */
   route?: 'sync' | 'flex' | 'provider-batch';
   /** The provider batches of a provider-batch route: id, status and counts of each. */
-  providerBatches?: { provider: string; id: string; status: string; counts: { total: number; succeeded: number; failed: number; processing: number } }[];
+  providerBatches?: {
+    provider: string;
+    id: string;
+    status: string;
+    counts: { total: number; succeeded: number; failed: number; processing: number };
+  }[];
   /** What the route saved against the standard price, US dollars. */
   savingsUsd?: number;
   /** The workers' pacing of the batch's calls when it ended (see BatchProgress). */

@@ -50,7 +50,10 @@ export type Synthesis = z.infer<typeof synthesisSchema>;
 
 /** The one argument of the `fanOutFanIn` workflow. */
 export const fanOutFanInInputSchema = z.strictObject({
-  tasks: z.array(agentTaskSchema).min(1, 'must hold at least one task').max(MAX_TASKS_PER_FAN_OUT - 1),
+  tasks: z
+    .array(agentTaskSchema)
+    .min(1, 'must hold at least one task')
+    .max(MAX_TASKS_PER_FAN_OUT - 1),
   synthesis: synthesisSchema.optional(),
   options: runOptionsSchema.optional(),
 });

@@ -4,7 +4,16 @@ export interface RunEvent {
   seq: number;
   /** Workflow time, ms since the epoch. */
   at: number;
-  type: 'run-started' | 'agent-started' | 'agent-finished' | 'agent-failed' | 'agent-retried' | 'agent-cancelled' | 'agent-skipped' | 'pacing' | 'run-finished';
+  type:
+    | 'run-started'
+    | 'agent-started'
+    | 'agent-finished'
+    | 'agent-failed'
+    | 'agent-retried'
+    | 'agent-cancelled'
+    | 'agent-skipped'
+    | 'pacing'
+    | 'run-finished';
   taskId?: string;
   /** Short human detail: attempts, error type, why skipped, how a worker's concurrency limit moved. */
   detail?: string;

@@ -7,7 +7,8 @@ export function unknownDependencyIssues(nodes: readonly DagNode[]): InputIssue[]
   const issues: InputIssue[] = [];
   nodes.forEach((node, index) =>
     (node.dependsOn ?? []).forEach((dependency, position) => {
-      if (!ids.has(dependency)) issues.push({ path: `nodes[${index}].dependsOn[${position}]`, message: `unknown node "${dependency}"` });
+      if (!ids.has(dependency))
+        issues.push({ path: `nodes[${index}].dependsOn[${position}]`, message: `unknown node "${dependency}"` });
     }),
   );
   return issues;
@@ -55,7 +56,8 @@ export function parallelGroups(nodes: readonly DagNode[]): string[][] {
     if (seen.has(id)) throw new Error(`cycle through "${id}"`);
     seen.add(id);
     const dependencies = byId.get(id)?.dependsOn ?? [];
-    const value = dependencies.length === 0 ? 0 : 1 + Math.max(...dependencies.map((dependency) => depth(dependency, seen)));
+    const value =
+      dependencies.length === 0 ? 0 : 1 + Math.max(...dependencies.map((dependency) => depth(dependency, seen)));
     level.set(id, value);
     return value;
   };
@@ -68,7 +70,10 @@ export function parallelGroups(nodes: readonly DagNode[]): string[][] {
 }
 
 /** The longest chain of `durations` along dependencies, ending anywhere. */
-export function criticalPath(nodes: readonly DagNode[], durations: ReadonlyMap<string, number>): { path: string[]; lengthMs: number } {
+export function criticalPath(
+  nodes: readonly DagNode[],
+  durations: ReadonlyMap<string, number>,
+): { path: string[]; lengthMs: number } {
   const best = new Map<string, { lengthMs: number; path: string[] }>();
   const byId = new Map(nodes.map((node) => [node.id, node]));
   const longest = (id: string): { lengthMs: number; path: string[] } => {

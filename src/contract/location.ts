@@ -18,7 +18,8 @@ export function parseLocation(uri: string): Location | { error: string } {
     if (!path.startsWith('/')) return { error: 'a file:// URL must hold an absolute path' };
     return { kind: 'file', path };
   }
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri)) return { error: `unsupported scheme "${uri.split(':')[0]}" (use a local path or s3://bucket/key)` };
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(uri))
+    return { error: `unsupported scheme "${uri.split(':')[0]}" (use a local path or s3://bucket/key)` };
   if (!uri.startsWith('/')) return { error: 'must be an absolute path or an s3:// URI' };
   return { kind: 'file', path: uri };
 }

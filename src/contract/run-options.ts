@@ -36,7 +36,12 @@ export const runOptionsSchema = z.strictObject({
    */
   heartbeatTimeoutMs: z.number().int().min(1000).max(600_000).optional(),
   /** Deadline of the whole run, ms; agents still running then are cancelled. Default: none. */
-  runTimeoutMs: z.number().int().min(100).max(30 * 86_400_000).optional(),
+  runTimeoutMs: z
+    .number()
+    .int()
+    .min(100)
+    .max(30 * 86_400_000)
+    .optional(),
   /**
    * Once the run's answered calls have used this many tokens, no new agent starts and the ones in flight are cancelled:
    * those are reported cancelled and the rest skipped, both BudgetExhausted. Default: none.
@@ -76,7 +81,9 @@ export const RATE_LIMIT_WAIT_MS = 10 * 60_000;
  * The defaults of the run options (the others have none). The workflows apply them, so a new value changes what runs
  * do: gate it with `patched()` where it changes their commands (CONTRIBUTING.md).
  */
-export const RUN_OPTION_DEFAULTS: Readonly<Pick<ResolvedRunOptions, 'maxParallel' | 'errorPolicy' | 'retry' | 'agentTimeoutMs'>> = {
+export const RUN_OPTION_DEFAULTS: Readonly<
+  Pick<ResolvedRunOptions, 'maxParallel' | 'errorPolicy' | 'retry' | 'agentTimeoutMs'>
+> = {
   maxParallel: MAX_IN_FLIGHT_PER_RUN,
   errorPolicy: 'continue',
   retry: {

@@ -35,7 +35,8 @@ export function formatPath(path: readonly PropertyKey[], prefix = ''): string {
 /** Plainer messages than zod's defaults for the commonest mistakes. */
 const errorMessages: z.core.$ZodErrorMap = (issue) => {
   if (issue.code === 'invalid_type' && issue.input === undefined) return 'is required';
-  if (issue.code === 'unrecognized_keys') return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((key) => `"${key}"`).join(', ')}`;
+  if (issue.code === 'unrecognized_keys')
+    return `unknown field${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((key) => `"${key}"`).join(', ')}`;
   return undefined;
 };
 
@@ -61,7 +62,11 @@ export function duplicateIdIssues(
   ids.forEach((id, index) => {
     const first = firstSeen.get(id);
     if (first === undefined) firstSeen.set(id, index);
-    else issues.push({ path: `${describe(index)}${separator}id`, message: `duplicate id "${id}" (first at ${describeFirst(first)})` });
+    else
+      issues.push({
+        path: `${describe(index)}${separator}id`,
+        message: `duplicate id "${id}" (first at ${describeFirst(first)})`,
+      });
   });
   return issues;
 }
@@ -104,7 +109,13 @@ export function validateDagInput(input: unknown): DagInput {
   const parsed = safeParse(dagInputSchema, input);
   if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
   const nodes = parsed.data.nodes;
-  const issues = [...duplicateIdIssues(nodes.map((node) => node.id), (index) => `nodes[${index}]`), ...unknownDependencyIssues(nodes)];
+  const issues = [
+    ...duplicateIdIssues(
+      nodes.map((node) => node.id),
+      (index) => `nodes[${index}]`,
+    ),
+    ...unknownDependencyIssues(nodes),
+  ];
   if (issues.length > 0) throw new InvalidInputError(issues);
   const cycle = findCycle(nodes);
   if (cycle) throw new InvalidInputError([{ path: 'nodes', message: `dependency cycle: ${cycle.join(' -> ')}` }]);
@@ -115,10 +126,17 @@ export function validateDagInput(input: unknown): DagInput {
 export function validateFanOutFanInInput(input: unknown): FanOutFanInInput {
   const parsed = safeParse(fanOutFanInInputSchema, input);
   if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
-  const issues = duplicateIdIssues(parsed.data.tasks.map((task) => task.id), (index) => `tasks[${index}]`);
+  const issues = duplicateIdIssues(
+    parsed.data.tasks.map((task) => task.id),
+    (index) => `tasks[${index}]`,
+  );
   const synthesisId = parsed.data.synthesis?.id ?? 'synthesis';
   const clash = parsed.data.tasks.findIndex((task) => task.id === synthesisId);
-  if (clash !== -1) issues.push({ path: `tasks[${clash}].id`, message: `"${synthesisId}" is the synthesis agent's id; rename the task or set synthesis.id` });
+  if (clash !== -1)
+    issues.push({
+      path: `tasks[${clash}].id`,
+      message: `"${synthesisId}" is the synthesis agent's id; rename the task or set synthesis.id`,
+    });
   if (issues.length > 0) throw new InvalidInputError(issues);
   return parsed.data;
 }

@@ -30,10 +30,34 @@ export function generateServerCertificates(directory: string, serverName = 'temp
   };
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
-  openssl(['req', '-x509', ...ecKey, '-keyout', file('ca.key'), '-out', file('ca.pem'), '-days', '7',
-    '-subj', '/CN=temporal-fanout test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
-  openssl(['req', '-new', ...ecKey, '-keyout', file('server.key'), '-out', file('server.csr'), '-subj', `/CN=${serverName}`]);
+  openssl([
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    file('ca.key'),
+    '-out',
+    file('ca.pem'),
+    '-days',
+    '7',
+    '-subj',
+    '/CN=temporal-fanout test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+  ]);
+  openssl([
+    'req',
+    '-new',
+    ...ecKey,
+    '-keyout',
+    file('server.key'),
+    '-out',
+    file('server.csr'),
+    '-subj',
+    `/CN=${serverName}`,
+  ]);
   writeFileSync(
     file('server.ext'),
     [
@@ -43,7 +67,22 @@ export function generateServerCertificates(directory: string, serverName = 'temp
       `subjectAltName=DNS:${serverName},IP:127.0.0.1`,
     ].join('\n'),
   );
-  openssl(['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key'), '-CAcreateserial',
-    '-out', file('server.pem'), '-days', '7', '-extfile', file('server.ext')]);
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    file('server.csr'),
+    '-CA',
+    file('ca.pem'),
+    '-CAkey',
+    file('ca.key'),
+    '-CAcreateserial',
+    '-out',
+    file('server.pem'),
+    '-days',
+    '7',
+    '-extfile',
+    file('server.ext'),
+  ]);
   return { caPath: file('ca.pem'), certPath: file('server.pem'), keyPath: file('server.key'), serverName };
 }

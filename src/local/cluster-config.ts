@@ -89,7 +89,9 @@ export function serverConfig(input: ServerConfigInput): object {
   });
   // The server's own system workers (namespace deletion, scanners) dial the frontend too, so with TLS on they must
   // trust the same private CA and check the same name as any outside client.
-  const frontendClient = certificates ? { serverName: certificates.serverName, rootCaFiles: [certificates.caPath] } : undefined;
+  const frontendClient = certificates
+    ? { serverName: certificates.serverName, rootCaFiles: [certificates.caPath] }
+    : undefined;
   const tls = certificates && {
     frontend: {
       server: { certFile: certificates.certPath, keyFile: certificates.keyPath, requireClientAuth: false },
@@ -125,7 +127,12 @@ export function serverConfig(input: ServerConfigInput): object {
       masterClusterName: 'active',
       currentClusterName: 'active',
       clusterInformation: {
-        active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `127.0.0.1:${ports.frontend}` },
+        active: {
+          enabled: true,
+          initialFailoverVersion: 1,
+          rpcName: 'frontend',
+          rpcAddress: `127.0.0.1:${ports.frontend}`,
+        },
       },
     },
     dcRedirectionPolicy: { policy: 'noop' },

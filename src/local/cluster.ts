@@ -63,7 +63,10 @@ export interface TemporalCluster {
 /** Where temporal-server, temporal-sql-tool and the PostgreSQL schema are, building them once if needed. */
 export function findTemporalServer(): string {
   try {
-    return execFileSync('bash', [ENSURE_TEMPORAL_SERVER_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    return execFileSync('bash', [ENSURE_TEMPORAL_SERVER_SCRIPT], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
   } catch {
     throw new Error('no Temporal server is available (see the messages above); set TEMPORAL_SERVER_HOME to one');
   }
@@ -109,7 +112,11 @@ export async function startTemporalCluster(options: TemporalClusterOptions = {})
     writeFileSync(dynamicConfigPath, JSON.stringify(dynamicConfig(), null, 2));
     writeFileSync(
       path.join(configDirectory, 'cluster.yaml'),
-      JSON.stringify(serverConfig({ ports, postgres, dynamicConfigPath, certificates, numHistoryShards: HISTORY_SHARDS }), null, 2),
+      JSON.stringify(
+        serverConfig({ ports, postgres, dynamicConfigPath, certificates, numHistoryShards: HISTORY_SHARDS }),
+        null,
+        2,
+      ),
     );
 
     const address = `127.0.0.1:${ports.frontend}`;
@@ -158,14 +165,26 @@ export async function startTemporalCluster(options: TemporalClusterOptions = {})
 /** Creates the two databases on a fresh PostgreSQL and brings both schemas to the version this server needs. */
 async function setUpSchema(install: string, postgres: PostgresServer): Promise<void> {
   const tool = path.join(install, 'temporal-sql-tool');
-  const connection = ['--plugin', 'postgres12', '--endpoint', '127.0.0.1', '--port', String(postgres.port), '--user', postgres.user,
-    '--password', 'temporal'];
+  const connection = [
+    '--plugin',
+    'postgres12',
+    '--endpoint',
+    '127.0.0.1',
+    '--port',
+    String(postgres.port),
+    '--user',
+    postgres.user,
+    '--password',
+    'temporal',
+  ];
   const sql = async (database: string, ...command: string[]) => {
     try {
       await run(tool, [...connection, '--database', database, ...command]);
     } catch (error) {
       const { stdout = '', stderr = '' } = error as { stdout?: string; stderr?: string };
-      throw new Error(`temporal-sql-tool ${command[0]} on ${database} failed: ${(stderr || stdout).trim().slice(-2000)}`);
+      throw new Error(
+        `temporal-sql-tool ${command[0]} on ${database} failed: ${(stderr || stdout).trim().slice(-2000)}`,
+      );
     }
   };
   const schemas: [string, string][] = [
@@ -178,7 +197,12 @@ async function setUpSchema(install: string, postgres: PostgresServer): Promise<v
       await sql(database, 'setup-schema', '--version', '0.0');
     }
     // A no-op when the schema is current; upgrades a kept dataDir made by an older server.
-    await sql(database, 'update-schema', '--schema-dir', path.join(install, 'schema', 'postgresql', 'v12', schema, 'versioned'));
+    await sql(
+      database,
+      'update-schema',
+      '--schema-dir',
+      path.join(install, 'schema', 'postgresql', 'v12', schema, 'versioned'),
+    );
   }
 }
 
@@ -235,28 +259,43 @@ function portAccepts(port: number): Promise<boolean> {
  * Resolves once the frontend answers its health check. Waits for the port first: a gRPC channel that dials too early
  * backs off for seconds between retries, while the server takes about as long to bind.
  */
-async function waitUntilServing(server: ServerProcess, ports: ClusterPorts, address: string, tls: TLSConfig | undefined): Promise<void> {
+async function waitUntilServing(
+  server: ServerProcess,
+  ports: ClusterPorts,
+  address: string,
+  tls: TLSConfig | undefined,
+): Promise<void> {
   const alive = () => {
     if (server.exited()) {
-      throw new FatalWaitError(new Error(`temporal-server exited during start-up (code ${server.child.exitCode}): ${server.logTail().trim()}`));
+      throw new FatalWaitError(
+        new Error(`temporal-server exited during start-up (code ${server.child.exitCode}): ${server.logTail().trim()}`),
+      );
     }
   };
   const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  await waitFor(`temporal-server to listen on ${address}`, async () => {
-    alive();
-    return portAccepts(ports.frontend);
-  }, { timeoutMs: SERVER_START_TIMEOUT_MS });
+  await waitFor(
+    `temporal-server to listen on ${address}`,
+    async () => {
+      alive();
+      return portAccepts(ports.frontend);
+    },
+    { timeoutMs: SERVER_START_TIMEOUT_MS },
+  );
   // Lazy: a connect() that meets a server dying during start-up would wait out its own 10 s deadline.
   const connection = Connection.lazy({ address, tls });
   try {
-    await waitFor(`temporal-server on ${address} to serve`, async () => {
-      alive();
-      const response = await connection.withDeadline(Date.now() + 2_000, () =>
-        connection.healthService.check({ service: 'temporal.api.workflowservice.v1.WorkflowService' }),
-      );
-      // 1 is SERVING in grpc.health.v1.
-      return response.status === 1;
-    }, { timeoutMs: Math.max(deadline - Date.now(), 1_000), intervalMs: 250 });
+    await waitFor(
+      `temporal-server on ${address} to serve`,
+      async () => {
+        alive();
+        const response = await connection.withDeadline(Date.now() + 2_000, () =>
+          connection.healthService.check({ service: 'temporal.api.workflowservice.v1.WorkflowService' }),
+        );
+        // 1 is SERVING in grpc.health.v1.
+        return response.status === 1;
+      },
+      { timeoutMs: Math.max(deadline - Date.now(), 1_000), intervalMs: 250 },
+    );
   } finally {
     await connection.close();
   }
@@ -270,7 +309,12 @@ async function waitUntilServing(server: ServerProcess, ports: ClusterPorts, addr
 async function prepareNamespace(address: string, certificates: ServerCertificates | undefined): Promise<void> {
   const cli = findTemporalCli();
   const connectionFlags = [
-    '--address', address, '--namespace', NAMESPACE, '--disable-config-file', '--disable-config-env',
+    '--address',
+    address,
+    '--namespace',
+    NAMESPACE,
+    '--disable-config-file',
+    '--disable-config-env',
     ...(certificates ? ['--tls-ca-path', certificates.caPath, '--tls-server-name', certificates.serverName] : []),
   ];
   // Variables like TEMPORAL_ADDRESS in our environment are for our clients, not for this set-up.
@@ -284,23 +328,31 @@ async function prepareNamespace(address: string, certificates: ServerCertificate
     }
   };
 
-  await waitFor(`namespace ${NAMESPACE} to exist`, async () => {
-    try {
-      await temporal('operator', 'namespace', 'describe');
-      return true;
-    } catch {
-      await temporal('operator', 'namespace', 'create', '--retention', '72h');
-      return false;
-    }
-  }, { timeoutMs: 60_000, intervalMs: 500 });
+  await waitFor(
+    `namespace ${NAMESPACE} to exist`,
+    async () => {
+      try {
+        await temporal('operator', 'namespace', 'describe');
+        return true;
+      } catch {
+        await temporal('operator', 'namespace', 'create', '--retention', '72h');
+        return false;
+      }
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
 
-  await waitFor(`search attribute ${FANOUT_NAME.name} to be usable`, async () => {
-    const listed = await temporal('operator', 'search-attribute', 'list', '--output', 'json');
-    if (!listed.includes(`"${FANOUT_NAME.name}"`)) {
-      await temporal('operator', 'search-attribute', 'create', '--name', FANOUT_NAME.name, '--type', 'Keyword');
-      return false;
-    }
-    await temporal('workflow', 'count', '--query', `${FANOUT_NAME.name} = 'probe'`);
-    return true;
-  }, { timeoutMs: 60_000, intervalMs: 500 });
+  await waitFor(
+    `search attribute ${FANOUT_NAME.name} to be usable`,
+    async () => {
+      const listed = await temporal('operator', 'search-attribute', 'list', '--output', 'json');
+      if (!listed.includes(`"${FANOUT_NAME.name}"`)) {
+        await temporal('operator', 'search-attribute', 'create', '--name', FANOUT_NAME.name, '--type', 'Keyword');
+        return false;
+      }
+      await temporal('workflow', 'count', '--query', `${FANOUT_NAME.name} = 'probe'`);
+      return true;
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
 }

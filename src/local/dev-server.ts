@@ -75,7 +75,9 @@ async function waitUntilServing(
   let last: unknown;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before serving:\n${output.tail()}`);
+      throw new Error(
+        `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before serving:\n${output.tail()}`,
+      );
     }
     // Until our process has announced its address, an answer on the port may come from another server.
     const connection = !output.announced()
@@ -96,7 +98,9 @@ async function waitUntilServing(
     }
     if (Date.now() > deadline) {
       const detail = last instanceof Error ? ` (last error: ${last.message.split('\n')[0]})` : '';
-      throw new Error(`the Temporal dev server on ${address} did not serve namespace ${namespace} within ${timeoutMs} ms${detail}:\n${output.tail()}`);
+      throw new Error(
+        `the Temporal dev server on ${address} did not serve namespace ${namespace} within ${timeoutMs} ms${detail}:\n${output.tail()}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
@@ -118,19 +122,31 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   const namespace = options.namespace ?? 'default';
   const address = `127.0.0.1:${port}`;
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(port),
-    '--ui-port', String(uiPort),
-    '--namespace', namespace,
-    '--search-attribute', `${FANOUT_NAME.name}=${cliAttributeType(FANOUT_NAME.type)}`,
-    '--log-level', 'error',
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--ui-port',
+    String(uiPort),
+    '--namespace',
+    namespace,
+    '--search-attribute',
+    `${FANOUT_NAME.name}=${cliAttributeType(FANOUT_NAME.type)}`,
+    '--log-level',
+    'error',
     // The server otherwise asks Temporal's servers for newer versions at start: a network call a local run does not need.
-    '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+    '--dynamic-config-value',
+    'frontend.enableServerVersionCheck=false',
     // Eager activity dispatch (off in the server's defaults): a fan-out's calls go straight back to the worker that
     // scheduled them, without matching and a poll each (see FANOUT_EAGER_ACTIVITIES).
-    '--dynamic-config-value', 'system.enableActivityEagerExecution=true',
-    ...Object.entries(options.dynamicConfig ?? {}).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]),
+    '--dynamic-config-value',
+    'system.enableActivityEagerExecution=true',
+    ...Object.entries(options.dynamicConfig ?? {}).flatMap(([key, value]) => [
+      '--dynamic-config-value',
+      `${key}=${JSON.stringify(value)}`,
+    ]),
     ...(options.dbFilename === undefined ? [] : ['--db-filename', options.dbFilename]),
   ];
   const child = spawn(executable, args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -163,7 +179,13 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   };
   try {
     await spawned;
-    await waitUntilServing(child, address, namespace, { announced: () => announced, tail: () => output }, options.startTimeoutMs ?? 60_000);
+    await waitUntilServing(
+      child,
+      address,
+      namespace,
+      { announced: () => announced, tail: () => output },
+      options.startTimeoutMs ?? 60_000,
+    );
     client = new Client({ connection: await Connection.connect({ address }), namespace });
     nativeConnection = await NativeConnection.connect({ address });
   } catch (error) {

@@ -35,12 +35,19 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
   try {
     const llm = simulator ? createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'simulator' }) : createLlmClient();
     // No shutdown grace: the server stops with the worker, so no other worker could take the calls over.
-    const worker = await createFanoutWorker({ connection: server.nativeConnection, taskQueue, activities: { llm }, shutdownGraceMs: 0 });
+    const worker = await createFanoutWorker({
+      connection: server.nativeConnection,
+      taskQueue,
+      activities: { llm },
+      shutdownGraceMs: 0,
+    });
     const running = worker.run();
     // The worker encrypts when FANOUT_ENCRYPTION_KEYS is set; the dev server's own client would then not read results.
     const dataConverter = dataConverterFromEnvironment();
     const client = await FanoutClient.connect({
-      client: dataConverter ? new Client({ connection: server.client.connection, namespace: server.namespace, dataConverter }) : server.client,
+      client: dataConverter
+        ? new Client({ connection: server.client.connection, namespace: server.namespace, dataConverter })
+        : server.client,
       taskQueue,
     });
     return {

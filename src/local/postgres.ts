@@ -45,7 +45,9 @@ export function findPostgresBinaries(environment: Environment = process.env): st
   try {
     return path.dirname(execFileSync('bash', ['-c', 'command -v initdb'], { encoding: 'utf8' }).trim());
   } catch {
-    throw new Error('PostgreSQL is not installed: apt-get install postgresql (or set POSTGRES_BIN_DIR to its bin directory)');
+    throw new Error(
+      'PostgreSQL is not installed: apt-get install postgresql (or set POSTGRES_BIN_DIR to its bin directory)',
+    );
   }
 }
 
@@ -60,7 +62,9 @@ function serverAccount(): { uid: number; gid: number } | undefined {
     const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
     return { uid, gid };
   } catch {
-    throw new Error('running as root, PostgreSQL needs a non-root account to run as, and there is no "postgres" user (apt-get install postgresql creates it)');
+    throw new Error(
+      'running as root, PostgreSQL needs a non-root account to run as, and there is no "postgres" user (apt-get install postgresql creates it)',
+    );
   }
 }
 
@@ -99,8 +103,20 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
   // SIGINT on our death is PostgreSQL's fast shutdown. setpriv execs postgres, so the child is postgres itself.
   const [command, args] = diesWithParent(
     path.join(binaries, 'postgres'),
-    ['-D', dataDirectory, '-p', String(port), '-k', socketDirectory, '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'synchronous_commit=off', '-c', 'max_connections=200'],
+    [
+      '-D',
+      dataDirectory,
+      '-p',
+      String(port),
+      '-k',
+      socketDirectory,
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'synchronous_commit=off',
+      '-c',
+      'max_connections=200',
+    ],
     'INT',
   );
   const child = spawn(command, args, { ...asServerAccount, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -118,10 +134,15 @@ export async function startPostgres(options: PostgresOptions): Promise<PostgresS
   process.once('exit', abandon);
 
   try {
-    await waitFor(`PostgreSQL on port ${port} to accept connections`, () => {
-      if (child.exitCode !== null) throw new FatalWaitError(new Error(`postgres exited with ${child.exitCode}: ${output.trim()}`));
-      return output.includes('ready to accept connections');
-    }, { timeoutMs: 60_000 });
+    await waitFor(
+      `PostgreSQL on port ${port} to accept connections`,
+      () => {
+        if (child.exitCode !== null)
+          throw new FatalWaitError(new Error(`postgres exited with ${child.exitCode}: ${output.trim()}`));
+        return output.includes('ready to accept connections');
+      },
+      { timeoutMs: 60_000 },
+    );
   } catch (error) {
     await stopChild(child, exited);
     process.removeListener('exit', abandon);

@@ -3,7 +3,13 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { CreateBucketCommand, DeleteObjectCommand, ListBucketsCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  ListBucketsCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { freePort } from './free-port';
 
 /** The script that finds or builds SeaweedFS's `weed`; it lives in the package, beside src/ and dist/. */
@@ -40,7 +46,10 @@ const STOP_GRACE_MS = 5_000;
  */
 export function findWeed(): string {
   try {
-    return execFileSync('bash', [ENSURE_SEAWEEDFS_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    return execFileSync('bash', [ENSURE_SEAWEEDFS_SCRIPT], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
   } catch {
     throw new Error('no SeaweedFS weed binary is available (see the messages above); set SEAWEEDFS_WEED to one');
   }
@@ -66,7 +75,10 @@ export async function startS3Server(options: S3ServerOptions = {}): Promise<S3Se
   // (it refuses to move a port given on its command line) and one more try with fresh ports settles it.
   for (let attempt = 1; ; attempt++) {
     const home = mkdtempSync(path.join(tmpdir(), 'fanout-s3-'));
-    const weedProcess = await launch(weed, home, options.dataDir ?? path.join(home, 'data'), { accessKeyId, secretAccessKey });
+    const weedProcess = await launch(weed, home, options.dataDir ?? path.join(home, 'data'), {
+      accessKeyId,
+      secretAccessKey,
+    });
     const endpoint = `http://127.0.0.1:${weedProcess.s3Port}`;
     const server: S3Server = {
       endpoint,
@@ -106,7 +118,12 @@ interface WeedProcess {
   stop(): Promise<void>;
 }
 
-async function launch(weed: string, home: string, dataDir: string, credentials: { accessKeyId: string; secretAccessKey: string }): Promise<WeedProcess> {
+async function launch(
+  weed: string,
+  home: string,
+  dataDir: string,
+  credentials: { accessKeyId: string; secretAccessKey: string },
+): Promise<WeedProcess> {
   mkdirSync(dataDir, { recursive: true });
   const configFile = path.join(home, 's3.json');
   const identity = {
@@ -172,7 +189,13 @@ async function launch(weed: string, home: string, dataDir: string, credentials: 
       process.removeListener('exit', killOnExit);
       await stopGroup(child);
       // weed also serves each gRPC port on a unix socket under /tmp, named by port, and leaves them behind.
-      for (const [name, port] of [['master', masterGrpc], ['volume', volumeGrpc], ['filer', filerGrpc], ['s3', s3Grpc], ['admin', adminGrpc]] as const) {
+      for (const [name, port] of [
+        ['master', masterGrpc],
+        ['volume', volumeGrpc],
+        ['filer', filerGrpc],
+        ['s3', s3Grpc],
+        ['admin', adminGrpc],
+      ] as const) {
         rmSync(path.join('/tmp', `seaweedfs-${name}-grpc-${port}.sock`), { force: true });
       }
     },

@@ -10,8 +10,13 @@ export const ENSURE_TEMPORAL_SCRIPT = path.resolve(__dirname, '../../scripts/ens
  */
 export function findTemporalCli(): string {
   try {
-    return execFileSync('bash', [ENSURE_TEMPORAL_SCRIPT], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+    return execFileSync('bash', [ENSURE_TEMPORAL_SCRIPT], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }).trim();
   } catch {
-    throw new Error('no Temporal CLI is available (see the messages above); set TEMPORAL_CLI to one, or use docker compose');
+    throw new Error(
+      'no Temporal CLI is available (see the messages above); set TEMPORAL_CLI to one, or use docker compose',
+    );
   }
 }

@@ -30,7 +30,10 @@ export async function waitFor<T>(
       last = error;
     }
     if (Date.now() > deadline) {
-      const detail = last === undefined ? '' : ` (last error: ${last instanceof Error ? last.message.split('\n')[0] : String(last)})`;
+      const detail =
+        last === undefined
+          ? ''
+          : ` (last error: ${last instanceof Error ? last.message.split('\n')[0] : String(last)})`;
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${detail}`);
     }
     await new Promise((resolve) => setTimeout(resolve, intervalMs));

@@ -49,7 +49,9 @@ function safely(context: Context, what: string, record: () => void): void {
   try {
     record();
   } catch (error) {
-    context.log.warn(`metrics: could not record ${what}`, { error: error instanceof Error ? error.message : String(error) });
+    context.log.warn(`metrics: could not record ${what}`, {
+      error: error instanceof Error ? error.message : String(error),
+    });
   }
 }
 
@@ -86,7 +88,11 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
     const { info } = context;
     safely(context, 'a call of a lane', () => {
       const target = instruments();
-      const labels: ActivityLabels = { namespace: info.namespace, task_queue: info.taskQueue, activity_type: info.activityType };
+      const labels: ActivityLabels = {
+        namespace: info.namespace,
+        task_queue: info.taskQueue,
+        activity_type: info.activityType,
+      };
       target.started(labels);
       target.finished(labels, call);
       syncPacer(target);
@@ -99,9 +105,14 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
     return {
       inbound: {
         execute: async (input, next) => {
-          const labels: ActivityLabels = { namespace: info.namespace, task_queue: info.taskQueue, activity_type: info.activityType };
+          const labels: ActivityLabels = {
+            namespace: info.namespace,
+            task_queue: info.taskQueue,
+            activity_type: info.activityType,
+          };
           // A batch item names its model only in its result; until then (and when it fails) it is "unknown".
-          const requested = requestOf(input.args[0]).model ?? (info.activityType === 'callAgent' ? defaultModel : undefined);
+          const requested =
+            requestOf(input.args[0]).model ?? (info.activityType === 'callAgent' ? defaultModel : undefined);
           const startedAt = performance.now();
           let target: AgentMetrics | undefined;
           safely(context, 'the start of a call', () => {
@@ -132,7 +143,8 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
               target?.finished(labels, { model, status, failureType, attempt: info.attempt, seconds: seconds() });
               if (!target) return;
               // With pacing on, the pacer saw this 429 as well and the sync counts it; count it here only without.
-              if (failureType === FailureType.RateLimited && !pacing.enabled()) target.providerRateLimited(1, { model });
+              if (failureType === FailureType.RateLimited && !pacing.enabled())
+                target.providerRateLimited(1, { model });
               syncPacer(target);
             });
             throw error;

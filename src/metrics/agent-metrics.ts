@@ -27,7 +27,9 @@ export const AgentMetricName = {
 } as const;
 
 /** Bucket bounds of the call-duration histogram, seconds: a chat completion takes from a fraction of a second to minutes. */
-export const AGENT_CALL_DURATION_BUCKETS: readonly number[] = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+export const AGENT_CALL_DURATION_BUCKETS: readonly number[] = [
+  0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600,
+];
 
 /**
  * How an attempt ended. `retrying`: it failed and Temporal will schedule another attempt (as far as the worker can
@@ -77,15 +79,44 @@ export class AgentMetrics {
   private readonly duration: MetricHistogram;
 
   constructor(meter: MetricMeter) {
-    this.calls = meter.createCounter(AgentMetricName.calls, '', 'Finished agent-call attempts by model, status (ok, failed, retrying, cancelled) and failure type');
-    this.retries = meter.createCounter(AgentMetricName.retries, '', 'Agent-call attempts after the first (Temporal retries)');
+    this.calls = meter.createCounter(
+      AgentMetricName.calls,
+      '',
+      'Finished agent-call attempts by model, status (ok, failed, retrying, cancelled) and failure type',
+    );
+    this.retries = meter.createCounter(
+      AgentMetricName.retries,
+      '',
+      'Agent-call attempts after the first (Temporal retries)',
+    );
     this.rateLimited = meter.createCounter(AgentMetricName.rateLimited, '', 'HTTP 429 answers from the provider');
-    this.tokens = meter.createCounter(AgentMetricName.tokens, '', 'Tokens of successful agent calls by model and kind (prompt, completion)');
-    this.costMicroUsd = meter.createCounter(AgentMetricName.costMicroUsd, '', 'US dollars of successful agent calls, in millionths (divide by 1e6)');
-    this.unpriced = meter.createCounter(AgentMetricName.unpriced, '', 'Successful agent calls of models without a price (their cost is not counted)');
+    this.tokens = meter.createCounter(
+      AgentMetricName.tokens,
+      '',
+      'Tokens of successful agent calls by model and kind (prompt, completion)',
+    );
+    this.costMicroUsd = meter.createCounter(
+      AgentMetricName.costMicroUsd,
+      '',
+      'US dollars of successful agent calls, in millionths (divide by 1e6)',
+    );
+    this.unpriced = meter.createCounter(
+      AgentMetricName.unpriced,
+      '',
+      'Successful agent calls of models without a price (their cost is not counted)',
+    );
     // Optional in the SDK's MetricMeter interface; every meter the SDK itself makes has it.
-    this.inFlight = meter.createUpDownCounter?.(AgentMetricName.inFlight, '', 'Agent-call attempts running on this worker');
-    this.duration = meter.createHistogram(AgentMetricName.callDuration, 'float', 's', 'Duration of agent-call attempts on the worker, rate-limit waits included');
+    this.inFlight = meter.createUpDownCounter?.(
+      AgentMetricName.inFlight,
+      '',
+      'Agent-call attempts running on this worker',
+    );
+    this.duration = meter.createHistogram(
+      AgentMetricName.callDuration,
+      'float',
+      's',
+      'Duration of agent-call attempts on the worker, rate-limit waits included',
+    );
   }
 
   started(labels: ActivityLabels): void {
@@ -95,13 +126,18 @@ export class AgentMetrics {
   finished(labels: ActivityLabels, outcome: CallOutcome): void {
     this.inFlight?.add(-1, { ...labels });
     const byModel: MetricTags = { ...labels, model: outcome.model };
-    this.calls.add(1, { ...byModel, status: outcome.status, ...(outcome.failureType === undefined ? {} : { failure_type: outcome.failureType }) });
+    this.calls.add(1, {
+      ...byModel,
+      status: outcome.status,
+      ...(outcome.failureType === undefined ? {} : { failure_type: outcome.failureType }),
+    });
     if (outcome.attempt > 1) this.retries.add(1, byModel);
     this.duration.record(outcome.seconds, { ...byModel, status: outcome.status });
     if (outcome.usage) {
       // A zero is not added: it would only create a series with nothing in it.
       if (outcome.usage.promptTokens > 0) this.tokens.add(outcome.usage.promptTokens, { ...byModel, kind: 'prompt' });
-      if (outcome.usage.completionTokens > 0) this.tokens.add(outcome.usage.completionTokens, { ...byModel, kind: 'completion' });
+      if (outcome.usage.completionTokens > 0)
+        this.tokens.add(outcome.usage.completionTokens, { ...byModel, kind: 'completion' });
     }
     if (outcome.unpriced) this.unpriced.add(1, byModel);
     else if (outcome.costUsd !== undefined && outcome.costUsd > 0) this.addCost(outcome.costUsd, byModel);

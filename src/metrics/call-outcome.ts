@@ -49,10 +49,15 @@ export function answerOf(result: unknown): CallAnswer {
     const value = usage?.[key];
     return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
   };
-  const costUsd = typeof result.costUsd === 'number' && Number.isFinite(result.costUsd) && result.costUsd >= 0 ? result.costUsd : undefined;
+  const costUsd =
+    typeof result.costUsd === 'number' && Number.isFinite(result.costUsd) && result.costUsd >= 0
+      ? result.costUsd
+      : undefined;
   return {
     ...(model === undefined ? {} : { model }),
-    ...(usage === undefined ? {} : { usage: { promptTokens: count('promptTokens'), completionTokens: count('completionTokens') } }),
+    ...(usage === undefined
+      ? {}
+      : { usage: { promptTokens: count('promptTokens'), completionTokens: count('completionTokens') } }),
     ...(costUsd === undefined ? {} : { costUsd }),
     ...(result.unpriced === true ? { unpriced: true } : {}),
   };
@@ -63,9 +68,14 @@ export function answerOf(result: unknown): CallAnswer {
  * again (a non-retryable failure, a type the policy lists as non-retryable, or the last allowed attempt), else
  * `retrying`. The policy's schedule-to-close limit is not visible here, so an attempt it cuts short counts as retrying.
  */
-export function failureOf(error: unknown, info: Pick<Info, 'attempt' | 'retryPolicy'>, cancelled: boolean): { status: CallStatus; failureType: string } {
+export function failureOf(
+  error: unknown,
+  info: Pick<Info, 'attempt' | 'retryPolicy'>,
+  cancelled: boolean,
+): { status: CallStatus; failureType: string } {
   if (cancelled || error instanceof CancelledFailure) return { status: 'cancelled', failureType: 'Cancelled' };
-  const failureType = error instanceof ApplicationFailure ? (error.type ?? 'Error') : error instanceof Error ? error.name : 'Error';
+  const failureType =
+    error instanceof ApplicationFailure ? (error.type ?? 'Error') : error instanceof Error ? error.name : 'Error';
   const policy = info.retryPolicy;
   const maximumAttempts = policy?.maximumAttempts ?? 0;
   const final =

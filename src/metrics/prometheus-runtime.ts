@@ -20,7 +20,9 @@ export function metricsEndpointFromEnvironment(environment: Environment = proces
   if (raw === undefined || raw === '') return undefined;
   const port = Number(raw);
   if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new Error(`FANOUT_METRICS_PORT must be a port number from 1 to 65535, got "${environment.FANOUT_METRICS_PORT}"`);
+    throw new Error(
+      `FANOUT_METRICS_PORT must be a port number from 1 to 65535, got "${environment.FANOUT_METRICS_PORT}"`,
+    );
   }
   return { port, host: environment.FANOUT_METRICS_HOST?.trim() || '0.0.0.0' };
 }
@@ -57,14 +59,23 @@ export function prometheusRuntimeOptions(endpoint: MetricsEndpoint): RuntimeOpti
  * installPrometheusRuntime({ port: 9464, host: '0.0.0.0' });
  * const worker = await createFanoutWorker();
  */
-export function installPrometheusRuntime(endpoint: MetricsEndpoint, options: Omit<RuntimeOptions, 'telemetryOptions'> = {}): Runtime {
+export function installPrometheusRuntime(
+  endpoint: MetricsEndpoint,
+  options: Omit<RuntimeOptions, 'telemetryOptions'> = {},
+): Runtime {
   try {
     return Runtime.install({ ...options, ...prometheusRuntimeOptions(endpoint) });
   } catch (error) {
     if (error instanceof IllegalStateError) {
-      throw new Error(`cannot serve metrics: the Temporal runtime already exists; install it once, before the first connection (${error.message})`, { cause: error });
+      throw new Error(
+        `cannot serve metrics: the Temporal runtime already exists; install it once, before the first connection (${error.message})`,
+        { cause: error },
+      );
     }
     const reason = error instanceof Error ? error.message : String(error);
-    throw new Error(`cannot serve metrics on ${endpoint.host}:${endpoint.port} (FANOUT_METRICS_PORT / FANOUT_METRICS_HOST): ${reason}`, { cause: error });
+    throw new Error(
+      `cannot serve metrics on ${endpoint.host}:${endpoint.port} (FANOUT_METRICS_PORT / FANOUT_METRICS_HOST): ${reason}`,
+      { cause: error },
+    );
   }
 }

@@ -35,7 +35,9 @@ export class AimdLimit {
     this.maximum = options.maximum;
     this.decrease = options.decrease ?? 0.5;
     if (!(options.initial >= this.minimum && options.initial <= this.maximum)) {
-      throw new TypeError(`AimdLimit: initial (${options.initial}) must be between minimum (${this.minimum}) and maximum (${this.maximum})`);
+      throw new TypeError(
+        `AimdLimit: initial (${options.initial}) must be between minimum (${this.minimum}) and maximum (${this.maximum})`,
+      );
     }
     this.value = options.initial;
   }
@@ -56,7 +58,9 @@ export class AimdLimit {
   grow(now: number): LimitChange | undefined {
     const from = this.limit;
     this.value = Math.min(this.maximum, this.slowStart ? this.value + 1 : this.value + 1 / this.value);
-    return this.limit === from ? undefined : { at: now, from, to: this.limit, reason: this.slowStart ? 'slow start' : 'additive increase' };
+    return this.limit === from
+      ? undefined
+      : { at: now, from, to: this.limit, reason: this.slowStart ? 'slow start' : 'additive increase' };
   }
 
   /**

@@ -44,7 +44,8 @@ export class BucketMirror {
   }
 
   private static capacityOf(reading: LimitReading): number {
-    const refilled = reading.resetMs === undefined ? reading.limit : reading.remaining + (reading.resetMs * reading.limit) / 60_000;
+    const refilled =
+      reading.resetMs === undefined ? reading.limit : reading.remaining + (reading.resetMs * reading.limit) / 60_000;
     return Math.max(1, Math.min(reading.limit, Math.max(reading.remaining, refilled)));
   }
 

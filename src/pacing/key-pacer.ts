@@ -156,7 +156,10 @@ export class KeyPacer {
     if (this.inFlight >= this.limit) return Number.POSITIVE_INFINITY;
     const { headroom } = this.options;
     const paused = this.pausedUntil - now;
-    const mirrored = Math.max(this.requests?.msUntil(1, headroom, now) ?? 0, this.tokens?.msUntil(waiter.tokens, headroom, now) ?? 0);
+    const mirrored = Math.max(
+      this.requests?.msUntil(1, headroom, now) ?? 0,
+      this.tokens?.msUntil(waiter.tokens, headroom, now) ?? 0,
+    );
     const stale = this.inFlight === 0 ? Math.max(0, this.lastEventAt + STALE_MS - now) : Number.POSITIVE_INFINITY;
     return Math.max(paused, Math.min(mirrored, stale), 0);
   }
@@ -235,7 +238,8 @@ export class KeyPacer {
     switch (outcome.kind) {
       case 'answered':
         // Without headers, give back what the answer did not use; with them, the provider already has.
-        if (!fresh && outcome.usedTokens !== undefined) this.tokens?.give(Math.max(0, reservedTokens - outcome.usedTokens));
+        if (!fresh && outcome.usedTokens !== undefined)
+          this.tokens?.give(Math.max(0, reservedTokens - outcome.usedTokens));
         if (limitBound) this.record(this.concurrency.grow(now));
         break;
       case 'rate-limited': {
@@ -245,7 +249,14 @@ export class KeyPacer {
           this.tokens?.give(reservedTokens);
         }
         this.pausedUntil = Math.max(this.pausedUntil, now + Math.max(MIN_PAUSE_MS, outcome.retryAfterMs ?? 1000));
-        this.record(this.concurrency.shrink(now, seq, this.seq, `429 from the provider${outcome.retryAfterMs === undefined ? '' : `, retry after ${outcome.retryAfterMs} ms`}`));
+        this.record(
+          this.concurrency.shrink(
+            now,
+            seq,
+            this.seq,
+            `429 from the provider${outcome.retryAfterMs === undefined ? '' : `, retry after ${outcome.retryAfterMs} ms`}`,
+          ),
+        );
         break;
       }
       case 'failed':

@@ -35,20 +35,31 @@ export interface ResolvedPacerOptions {
   now: () => number;
 }
 
-export function resolvePacerOptions(options: PacerOptions = {}, environment: Environment = process.env): ResolvedPacerOptions {
+export function resolvePacerOptions(
+  options: PacerOptions = {},
+  environment: Environment = process.env,
+): ResolvedPacerOptions {
   const switchValue = environment.FANOUT_PACING?.trim().toLowerCase();
   if (switchValue !== undefined && switchValue !== '' && !['on', 'off'].includes(switchValue)) {
     throw new Error(`FANOUT_PACING must be "on" or "off", got "${environment.FANOUT_PACING}"`);
   }
   const headroom = options.headroom ?? numberFromEnvironment('FANOUT_PACING_HEADROOM', environment) ?? 0.1;
-  if (!(headroom >= 0 && headroom <= 0.5)) throw new TypeError(`pacing headroom must be between 0 and 0.5, got ${headroom}`);
-  const maxConcurrency = options.maxConcurrency ?? integerFromEnvironment('FANOUT_PACING_MAX_CONCURRENCY', environment) ?? 5000;
+  if (!(headroom >= 0 && headroom <= 0.5))
+    throw new TypeError(`pacing headroom must be between 0 and 0.5, got ${headroom}`);
+  const maxConcurrency =
+    options.maxConcurrency ?? integerFromEnvironment('FANOUT_PACING_MAX_CONCURRENCY', environment) ?? 5000;
   return {
     enabled: options.enabled ?? switchValue !== 'off',
     maxConcurrency,
-    probeConcurrency: Math.min(maxConcurrency, options.probeConcurrency ?? integerFromEnvironment('FANOUT_PACING_PROBE_CONCURRENCY', environment) ?? maxConcurrency),
+    probeConcurrency: Math.min(
+      maxConcurrency,
+      options.probeConcurrency ??
+        integerFromEnvironment('FANOUT_PACING_PROBE_CONCURRENCY', environment) ??
+        maxConcurrency,
+    ),
     headroom,
-    defaultCompletionTokens: options.defaultCompletionTokens ?? integerFromEnvironment('FANOUT_PACING_COMPLETION_TOKENS', environment) ?? 1024,
+    defaultCompletionTokens:
+      options.defaultCompletionTokens ?? integerFromEnvironment('FANOUT_PACING_COMPLETION_TOKENS', environment) ?? 1024,
     now: options.now ?? Date.now,
   };
 }

@@ -17,17 +17,25 @@ const lastReported = new Map<string, { at: number; lastMove?: LimitChange }>();
  * limit has not moved since this process last reported to that workflow, and that was less than 5 s ago. So a batch
  * of thousands of calls carries a few reports, not one per call, and never misses a move.
  */
-export function pacingReport(workflowId: string, worker: string, pacer: KeyPacer, now = Date.now()): PacingReport | undefined {
+export function pacingReport(
+  workflowId: string,
+  worker: string,
+  pacer: KeyPacer,
+  now = Date.now(),
+): PacingReport | undefined {
   const { provider, model, keyId } = pacer.key;
   const id = `${workflowId}\u0000${provider}\u0000${model}\u0000${keyId}`;
   const previous = lastReported.get(id);
   // Most calls have nothing new to say: decided before the snapshot is built, since this runs on every call.
-  if (previous !== undefined && pacer.lastChange === previous.lastMove && now - previous.at < REPORT_EVERY_MS) return undefined;
+  if (previous !== undefined && pacer.lastChange === previous.lastMove && now - previous.at < REPORT_EVERY_MS)
+    return undefined;
   const snapshot = pacer.snapshot();
   // The pacer keeps its last 20 moves (the same objects); those after the last one reported are new.
   const seen = previous?.lastMove === undefined ? -1 : snapshot.changes.indexOf(previous.lastMove);
   const moves =
-    seen >= 0 ? snapshot.changes.slice(seen + 1) : snapshot.changes.filter((change) => change.at >= (previous?.at ?? now - FIRST_REPORT_MOVES_MS));
+    seen >= 0
+      ? snapshot.changes.slice(seen + 1)
+      : snapshot.changes.filter((change) => change.at >= (previous?.at ?? now - FIRST_REPORT_MOVES_MS));
   if (previous !== undefined && moves.length === 0 && now - previous.at < REPORT_EVERY_MS) return undefined;
   lastReported.delete(id);
   lastReported.set(id, { at: now, lastMove: snapshot.changes.at(-1) ?? previous?.lastMove });

@@ -9,7 +9,10 @@ export function estimateRequestTokens(
   maxTokens: number | undefined,
   defaultCompletionTokens: number,
 ): { promptTokens: number; reservedTokens: number } {
-  const characters = messages.reduce((sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0), 0);
+  const characters = messages.reduce(
+    (sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0),
+    0,
+  );
   const promptTokens = Math.ceil(characters / 4);
   return { promptTokens, reservedTokens: promptTokens + (maxTokens ?? defaultCompletionTokens) };
 }

@@ -49,7 +49,10 @@ export function pricesFromEnvironment(environment: Environment = process.env): P
     try {
       text = readFileSync(file, 'utf8');
     } catch (error) {
-      throw new PriceConfigError('FANOUT_PRICES_FILE', `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+      throw new PriceConfigError(
+        'FANOUT_PRICES_FILE',
+        `cannot read ${file} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+      );
     }
     table = { ...table, ...parseTable('FANOUT_PRICES_FILE', text, file) };
   }

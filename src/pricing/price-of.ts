@@ -14,9 +14,13 @@ export function priceFor(model: string, table: PriceTable): ModelPrice | undefin
 
 /** A model's $ per million tokens in a tier: batch defaults to half the standard price, flex to the batch price. */
 export function tierRates(price: ModelPrice, tier: PriceTier): { input: number; output: number } {
-  const batch = { input: price.batchInputPerMillion ?? price.inputPerMillion / 2, output: price.batchOutputPerMillion ?? price.outputPerMillion / 2 };
+  const batch = {
+    input: price.batchInputPerMillion ?? price.inputPerMillion / 2,
+    output: price.batchOutputPerMillion ?? price.outputPerMillion / 2,
+  };
   if (tier === 'batch') return batch;
-  if (tier === 'flex') return { input: price.flexInputPerMillion ?? batch.input, output: price.flexOutputPerMillion ?? batch.output };
+  if (tier === 'flex')
+    return { input: price.flexInputPerMillion ?? batch.input, output: price.flexOutputPerMillion ?? batch.output };
   return { input: price.inputPerMillion, output: price.outputPerMillion };
 }
 
@@ -27,7 +31,12 @@ export function tierRates(price: ModelPrice, tier: PriceTier): { input: number; 
  * @example
  * priceOf('gpt-4o-2024-08-06', { promptTokens: 1000, completionTokens: 200, totalTokens: 1200 }, BUILT_IN_PRICES) // 0.0045
  */
-export function priceOf(model: string, usage: TokenUsage | undefined, table: PriceTable, tier: PriceTier = 'standard'): number | undefined {
+export function priceOf(
+  model: string,
+  usage: TokenUsage | undefined,
+  table: PriceTable,
+  tier: PriceTier = 'standard',
+): number | undefined {
   const price = priceFor(model, table);
   if (price === undefined || usage === undefined) return undefined;
   const rates = tierRates(price, tier);
@@ -38,7 +47,11 @@ export function priceOf(model: string, usage: TokenUsage | undefined, table: Pri
 export type CostFields = { costUsd: number; unpriced?: never } | { costUsd?: never; unpriced: true };
 
 /** Adds the cost fields to a call's result. */
-export function withCost<T extends { model: string; usage?: TokenUsage; serviceTier?: string }>(call: T, table: PriceTable, tier?: PriceTier): T & CostFields {
+export function withCost<T extends { model: string; usage?: TokenUsage; serviceTier?: string }>(
+  call: T,
+  table: PriceTable,
+  tier?: PriceTier,
+): T & CostFields {
   const costUsd = priceOf(call.model, call.usage, table, tier ?? (call.serviceTier === 'flex' ? 'flex' : 'standard'));
   return costUsd === undefined ? { ...call, unpriced: true } : { ...call, costUsd };
 }

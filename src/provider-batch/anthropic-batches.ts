@@ -91,7 +91,8 @@ export class AnthropicBatches implements ProviderBatchClient {
     if (!record) return undefined;
     if (record.id !== undefined) return record.id;
     const found = await this.lostCreate(key, record);
-    if (found !== undefined) await this.storage.write(key.recordUri, JSON.stringify({ ...record, id: found } satisfies SubmissionRecord));
+    if (found !== undefined)
+      await this.storage.write(key.recordUri, JSON.stringify({ ...record, id: found } satisfies SubmissionRecord));
     return found;
   }
 
@@ -108,7 +109,14 @@ export class AnthropicBatches implements ProviderBatchClient {
       newestBefore = batch.id;
       break;
     }
-    const intent: SubmissionRecord = { batchId: key.batchId, part: key.part, attempt: key.attempt, count: part.count, newestBefore, intentAt: Date.now() };
+    const intent: SubmissionRecord = {
+      batchId: key.batchId,
+      part: key.part,
+      attempt: key.attempt,
+      count: part.count,
+      newestBefore,
+      intentAt: Date.now(),
+    };
     await this.storage.write(key.recordUri, JSON.stringify(intent));
     const batch = await this.client.messages.batches.create({ requests });
     await this.storage.write(key.recordUri, JSON.stringify({ ...intent, id: batch.id } satisfies SubmissionRecord));
@@ -143,10 +151,23 @@ export class AnthropicBatches implements ProviderBatchClient {
         const message = result.message;
         const output = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
         const { input_tokens: promptTokens, output_tokens: completionTokens } = message.usage;
-        yield { customId, kind: 'ok', output, model: message.model, usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens }, finishReason: message.stop_reason ?? null };
+        yield {
+          customId,
+          kind: 'ok',
+          output,
+          model: message.model,
+          usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens },
+          finishReason: message.stop_reason ?? null,
+        };
       } else if (result.type === 'errored') {
         const type = result.error.error.type;
-        yield { customId, kind: 'error', type, message: result.error.error.message, retryable: RETRYABLE_ERRORS.has(type) };
+        yield {
+          customId,
+          kind: 'error',
+          type,
+          message: result.error.error.message,
+          retryable: RETRYABLE_ERRORS.has(type),
+        };
       } else yield { customId, kind: 'not-run', reason: result.type === 'canceled' ? 'cancelled' : 'expired' };
     }
   }

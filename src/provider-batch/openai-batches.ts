@@ -7,7 +7,12 @@ import type { BatchPart, ItemOutcome, PartKey, ProviderBatchClient, ProviderBatc
 
 /** The metadata that names a part's provider batch, so a retry can find the batch a lost attempt created. */
 export function partMetadata(key: Pick<PartKey, 'batchId' | 'part' | 'attempt' | 'digest'>): Record<string, string> {
-  return { fanout_batch: key.batchId.slice(0, 512), fanout_part: String(key.part), fanout_attempt: String(key.attempt), fanout_digest: key.digest.slice(0, 32) };
+  return {
+    fanout_batch: key.batchId.slice(0, 512),
+    fanout_part: String(key.part),
+    fanout_attempt: String(key.attempt),
+    fanout_digest: key.digest.slice(0, 32),
+  };
 }
 
 function uploadName(key: Pick<PartKey, 'batchId' | 'part'>): string {
@@ -23,7 +28,10 @@ interface OutputLine {
 }
 
 /** A chat completion's or a response's answer, from a 200 line's body. */
-function answerOf(body: Record<string, unknown>, fallbackModel: string): { output: string; model: string; usage?: ItemUsage; finishReason: string | null } {
+function answerOf(
+  body: Record<string, unknown>,
+  fallbackModel: string,
+): { output: string; model: string; usage?: ItemUsage; finishReason: string | null } {
   const model = typeof body.model === 'string' ? body.model : fallbackModel;
   if (body.object === 'response') {
     const output = ((body.output ?? []) as { type?: string; content?: { type?: string; text?: string }[] }[])
@@ -36,16 +44,26 @@ function answerOf(body: Record<string, unknown>, fallbackModel: string): { outpu
     return {
       output,
       model,
-      usage: usage && { promptTokens: usage.input_tokens ?? 0, completionTokens: usage.output_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 },
+      usage: usage && {
+        promptTokens: usage.input_tokens ?? 0,
+        completionTokens: usage.output_tokens ?? 0,
+        totalTokens: usage.total_tokens ?? 0,
+      },
       finishReason: typeof body.status === 'string' ? body.status : null,
     };
   }
-  const choice = (body.choices as { message?: { content?: string | null }; finish_reason?: string | null }[] | undefined)?.[0];
+  const choice = (
+    body.choices as { message?: { content?: string | null }; finish_reason?: string | null }[] | undefined
+  )?.[0];
   const usage = body.usage as { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | undefined;
   return {
     output: choice?.message?.content ?? '',
     model,
-    usage: usage && { promptTokens: usage.prompt_tokens ?? 0, completionTokens: usage.completion_tokens ?? 0, totalTokens: usage.total_tokens ?? 0 },
+    usage: usage && {
+      promptTokens: usage.prompt_tokens ?? 0,
+      completionTokens: usage.completion_tokens ?? 0,
+      totalTokens: usage.total_tokens ?? 0,
+    },
     finishReason: choice?.finish_reason ?? null,
   };
 }
@@ -55,11 +73,18 @@ type ItemUsage = { promptTokens: number; completionTokens: number; totalTokens: 
 /** One line of an output or error file as an outcome. */
 export function openAiOutcome(line: OutputLine, model: string): ItemOutcome {
   const customId = line.custom_id;
-  if (line.response && line.response.status_code === 200) return { customId, kind: 'ok', ...answerOf(line.response.body, model) };
+  if (line.response && line.response.status_code === 200)
+    return { customId, kind: 'ok', ...answerOf(line.response.body, model) };
   if (line.response) {
     const error = (line.response.body?.error ?? {}) as { message?: string; type?: string };
     const status = line.response.status_code;
-    return { customId, kind: 'error', type: `HTTP ${status}${error.type ? ` ${error.type}` : ''}`, message: error.message ?? `status ${status}`, retryable: retryableStatus(status) };
+    return {
+      customId,
+      kind: 'error',
+      type: `HTTP ${status}${error.type ? ` ${error.type}` : ''}`,
+      message: error.message ?? `status ${status}`,
+      retryable: retryableStatus(status),
+    };
   }
   const code = line.error?.code ?? 'unknown';
   if (code === 'batch_expired') return { customId, kind: 'not-run', reason: 'expired' };
@@ -110,8 +135,18 @@ export class OpenAiBatches implements ProviderBatchClient {
     // An upload a lost attempt finished is used again rather than sent twice.
     const fileId =
       (await this.findUpload(part, key)) ??
-      (await this.client.files.create({ file: toStreamingFile(this.storage.readStream(part.requests), uploadName(key), { type: 'application/jsonl' }), purpose: 'batch' })).id;
-    const batch = await this.client.batches.create({ input_file_id: fileId, endpoint: part.endpoint, completion_window: '24h', metadata: partMetadata(key) });
+      (
+        await this.client.files.create({
+          file: toStreamingFile(this.storage.readStream(part.requests), uploadName(key), { type: 'application/jsonl' }),
+          purpose: 'batch',
+        })
+      ).id;
+    const batch = await this.client.batches.create({
+      input_file_id: fileId,
+      endpoint: part.endpoint,
+      completion_window: '24h',
+      metadata: partMetadata(key),
+    });
     return { id: batch.id, reused: false };
   }
 
@@ -123,8 +158,15 @@ export class OpenAiBatches implements ProviderBatchClient {
     return {
       state,
       providerStatus: batch.status,
-      counts: { total: counts.total, succeeded: counts.completed, failed: counts.failed, processing: state === 'running' ? Math.max(0, counts.total - counts.completed - counts.failed) : 0 },
-      ...(state === 'failed' ? { failure: { code: error?.code ?? 'failed', message: error?.message ?? 'the provider failed the batch' } } : {}),
+      counts: {
+        total: counts.total,
+        succeeded: counts.completed,
+        failed: counts.failed,
+        processing: state === 'running' ? Math.max(0, counts.total - counts.completed - counts.failed) : 0,
+      },
+      ...(state === 'failed'
+        ? { failure: { code: error?.code ?? 'failed', message: error?.message ?? 'the provider failed the batch' } }
+        : {}),
     };
   }
 
@@ -140,7 +182,8 @@ export class OpenAiBatches implements ProviderBatchClient {
       if (!fileId) continue;
       const response = await this.client.files.content(fileId);
       if (!response.body) continue;
-      for await (const text of textLines(response.body as unknown as AsyncIterable<Uint8Array>)) yield openAiOutcome(JSON.parse(text) as OutputLine, model);
+      for await (const text of textLines(response.body as unknown as AsyncIterable<Uint8Array>))
+        yield openAiOutcome(JSON.parse(text) as OutputLine, model);
     }
   }
 }

@@ -30,7 +30,14 @@ export interface PlanOptions {
 }
 
 /** The provider request line of a task, in its batch input format. */
-export function requestLine(task: AgentTask, model: string, provider: BatchProvider, endpoint: BatchEndpoint, customId: string, anthropicMaxTokens: number): string {
+export function requestLine(
+  task: AgentTask,
+  model: string,
+  provider: BatchProvider,
+  endpoint: BatchEndpoint,
+  customId: string,
+  anthropicMaxTokens: number,
+): string {
   if (provider === 'anthropic') {
     const params = {
       model,
@@ -52,7 +59,10 @@ export function requestLine(task: AgentTask, model: string, provider: BatchProvi
         }
       : {
           model,
-          messages: [...(task.system === undefined ? [] : [{ role: 'system', content: task.system }]), { role: 'user', content: task.prompt }],
+          messages: [
+            ...(task.system === undefined ? [] : [{ role: 'system', content: task.system }]),
+            { role: 'user', content: task.prompt },
+          ],
           ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
           ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
         };
@@ -81,10 +91,16 @@ interface Pending {
  * streamed into the store and its map written beside it. Names are fixed by the part's number, and the same source
  * gives the same parts, so a repeated plan (a retry after a crash) rewrites the same objects.
  */
-export async function planParts(storage: ObjectStorage, source: string, spool: string, options: PlanOptions): Promise<BatchPart[]> {
+export async function planParts(
+  storage: ObjectStorage,
+  source: string,
+  spool: string,
+  options: PlanOptions,
+): Promise<BatchPart[]> {
   const models = new Map<string, number>();
   const modelOf = (task: AgentTask) => task.model ?? options.defaultModel;
-  for await (const { task } of tasksOf(storage, source, options)) models.set(modelOf(task), (models.get(modelOf(task)) ?? 0) + 1);
+  for await (const { task } of tasksOf(storage, source, options))
+    models.set(modelOf(task), (models.get(modelOf(task)) ?? 0) + 1);
   const parts: BatchPart[] = [];
   for (const model of [...models.keys()].sort()) {
     const provider = options.provider ?? providerOfModel(model);
@@ -115,7 +131,13 @@ export async function planParts(storage: ObjectStorage, source: string, spool: s
             carried = next;
             return;
           }
-          if (size > maxBytes) throw new InvalidInputError([{ path: `${source} at byte ${next.offset}`, message: `task "${next.task.id}" is ${size} bytes as a request, over the ${maxBytes}-byte part limit` }]);
+          if (size > maxBytes)
+            throw new InvalidInputError([
+              {
+                path: `${source} at byte ${next.offset}`,
+                message: `task "${next.task.id}" is ${size} bytes as a request, over the ${maxBytes}-byte part limit`,
+              },
+            ]);
           map.push({ c: customId, id: next.task.id, o: next.offset, l: next.length });
           bytes += size;
           yield line;

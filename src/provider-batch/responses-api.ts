@@ -21,8 +21,12 @@ export async function responsesAsChat(
         input: typeof user === 'string' ? user : '',
         ...(typeof system === 'string' ? { instructions: system } : {}),
         ...(params.temperature === undefined || params.temperature === null ? {} : { temperature: params.temperature }),
-        ...(params.max_tokens === undefined || params.max_tokens === null ? {} : { max_output_tokens: params.max_tokens }),
-        ...(params.service_tier === undefined || params.service_tier === null ? {} : { service_tier: params.service_tier }),
+        ...(params.max_tokens === undefined || params.max_tokens === null
+          ? {}
+          : { max_output_tokens: params.max_tokens }),
+        ...(params.service_tier === undefined || params.service_tier === null
+          ? {}
+          : { service_tier: params.service_tier }),
       },
       options,
     )
@@ -37,9 +41,22 @@ export async function responsesAsChat(
     created: Math.floor(data.created_at ?? 0),
     model: data.model,
     service_tier: data.service_tier ?? null,
-    choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, finish_reason: data.status === 'incomplete' ? 'length' : 'stop', logprobs: null }],
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: text, refusal: null },
+        finish_reason: data.status === 'incomplete' ? 'length' : 'stop',
+        logprobs: null,
+      },
+    ],
     ...(data.usage
-      ? { usage: { prompt_tokens: data.usage.input_tokens, completion_tokens: data.usage.output_tokens, total_tokens: data.usage.total_tokens } }
+      ? {
+          usage: {
+            prompt_tokens: data.usage.input_tokens,
+            completion_tokens: data.usage.output_tokens,
+            total_tokens: data.usage.total_tokens,
+          },
+        }
       : {}),
   };
   return { data: completion, response };
@@ -51,7 +68,9 @@ export function responsesRequestAsChat(body: Record<string, unknown>): Record<st
   const messages: { role: string; content: unknown }[] = [];
   if (typeof body.instructions === 'string') messages.push({ role: 'system', content: body.instructions });
   if (typeof input === 'string') messages.push({ role: 'user', content: input });
-  else if (Array.isArray(input)) for (const item of input as { role?: string; content?: unknown }[]) messages.push({ role: item.role ?? 'user', content: item.content });
+  else if (Array.isArray(input))
+    for (const item of input as { role?: string; content?: unknown }[])
+      messages.push({ role: item.role ?? 'user', content: item.content });
   return { model: body.model, messages, max_tokens: body.max_output_tokens, service_tier: body.service_tier };
 }
 
@@ -66,7 +85,21 @@ export function chatReplyAsResponse(reply: Record<string, unknown>): Record<stri
     status: choice?.finish_reason === 'length' ? 'incomplete' : 'completed',
     model: reply.model,
     service_tier: reply.service_tier,
-    output: [{ type: 'message', id: `msg_${String(reply.id)}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: choice?.message?.content ?? '', annotations: [] }] }],
-    usage: usage && { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens, total_tokens: usage.total_tokens, input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
+    output: [
+      {
+        type: 'message',
+        id: `msg_${String(reply.id)}`,
+        role: 'assistant',
+        status: 'completed',
+        content: [{ type: 'output_text', text: choice?.message?.content ?? '', annotations: [] }],
+      },
+    ],
+    usage: usage && {
+      input_tokens: usage.prompt_tokens,
+      output_tokens: usage.completion_tokens,
+      total_tokens: usage.total_tokens,
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens_details: { reasoning_tokens: 0 },
+    },
   };
 }

@@ -13,7 +13,12 @@ export type BatchRoute = z.infer<typeof batchRouteSchema>;
 export const routeOptionsSchema = z.strictObject({
   route: batchRouteSchema.optional(),
   /** When the answers are needed, ms after the batch starts. Default 24 h for provider-batch and auto. */
-  deadlineMs: z.number().int().min(1000).max(7 * 24 * 60 * 60 * 1000).optional(),
+  deadlineMs: z
+    .number()
+    .int()
+    .min(1000)
+    .max(7 * 24 * 60 * 60 * 1000)
+    .optional(),
   /** OpenAI API the calls use: `chat` (chat completions, the default) or `responses`. */
   api: z.enum(['chat', 'responses']).optional(),
   /** Provider of a provider-batch route; default by model name (`claude-*` Anthropic, the rest OpenAI). */
@@ -29,7 +34,10 @@ export const AUTO_PROVIDER_BATCH_MIN_DEADLINE_MS = 24 * 60 * 60 * 1000;
 
 /** The route `auto` resolves to for a batch of `items` with `deadlineMs`. */
 export function resolveAutoRoute(items: number, deadlineMs: number | undefined): 'sync' | 'provider-batch' {
-  return items >= AUTO_PROVIDER_BATCH_MIN_ITEMS && (deadlineMs ?? AUTO_PROVIDER_BATCH_MIN_DEADLINE_MS) >= AUTO_PROVIDER_BATCH_MIN_DEADLINE_MS ? 'provider-batch' : 'sync';
+  return items >= AUTO_PROVIDER_BATCH_MIN_ITEMS &&
+    (deadlineMs ?? AUTO_PROVIDER_BATCH_MIN_DEADLINE_MS) >= AUTO_PROVIDER_BATCH_MIN_DEADLINE_MS
+    ? 'provider-batch'
+    : 'sync';
 }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };

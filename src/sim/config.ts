@@ -2,7 +2,19 @@ import { z } from 'zod';
 import { providerBatchSimSchema } from './provider-batches';
 
 /** Faults the simulator can inject. Status codes answer with that status; the rest misbehave at the socket. */
-export const faultKinds = ['429', '500', '503', '400', '401', '403', '404', '422', 'reset', 'hang', 'malformed'] as const;
+export const faultKinds = [
+  '429',
+  '500',
+  '503',
+  '400',
+  '401',
+  '403',
+  '404',
+  '422',
+  'reset',
+  'hang',
+  'malformed',
+] as const;
 export type FaultKind = (typeof faultKinds)[number];
 
 const faultKindSchema = z.enum(faultKinds);

@@ -30,7 +30,13 @@ export const providerBatchSimSchema = z.strictObject({
    */
   flexUnavailableRate: z.number().min(0).max(1).default(0),
   /** Real ms each request of a phase waits before it is answered (the work is done on arrival): for crash tests. */
-  latencyMs: z.strictObject({ upload: z.number().min(0).default(0), create: z.number().min(0).default(0), download: z.number().min(0).default(0) }).default({ upload: 0, create: 0, download: 0 }),
+  latencyMs: z
+    .strictObject({
+      upload: z.number().min(0).default(0),
+      create: z.number().min(0).default(0),
+      download: z.number().min(0).default(0),
+    })
+    .default({ upload: 0, create: 0, download: 0 }),
 });
 export type ProviderBatchSimConfig = z.infer<typeof providerBatchSimSchema>;
 
@@ -47,7 +53,13 @@ export interface ProviderBatchStats {
   downloadsStarted: number;
   byProvider: Record<'openai' | 'anthropic', { batchesCreated: number; itemsAnswered: number }>;
   /** Every batch created, in order: id, provider, metadata and item count. */
-  batches: { id: string; provider: 'openai' | 'anthropic'; metadata: Record<string, string>; items: number; status: string }[];
+  batches: {
+    id: string;
+    provider: 'openai' | 'anthropic';
+    metadata: Record<string, string>;
+    items: number;
+    status: string;
+  }[];
 }
 
 interface StoredFile {
@@ -83,11 +95,19 @@ interface SimBatch {
   /** Simulated seconds since creation when it was cancelled. */
   cancelledAt?: number;
   failed?: { code: string; message: string };
-  ended?: { status: 'completed' | 'expired' | 'cancelled'; at: number; outputFileId?: string; errorFileId?: string; results?: string };
+  ended?: {
+    status: 'completed' | 'expired' | 'cancelled';
+    at: number;
+    outputFileId?: string;
+    errorFileId?: string;
+    results?: string;
+  };
 }
 
 function roll(seed: string | number, ...parts: (string | number)[]): number {
-  const digest = createHash('sha256').update([seed, ...parts].join('\u0000')).digest();
+  const digest = createHash('sha256')
+    .update([seed, ...parts].join('\u0000'))
+    .digest();
   return digest.readUInt32BE(0) / 2 ** 32;
 }
 
@@ -133,19 +153,28 @@ function multipartParts(body: Buffer, contentType: string): { name: string; file
   return parts;
 }
 
-const BATCH_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)*\s+batch=(expired|error-500|error-400)(-once)?(?:\s+[a-z-]+=[^\s\]]+)*\s*\]/;
+const BATCH_MARKER =
+  /\[sim(?:\s+[a-z-]+=[^\s\]]+)*\s+batch=(expired|error-500|error-400)(-once)?(?:\s+[a-z-]+=[^\s\]]+)*\s*\]/;
 const ANY_MARKER = /\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g;
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((part) => (typeof part === 'object' && part !== null && 'text' in part ? String((part as { text: unknown }).text) : '')).join(' ');
+  if (Array.isArray(content))
+    return content
+      .map((part) =>
+        typeof part === 'object' && part !== null && 'text' in part ? String((part as { text: unknown }).text) : '',
+      )
+      .join(' ');
   return '';
 }
 
 /** The last user text of a chat, responses or messages request body. */
 function promptOf(body: Record<string, unknown>): string {
   if (typeof body.input === 'string') return body.input;
-  const messages = (Array.isArray(body.messages) ? body.messages : Array.isArray(body.input) ? body.input : []) as { role?: string; content?: unknown }[];
+  const messages = (Array.isArray(body.messages) ? body.messages : Array.isArray(body.input) ? body.input : []) as {
+    role?: string;
+    content?: unknown;
+  }[];
   const user = [...messages].reverse().find((message) => message.role === 'user');
   return textOf(user?.content);
 }
@@ -175,7 +204,10 @@ export interface ProviderBatchesSimulator {
 }
 
 /** The batch APIs' state, kept for the simulator's lifetime. `config` is read on each request (it may be replaced). */
-export function createProviderBatches(options: { config: () => ProviderBatchSimConfig; seed: () => string | number }): ProviderBatchesSimulator {
+export function createProviderBatches(options: {
+  config: () => ProviderBatchSimConfig;
+  seed: () => string | number;
+}): ProviderBatchesSimulator {
   let files = new Map<string, StoredFile>();
   let batches = new Map<string, SimBatch>();
   let counter = 0;
@@ -191,12 +223,16 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       itemsAnswered: 0,
       cancelled: 0,
       downloadsStarted: 0,
-      byProvider: { openai: { batchesCreated: 0, itemsAnswered: 0 }, anthropic: { batchesCreated: 0, itemsAnswered: 0 } },
+      byProvider: {
+        openai: { batchesCreated: 0, itemsAnswered: 0 },
+        anthropic: { batchesCreated: 0, itemsAnswered: 0 },
+      },
       batches: [],
     };
   }
 
-  const nextId = (prefix: string) => `${prefix}${(++counter).toString(36).padStart(6, '0')}${createHash('sha256').update(`${Date.now()}${counter}`).digest('hex').slice(0, 10)}`;
+  const nextId = (prefix: string) =>
+    `${prefix}${(++counter).toString(36).padStart(6, '0')}${createHash('sha256').update(`${Date.now()}${counter}`).digest('hex').slice(0, 10)}`;
   const speedOf = (config: ProviderBatchSimConfig) => config.speed ?? (Number(process.env.FANOUT_SIM_BATCH_SPEED) || 1);
   const elapsed = (batch: SimBatch) => ((Date.now() - batch.createdAtMs) / 1000) * batch.speed;
 
@@ -215,7 +251,13 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     return 'ok';
   }
 
-  function newBatch(provider: SimBatch['provider'], endpoint: string, inputFileId: string, metadata: Record<string, string>, requests: { customId: string; body: Record<string, unknown> }[]): SimBatch {
+  function newBatch(
+    provider: SimBatch['provider'],
+    endpoint: string,
+    inputFileId: string,
+    metadata: Record<string, string>,
+    requests: { customId: string; body: Record<string, unknown> }[],
+  ): SimBatch {
     const config = options.config();
     const id = nextId(provider === 'openai' ? 'batch_' : 'msgbatch_');
     const { min, max } = config.processingSeconds;
@@ -231,7 +273,18 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
         promptTokens: words(prompt),
       };
     });
-    const batch: SimBatch = { id, provider, endpoint, inputFileId, metadata, items, createdAtMs: Date.now(), speed: speedOf(config), processingSeconds, expiresAfterSeconds: config.expiresAfterSeconds };
+    const batch: SimBatch = {
+      id,
+      provider,
+      endpoint,
+      inputFileId,
+      metadata,
+      items,
+      createdAtMs: Date.now(),
+      speed: speedOf(config),
+      processingSeconds,
+      expiresAfterSeconds: config.expiresAfterSeconds,
+    };
     batches.set(id, batch);
     stats.batchesCreated += 1;
     stats.byProvider[provider].batchesCreated += 1;
@@ -265,15 +318,26 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (record) record.status = status;
     batch.ended = { status, at };
     if (batch.provider === 'anthropic') {
-      batch.ended.results = batch.items.map((item) => `${JSON.stringify(anthropicResult(batch, item, at, status))}\n`).join('');
+      batch.ended.results = batch.items
+        .map((item) => `${JSON.stringify(anthropicResult(batch, item, at, status))}\n`)
+        .join('');
       return;
     }
-    const outputs = answered.map((item) => `${JSON.stringify({ id: `batch_req_${item.customId}`, custom_id: item.customId, response: { status_code: 200, request_id: `req_${batch.id}_${item.customId}`, body: openAiBody(batch, item) }, error: null })}\n`);
+    const outputs = answered.map(
+      (item) =>
+        `${JSON.stringify({ id: `batch_req_${item.customId}`, custom_id: item.customId, response: { status_code: 200, request_id: `req_${batch.id}_${item.customId}`, body: openAiBody(batch, item) }, error: null })}\n`,
+    );
     const errors = batch.items
       .filter((item) => !(isDone(item, at) && item.fate === 'ok'))
       .map((item) => `${JSON.stringify(openAiError(item, at, status))}\n`);
-    if (outputs.length > 0) batch.ended.outputFileId = storeFile(`${batch.id}_output.jsonl`, 'batch_output', Buffer.from(outputs.join(''))).id;
-    if (errors.length > 0) batch.ended.errorFileId = storeFile(`${batch.id}_error.jsonl`, 'batch_output', Buffer.from(errors.join(''))).id;
+    if (outputs.length > 0)
+      batch.ended.outputFileId = storeFile(
+        `${batch.id}_output.jsonl`,
+        'batch_output',
+        Buffer.from(outputs.join('')),
+      ).id;
+    if (errors.length > 0)
+      batch.ended.errorFileId = storeFile(`${batch.id}_error.jsonl`, 'batch_output', Buffer.from(errors.join(''))).id;
   }
 
   function usageOf(item: SimItem, output: string) {
@@ -289,8 +353,19 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
         object: 'response',
         status: 'completed',
         model: item.model,
-        output: [{ type: 'message', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: output, annotations: [] }] }],
-        usage: { input_tokens: promptTokens, output_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+        output: [
+          {
+            type: 'message',
+            role: 'assistant',
+            status: 'completed',
+            content: [{ type: 'output_text', text: output, annotations: [] }],
+          },
+        ],
+        usage: {
+          input_tokens: promptTokens,
+          output_tokens: completionTokens,
+          total_tokens: promptTokens + completionTokens,
+        },
       };
     }
     return {
@@ -299,7 +374,11 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       created: Math.floor(batch.createdAtMs / 1000),
       model: item.model,
       choices: [{ index: 0, message: { role: 'assistant', content: output }, finish_reason: 'stop', logprobs: null }],
-      usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+      },
     };
   }
 
@@ -308,10 +387,22 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (isDone(item, at) && item.fate !== 'ok') {
       const code = item.fate === 'error-400' ? 400 : 500;
       const message = code === 400 ? 'simulated: invalid request' : 'simulated: the server had an error';
-      return { ...base, response: { status_code: code, request_id: `req_${item.customId}`, body: { error: { message, type: code === 400 ? 'invalid_request_error' : 'server_error' } } }, error: null };
+      return {
+        ...base,
+        response: {
+          status_code: code,
+          request_id: `req_${item.customId}`,
+          body: { error: { message, type: code === 400 ? 'invalid_request_error' : 'server_error' } },
+        },
+        error: null,
+      };
     }
     const code = status === 'cancelled' ? 'batch_cancelled' : 'batch_expired';
-    return { ...base, response: null, error: { code, message: `simulated: this request was not run before the batch was ${status}` } };
+    return {
+      ...base,
+      response: null,
+      error: { code, message: `simulated: this request was not run before the batch was ${status}` },
+    };
   }
 
   function anthropicResult(batch: SimBatch, item: SimItem, at: number, status: string): Record<string, unknown> {
@@ -322,13 +413,25 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
         custom_id: item.customId,
         result: {
           type: 'succeeded',
-          message: { id: `msg_${batch.id}_${item.customId}`, type: 'message', role: 'assistant', model: item.model, content: [{ type: 'text', text: output }], stop_reason: 'end_turn', stop_sequence: null, usage: { input_tokens: promptTokens, output_tokens: completionTokens } },
+          message: {
+            id: `msg_${batch.id}_${item.customId}`,
+            type: 'message',
+            role: 'assistant',
+            model: item.model,
+            content: [{ type: 'text', text: output }],
+            stop_reason: 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: promptTokens, output_tokens: completionTokens },
+          },
         },
       };
     }
     if (isDone(item, at)) {
       const type = item.fate === 'error-400' ? 'invalid_request_error' : 'api_error';
-      return { custom_id: item.customId, result: { type: 'errored', error: { type: 'error', error: { type, message: `simulated: ${type}` } } } };
+      return {
+        custom_id: item.customId,
+        result: { type: 'errored', error: { type: 'error', error: { type, message: `simulated: ${type}` } } },
+      };
     }
     return { custom_id: item.customId, result: { type: status === 'cancelled' ? 'canceled' : 'expired' } };
   }
@@ -339,7 +442,15 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     return file;
   }
 
-  const fileObject = (file: StoredFile) => ({ id: file.id, object: 'file', bytes: file.data.length, created_at: file.createdAt, filename: file.filename, purpose: file.purpose, status: 'processed' });
+  const fileObject = (file: StoredFile) => ({
+    id: file.id,
+    object: 'file',
+    bytes: file.data.length,
+    created_at: file.createdAt,
+    filename: file.filename,
+    purpose: file.purpose,
+    status: 'processed',
+  });
 
   function openAiStatus(batch: SimBatch): string {
     if (batch.failed) return 'failed';
@@ -352,7 +463,11 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (settle) advance(batch);
     const at = batch.ended?.at ?? batch.cancelledAt ?? elapsed(batch);
     const completed = batch.failed ? 0 : batch.items.filter((item) => isDone(item, at) && item.fate === 'ok').length;
-    const failed = batch.failed ? 0 : batch.ended ? batch.items.length - completed : batch.items.filter((item) => isDone(item, at) && item.fate !== 'ok').length;
+    const failed = batch.failed
+      ? 0
+      : batch.ended
+        ? batch.items.length - completed
+        : batch.items.filter((item) => isDone(item, at) && item.fate !== 'ok').length;
     const created = Math.floor(batch.createdAtMs / 1000);
     return {
       id: batch.id,
@@ -367,7 +482,12 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
       model: batch.items[0]?.model,
       output_file_id: batch.ended?.outputFileId,
       error_file_id: batch.ended?.errorFileId,
-      errors: batch.failed ? { object: 'list', data: [{ code: batch.failed.code, message: batch.failed.message, line: null, param: null }] } : undefined,
+      errors: batch.failed
+        ? {
+            object: 'list',
+            data: [{ code: batch.failed.code, message: batch.failed.message, line: null, param: null }],
+          }
+        : undefined,
       request_counts: { total: batch.items.length, completed, failed },
     };
   }
@@ -415,13 +535,21 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     return { data, has_more: start + limit < all.length };
   }
 
-  async function openAiFiles(request: IncomingMessage, response: ServerResponse, path: string, url: URL): Promise<void> {
+  async function openAiFiles(
+    request: IncomingMessage,
+    response: ServerResponse,
+    path: string,
+    url: URL,
+  ): Promise<void> {
     const config = options.config();
     if (request.method === 'POST' && path === '/v1/files') {
       const parts = multipartParts(await readRaw(request), String(request.headers['content-type'] ?? ''));
       const purpose = parts.find((part) => part.name === 'purpose')?.data.toString('utf8');
       const file = parts.find((part) => part.name === 'file');
-      if (!file || !purpose) return send(response, 400, { error: { message: 'simulated: a file and a purpose are required', type: 'invalid_request_error' } });
+      if (!file || !purpose)
+        return send(response, 400, {
+          error: { message: 'simulated: a file and a purpose are required', type: 'invalid_request_error' },
+        });
       const stored = storeFile(file.filename ?? 'upload.jsonl', purpose, Buffer.from(file.data));
       stats.filesUploaded += 1;
       await delay(config.latencyMs.upload);
@@ -435,7 +563,10 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     }
     const match = /^\/v1\/files\/([^/]+)(\/content)?$/.exec(path);
     const file = match ? files.get(match[1]) : undefined;
-    if (!match || !file) return send(response, 404, { error: { message: `simulated: no such file ${match?.[1] ?? ''}`, type: 'invalid_request_error' } });
+    if (!match || !file)
+      return send(response, 404, {
+        error: { message: `simulated: no such file ${match?.[1] ?? ''}`, type: 'invalid_request_error' },
+      });
     if (request.method === 'DELETE') {
       files.delete(file.id);
       return send(response, 200, { id: file.id, object: 'file', deleted: true });
@@ -447,31 +578,68 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     response.end(file.data);
   }
 
-  async function openAiBatches(request: IncomingMessage, response: ServerResponse, path: string, url: URL): Promise<void> {
+  async function openAiBatches(
+    request: IncomingMessage,
+    response: ServerResponse,
+    path: string,
+    url: URL,
+  ): Promise<void> {
     const config = options.config();
     if (request.method === 'POST' && path === '/v1/batches') {
-      const body = JSON.parse((await readRaw(request)).toString('utf8') || '{}') as { input_file_id?: string; endpoint?: string; completion_window?: string; metadata?: Record<string, string> };
+      const body = JSON.parse((await readRaw(request)).toString('utf8') || '{}') as {
+        input_file_id?: string;
+        endpoint?: string;
+        completion_window?: string;
+        metadata?: Record<string, string>;
+      };
       const file = body.input_file_id ? files.get(body.input_file_id) : undefined;
-      if (!file || file.purpose !== 'batch') return send(response, 400, { error: { message: `simulated: no batch input file ${body.input_file_id ?? ''}`, type: 'invalid_request_error' } });
-      if (body.completion_window !== '24h') return send(response, 400, { error: { message: 'simulated: completion_window must be 24h', type: 'invalid_request_error' } });
-      if (body.endpoint !== '/v1/chat/completions' && body.endpoint !== '/v1/responses') return send(response, 400, { error: { message: `simulated: unsupported endpoint ${body.endpoint ?? ''}`, type: 'invalid_request_error' } });
+      if (!file || file.purpose !== 'batch')
+        return send(response, 400, {
+          error: {
+            message: `simulated: no batch input file ${body.input_file_id ?? ''}`,
+            type: 'invalid_request_error',
+          },
+        });
+      if (body.completion_window !== '24h')
+        return send(response, 400, {
+          error: { message: 'simulated: completion_window must be 24h', type: 'invalid_request_error' },
+        });
+      if (body.endpoint !== '/v1/chat/completions' && body.endpoint !== '/v1/responses')
+        return send(response, 400, {
+          error: { message: `simulated: unsupported endpoint ${body.endpoint ?? ''}`, type: 'invalid_request_error' },
+        });
       const requests = file.data
         .toString('utf8')
         .split('\n')
         .filter((line) => line.trim() !== '')
-        .map((line) => JSON.parse(line) as { custom_id: string; method: string; url: string; body: Record<string, unknown> });
-      const batch = newBatch('openai', body.endpoint, file.id, body.metadata ?? {}, requests.map((entry) => ({ customId: entry.custom_id, body: entry.body })));
+        .map(
+          (line) =>
+            JSON.parse(line) as { custom_id: string; method: string; url: string; body: Record<string, unknown> },
+        );
+      const batch = newBatch(
+        'openai',
+        body.endpoint,
+        file.id,
+        body.metadata ?? {},
+        requests.map((entry) => ({ customId: entry.custom_id, body: entry.body })),
+      );
       const models = new Set(batch.items.map((item) => item.model));
       const ids = new Set(batch.items.map((item) => item.customId));
-      if (models.size > 1) batch.failed = { code: 'mixed_models', message: 'simulated: every request of a batch must use the same model' };
-      else if (ids.size !== batch.items.length) batch.failed = { code: 'duplicate_custom_id', message: 'simulated: custom_id values must be unique' };
-      else if (requests.some((entry) => entry.url !== body.endpoint)) batch.failed = { code: 'invalid_url', message: `simulated: every request's url must be ${body.endpoint}` };
+      if (models.size > 1)
+        batch.failed = { code: 'mixed_models', message: 'simulated: every request of a batch must use the same model' };
+      else if (ids.size !== batch.items.length)
+        batch.failed = { code: 'duplicate_custom_id', message: 'simulated: custom_id values must be unique' };
+      else if (requests.some((entry) => entry.url !== body.endpoint))
+        batch.failed = { code: 'invalid_url', message: `simulated: every request's url must be ${body.endpoint}` };
       else if (config.enqueuedTokenLimit !== undefined) {
         const model = batch.items[0]?.model ?? '';
         const mine = batch.items.reduce((sum, item) => sum + item.promptTokens, 0);
         // The new batch is counted among the unfinished ones.
         if (enqueuedTokens(model) > config.enqueuedTokenLimit) {
-          batch.failed = { code: 'token_limit_exceeded', message: `simulated: enqueued token limit reached for ${model} (limit ${config.enqueuedTokenLimit}, this batch ${mine})` };
+          batch.failed = {
+            code: 'token_limit_exceeded',
+            message: `simulated: enqueued token limit reached for ${model} (limit ${config.enqueuedTokenLimit}, this batch ${mine})`,
+          };
         }
       }
       if (batch.failed) {
@@ -484,11 +652,20 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     if (request.method === 'GET' && path === '/v1/batches') {
       const all = [...batches.values()].filter((batch) => batch.provider === 'openai').reverse();
       const page = list(all, url);
-      return send(response, 200, { object: 'list', data: page.data.map((batch) => openAiBatch(batch)), has_more: page.has_more, first_id: page.data[0]?.id, last_id: page.data.at(-1)?.id });
+      return send(response, 200, {
+        object: 'list',
+        data: page.data.map((batch) => openAiBatch(batch)),
+        has_more: page.has_more,
+        first_id: page.data[0]?.id,
+        last_id: page.data.at(-1)?.id,
+      });
     }
     const match = /^\/v1\/batches\/([^/]+)(\/cancel)?$/.exec(path);
     const batch = match ? batches.get(match[1]) : undefined;
-    if (!match || !batch || batch.provider !== 'openai') return send(response, 404, { error: { message: `simulated: no such batch ${match?.[1] ?? ''}`, type: 'invalid_request_error' } });
+    if (!match || !batch || batch.provider !== 'openai')
+      return send(response, 404, {
+        error: { message: `simulated: no such batch ${match?.[1] ?? ''}`, type: 'invalid_request_error' },
+      });
     if (match[2] && request.method === 'POST') {
       cancel(batch);
       return send(response, 200, openAiBatch(batch, false));
@@ -503,41 +680,81 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     stats.cancelled += 1;
   }
 
-  async function anthropicBatches(request: IncomingMessage, response: ServerResponse, path: string, url: URL): Promise<void> {
+  async function anthropicBatches(
+    request: IncomingMessage,
+    response: ServerResponse,
+    path: string,
+    url: URL,
+  ): Promise<void> {
     const config = options.config();
     const baseUrl = `http://${request.headers.host ?? '127.0.0.1'}`;
     if (request.method === 'POST' && path === '/v1/messages/batches') {
-      const body = JSON.parse((await readRaw(request)).toString('utf8') || '{}') as { requests?: { custom_id: string; params: Record<string, unknown> }[] };
+      const body = JSON.parse((await readRaw(request)).toString('utf8') || '{}') as {
+        requests?: { custom_id: string; params: Record<string, unknown> }[];
+      };
       const requests = body.requests ?? [];
-      const refused = requests.find((entry) => !ANTHROPIC_CUSTOM_ID.test(entry.custom_id) || typeof entry.params?.max_tokens !== 'number');
+      const refused = requests.find(
+        (entry) => !ANTHROPIC_CUSTOM_ID.test(entry.custom_id) || typeof entry.params?.max_tokens !== 'number',
+      );
       if (requests.length === 0 || refused) {
-        return send(response, 400, { type: 'error', error: { type: 'invalid_request_error', message: `simulated: invalid request ${refused?.custom_id ?? '(none)'}: custom_id must match ^[a-zA-Z0-9_-]{1,64}$ and max_tokens is required` } });
+        return send(response, 400, {
+          type: 'error',
+          error: {
+            type: 'invalid_request_error',
+            message: `simulated: invalid request ${refused?.custom_id ?? '(none)'}: custom_id must match ^[a-zA-Z0-9_-]{1,64}$ and max_tokens is required`,
+          },
+        });
       }
       if (new Set(requests.map((entry) => entry.custom_id)).size !== requests.length) {
-        return send(response, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'simulated: custom_id values must be unique' } });
+        return send(response, 400, {
+          type: 'error',
+          error: { type: 'invalid_request_error', message: 'simulated: custom_id values must be unique' },
+        });
       }
-      const batch = newBatch('anthropic', '/v1/messages', '', {}, requests.map((entry) => ({ customId: entry.custom_id, body: entry.params })));
+      const batch = newBatch(
+        'anthropic',
+        '/v1/messages',
+        '',
+        {},
+        requests.map((entry) => ({ customId: entry.custom_id, body: entry.params })),
+      );
       await delay(config.latencyMs.create);
       return send(response, 200, anthropicBatch(batch, baseUrl));
     }
     if (request.method === 'GET' && path === '/v1/messages/batches') {
       const all = [...batches.values()].filter((batch) => batch.provider === 'anthropic').reverse();
       const page = list(all, url);
-      return send(response, 200, { data: page.data.map((batch) => anthropicBatch(batch, baseUrl)), has_more: page.has_more, first_id: page.data[0]?.id ?? null, last_id: page.data.at(-1)?.id ?? null });
+      return send(response, 200, {
+        data: page.data.map((batch) => anthropicBatch(batch, baseUrl)),
+        has_more: page.has_more,
+        first_id: page.data[0]?.id ?? null,
+        last_id: page.data.at(-1)?.id ?? null,
+      });
     }
     const match = /^\/v1\/messages\/batches\/([^/]+)(\/cancel|\/results)?$/.exec(path);
     const batch = match ? batches.get(match[1]) : undefined;
-    if (!match || !batch || batch.provider !== 'anthropic') return send(response, 404, { type: 'error', error: { type: 'not_found_error', message: `simulated: no such batch ${match?.[1] ?? ''}` } });
+    if (!match || !batch || batch.provider !== 'anthropic')
+      return send(response, 404, {
+        type: 'error',
+        error: { type: 'not_found_error', message: `simulated: no such batch ${match?.[1] ?? ''}` },
+      });
     if (match[2] === '/cancel' && request.method === 'POST') {
       cancel(batch);
       return send(response, 200, anthropicBatch(batch, baseUrl, false));
     }
     if (match[2] === '/results') {
       advance(batch);
-      if (!batch.ended?.results) return send(response, 400, { type: 'error', error: { type: 'invalid_request_error', message: 'simulated: the batch has not ended' } });
+      if (!batch.ended?.results)
+        return send(response, 400, {
+          type: 'error',
+          error: { type: 'invalid_request_error', message: 'simulated: the batch has not ended' },
+        });
       stats.downloadsStarted += 1;
       await delay(config.latencyMs.download);
-      response.writeHead(200, { 'content-type': 'application/binary', 'content-length': Buffer.byteLength(batch.ended.results) });
+      response.writeHead(200, {
+        'content-type': 'application/binary',
+        'content-length': Buffer.byteLength(batch.ended.results),
+      });
       response.end(batch.ended.results);
       return;
     }
@@ -558,8 +775,10 @@ export function createProviderBatches(options: { config: () => ProviderBatchSimC
     async handle(request, response, path) {
       const url = new URL(request.url ?? '/', 'http://simulator');
       if (path === '/v1/files' || path.startsWith('/v1/files/')) await openAiFiles(request, response, path, url);
-      else if (path === '/v1/batches' || path.startsWith('/v1/batches/')) await openAiBatches(request, response, path, url);
-      else if (path === '/v1/messages/batches' || path.startsWith('/v1/messages/batches/')) await anthropicBatches(request, response, path, url);
+      else if (path === '/v1/batches' || path.startsWith('/v1/batches/'))
+        await openAiBatches(request, response, path, url);
+      else if (path === '/v1/messages/batches' || path.startsWith('/v1/messages/batches/'))
+        await anthropicBatches(request, response, path, url);
       else return false;
       return true;
     },

@@ -107,7 +107,8 @@ export class SimulatedRateLimiter {
       const now = this.now();
       const capacity = (perMinute: number) => Math.max(1, (perMinute * burstSeconds) / 60);
       limits = {
-        requests: requestsPerMinute === undefined ? undefined : new Bucket(requestsPerMinute, capacity(requestsPerMinute), now),
+        requests:
+          requestsPerMinute === undefined ? undefined : new Bucket(requestsPerMinute, capacity(requestsPerMinute), now),
         tokens: tokensPerMinute === undefined ? undefined : new Bucket(tokensPerMinute, capacity(tokensPerMinute), now),
       };
       this.limits.set(key, limits);
@@ -117,7 +118,10 @@ export class SimulatedRateLimiter {
 
   private headers(limits: Limits, now: number): Record<string, string> {
     const headers: Record<string, string> = {};
-    for (const [kind, bucket] of [['requests', limits.requests], ['tokens', limits.tokens]] as const) {
+    for (const [kind, bucket] of [
+      ['requests', limits.requests],
+      ['tokens', limits.tokens],
+    ] as const) {
       if (!bucket) continue;
       headers[`x-ratelimit-limit-${kind}`] = String(bucket.perMinute);
       headers[`x-ratelimit-remaining-${kind}`] = String(Math.floor(bucket.available(now)));
@@ -169,6 +173,9 @@ export class SimulatedRateLimiter {
 
 /** OpenAI's documented estimate of a request's tokens for rate limiting: characters / 4, plus `max_tokens`. */
 export function rateLimitTokens(messages: readonly { content?: unknown }[], maxTokens: number | undefined): number {
-  const characters = messages.reduce((sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0), 0);
+  const characters = messages.reduce(
+    (sum, message) => sum + (typeof message.content === 'string' ? message.content.length : 0),
+    0,
+  );
   return Math.ceil(characters / 4) + (maxTokens ?? 0);
 }

@@ -12,7 +12,13 @@ import {
 import { scriptedCompletion } from './tool-calls';
 import { chatReplyAsResponse, responsesRequestAsChat } from '../provider-batch/responses-api';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
-import { rateLimitTokens, SimulatedRateLimiter, type Admission, type RateLimitKind, type RateLimiterSnapshot } from './rate-limits';
+import {
+  rateLimitTokens,
+  SimulatedRateLimiter,
+  type Admission,
+  type RateLimitKind,
+  type RateLimiterSnapshot,
+} from './rate-limits';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
 export interface SimulatedRequest {
@@ -66,7 +72,9 @@ export interface Simulator {
 
 /** A number in [0, 1) fixed by the seed and the parts: the same inputs always give the same value. */
 function roll(seed: string | number, ...parts: (string | number)[]): number {
-  const digest = createHash('sha256').update([seed, ...parts].join('\u0000')).digest();
+  const digest = createHash('sha256')
+    .update([seed, ...parts].join('\u0000'))
+    .digest();
   return digest.readUInt32BE(0) / 2 ** 32;
 }
 
@@ -81,7 +89,11 @@ function readBody(request: IncomingMessage): Promise<string> {
 
 function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  response.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
   response.end(text);
 }
 
@@ -129,7 +141,8 @@ export async function startSimulator(
   let maxInFlight = 0;
   let seq = 0;
   let rateLimited = 0;
-  const limiterFor = (current: SimulatorConfig) => (current.rateLimits ? new SimulatedRateLimiter(current.rateLimits) : undefined);
+  const limiterFor = (current: SimulatorConfig) =>
+    current.rateLimits ? new SimulatedRateLimiter(current.rateLimits) : undefined;
   let limiter = limiterFor(config);
   const providerBatches = createProviderBatches({ config: () => config.providerBatches, seed: () => config.seed });
 
@@ -137,7 +150,11 @@ export async function startSimulator(
     return config.faultsByTask[taskId] ?? parsePromptMarker(prompt)?.fault;
   }
 
-  function chooseFault(taskId: string, taskRequest: number, prompt: string): { kind?: FaultKind; retryAfterSeconds?: number; errorBytes?: number } {
+  function chooseFault(
+    taskId: string,
+    taskRequest: number,
+    prompt: string,
+  ): { kind?: FaultKind; retryAfterSeconds?: number; errorBytes?: number } {
     const scripted = scriptedFault(taskId, prompt);
     if (scripted && (scripted.times === undefined || taskRequest <= scripted.times)) {
       return { kind: scripted.kind, retryAfterSeconds: scripted.retryAfterSeconds, errorBytes: scripted.errorBytes };
@@ -153,7 +170,11 @@ export async function startSimulator(
   }
 
   /** The echo, padded or cut to the configured answer length and to the request's max_tokens. */
-  function sizedOutput(echo: string, taskId: string, maxTokens: number | undefined): { output: string; finishReason: string } {
+  function sizedOutput(
+    echo: string,
+    taskId: string,
+    maxTokens: number | undefined,
+  ): { output: string; finishReason: string } {
     const words = echo.split(/\s+/).filter(Boolean);
     let wanted = words.length;
     if (config.completionTokens) {
@@ -176,7 +197,11 @@ export async function startSimulator(
     return Math.round(minMs + roll(config.seed, 'latency', taskId) * (maxMs - minMs));
   }
 
-  async function chatCompletion(request: IncomingMessage, response: ServerResponse, api: 'chat' | 'responses' = 'chat'): Promise<void> {
+  async function chatCompletion(
+    request: IncomingMessage,
+    response: ServerResponse,
+    api: 'chat' | 'responses' = 'chat',
+  ): Promise<void> {
     const arrivedAt = Date.now();
     inFlight += 1;
     maxInFlight = Math.max(maxInFlight, inFlight);
@@ -192,7 +217,11 @@ export async function startSimulator(
       inFlightAtArrival: inFlight,
     };
     requests.push(entry);
-    const pending: { timer?: NodeJS.Timeout; admission?: Extract<Admission, { admitted: true }>; promptTokens: number } = { promptTokens: 0 };
+    const pending: {
+      timer?: NodeJS.Timeout;
+      admission?: Extract<Admission, { admitted: true }>;
+      promptTokens: number;
+    } = { promptTokens: 0 };
     const settle = () => {
       if (!open) return;
       open = false;
@@ -220,7 +249,9 @@ export async function startSimulator(
       body = (api === 'responses' ? responsesRequestAsChat(parsed) : parsed) as ChatRequestBody;
     } catch {
       entry.outcome = 400;
-      sendJson(response, 400, { error: { message: 'simulated: request body is not JSON', type: 'invalid_request_error' } });
+      sendJson(response, 400, {
+        error: { message: 'simulated: request body is not JSON', type: 'invalid_request_error' },
+      });
       return;
     }
     const prompt = promptOf(body);
@@ -238,7 +269,11 @@ export async function startSimulator(
     if (limiter) {
       const messages = body.messages ?? [];
       pending.promptTokens = rateLimitTokens(messages, undefined);
-      const admission = limiter.admit(`${request.headers.authorization ?? ''}\u0000${model}`, model, rateLimitTokens(messages, body.max_tokens ?? body.max_completion_tokens));
+      const admission = limiter.admit(
+        `${request.headers.authorization ?? ''}\u0000${model}`,
+        model,
+        rateLimitTokens(messages, body.max_tokens ?? body.max_completion_tokens),
+      );
       if (!admission.admitted) {
         rateLimited += 1;
         entry.outcome = 429;
@@ -247,7 +282,11 @@ export async function startSimulator(
           response,
           429,
           { error: { message: admission.message, type: admission.kind, param: null, code: 'rate_limit_exceeded' } },
-          { ...admission.headers, 'retry-after': String(Math.ceil(admission.retryAfterMs / 1000)), 'retry-after-ms': String(admission.retryAfterMs) },
+          {
+            ...admission.headers,
+            'retry-after': String(Math.ceil(admission.retryAfterMs / 1000)),
+            'retry-after-ms': String(admission.retryAfterMs),
+          },
         );
         return;
       }
@@ -260,7 +299,19 @@ export async function startSimulator(
     if (providerBatches.flexRefused(body, entry.taskId, prompt)) {
       entry.outcome = 429;
       settleTokens(pending.promptTokens);
-      sendJson(response, 429, { error: { message: 'simulated: Resource unavailable for the flex tier; retry later or use the default tier', type: 'rate_limit_error', param: null, code: 'resource_unavailable' } }, rateLimitHeaders());
+      sendJson(
+        response,
+        429,
+        {
+          error: {
+            message: 'simulated: Resource unavailable for the flex tier; retry later or use the default tier',
+            type: 'rate_limit_error',
+            param: null,
+            code: 'resource_unavailable',
+          },
+        },
+        rateLimitHeaders(),
+      );
       return;
     }
     const fault = chooseFault(entry.taskId, entry.taskRequest, prompt);
@@ -292,8 +343,16 @@ export async function startSimulator(
             ? { 'retry-after': String(fault.retryAfterSeconds) }
             : {};
         // `error-bytes=N`: a message that long, as a gateway's HTML error page is.
-        const message = fault.errorBytes === undefined ? STATUS_MESSAGES[fault.kind] : `${STATUS_MESSAGES[fault.kind]} <html>${'x'.repeat(Math.max(0, fault.errorBytes))}</html>`;
-        sendJson(response, status, { error: { message, type: 'simulated_error' } }, { ...rateLimitHeaders(), ...headers });
+        const message =
+          fault.errorBytes === undefined
+            ? STATUS_MESSAGES[fault.kind]
+            : `${STATUS_MESSAGES[fault.kind]} <html>${'x'.repeat(Math.max(0, fault.errorBytes))}</html>`;
+        sendJson(
+          response,
+          status,
+          { error: { message, type: 'simulated_error' } },
+          { ...rateLimitHeaders(), ...headers },
+        );
         return;
       }
       entry.outcome = 200;
@@ -306,7 +365,10 @@ export async function startSimulator(
       }
       const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
       const persona = typeof system === 'string' && system !== '' ? ` as "${system.slice(0, 40)}"` : '';
-      const echo = `[simulated]${persona} answer to: ${prompt.replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '').trim().slice(0, 80)}`;
+      const echo = `[simulated]${persona} answer to: ${prompt
+        .replace(/\[sim(?:\s+[a-z-]+=[^\s\]]+)+\s*\]/g, '')
+        .trim()
+        .slice(0, 80)}`;
       const { output, finishReason } = sizedOutput(echo, entry.taskId, body.max_tokens ?? body.max_completion_tokens);
       const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
       const completionTokens = countTokens(output);
@@ -318,8 +380,14 @@ export async function startSimulator(
         model: body.model ?? 'sim-model',
         system_fingerprint: 'simulated',
         service_tier: body.service_tier === 'flex' ? 'flex' : 'default',
-        choices: [{ index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null }],
-        usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+        choices: [
+          { index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null },
+        ],
+        usage: {
+          prompt_tokens: promptTokens,
+          completion_tokens: completionTokens,
+          total_tokens: promptTokens + completionTokens,
+        },
       };
       sendJson(response, 200, api === 'responses' ? chatReplyAsResponse(reply) : reply, rateLimitHeaders());
     }, entry.latencyMs);
@@ -366,7 +434,12 @@ export async function startSimulator(
       if (request.method === 'GET' && path === '/v1/models') {
         return sendJson(response, 200, {
           object: 'list',
-          data: ['gpt-4o-mini', 'gpt-4o', 'sim-model'].map((id) => ({ id, object: 'model', created: 0, owned_by: 'simulator' })),
+          data: ['gpt-4o-mini', 'gpt-4o', 'sim-model'].map((id) => ({
+            id,
+            object: 'model',
+            created: 0,
+            owned_by: 'simulator',
+          })),
         });
       }
       if (path.startsWith('/_sim/')) return admin(request, response, path);

@@ -130,7 +130,9 @@ function countTokens(text: string): number {
 }
 
 function textOf(message: Message): string {
-  const calls = (message.tool_calls ?? []).map((call) => `${call.function?.name ?? ''} ${call.function?.arguments ?? ''}`).join(' ');
+  const calls = (message.tool_calls ?? [])
+    .map((call) => `${call.function?.name ?? ''} ${call.function?.arguments ?? ''}`)
+    .join(' ');
   return `${typeof message.content === 'string' ? message.content : ''} ${calls}`;
 }
 
@@ -138,13 +140,20 @@ function textOf(message: Message): string {
  * The completion for a request whose task prompt holds directives, or undefined for any other request (the simulator
  * then answers its usual echo). Deterministic: the same conversation always gets the same answer.
  */
-export function scriptedCompletion(body: { model?: string; messages?: Message[] }, seq: number): ScriptedCompletion | undefined {
+export function scriptedCompletion(
+  body: { model?: string; messages?: Message[] },
+  seq: number,
+): ScriptedCompletion | undefined {
   const messages = body.messages ?? [];
   const first = messages.find((message) => message.role === 'user');
   const script = typeof first?.content === 'string' ? parseAgentScript(first.content) : undefined;
   if (!script) return undefined;
-  const stepsTaken = messages.filter((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) > 0).length;
-  const answersGiven = messages.filter((message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0).length;
+  const stepsTaken = messages.filter(
+    (message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) > 0,
+  ).length;
+  const answersGiven = messages.filter(
+    (message) => message.role === 'assistant' && (message.tool_calls?.length ?? 0) === 0,
+  ).length;
   let message: object;
   let completionText: string;
   let finishReason: string;
@@ -158,10 +167,13 @@ export function scriptedCompletion(body: { model?: string; messages?: Message[] 
     completionText = calls.map((call) => `${call.function.name} ${call.function.arguments}`).join(' ');
     finishReason = 'tool_calls';
   } else {
-    if (answersGiven < script.invalidAnswers) completionText = `[simulated] an answer that is not JSON (${answersGiven + 1} of ${script.invalidAnswers})`;
+    if (answersGiven < script.invalidAnswers)
+      completionText = `[simulated] an answer that is not JSON (${answersGiven + 1} of ${script.invalidAnswers})`;
     else if (script.answerJson !== undefined) completionText = script.answerJson;
     else {
-      const results = messages.filter((entry) => entry.role === 'tool').map((entry) => (typeof entry.content === 'string' ? entry.content.slice(0, 80) : ''));
+      const results = messages
+        .filter((entry) => entry.role === 'tool')
+        .map((entry) => (typeof entry.content === 'string' ? entry.content.slice(0, 80) : ''));
       completionText = `[simulated] answer to: ${script.text.slice(0, 80)}${results.length > 0 ? ` (from ${results.length} tool results: ${results.join(' | ')})` : ''}`;
     }
     message = { role: 'assistant', content: completionText };
@@ -176,6 +188,10 @@ export function scriptedCompletion(body: { model?: string; messages?: Message[] 
     model: body.model ?? 'sim-model',
     system_fingerprint: 'simulated',
     choices: [{ index: 0, message, finish_reason: finishReason, logprobs: null }],
-    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+    usage: {
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    },
   };
 }

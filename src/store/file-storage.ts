@@ -1,4 +1,10 @@
-import { close, createReadStream, open as openCallback, read as readCallback, writeFile as writeFileCallback } from 'node:fs';
+import {
+  close,
+  createReadStream,
+  open as openCallback,
+  read as readCallback,
+  writeFile as writeFileCallback,
+} from 'node:fs';
 import { promisify } from 'node:util';
 import { access, constants, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -13,8 +19,12 @@ function wrap(uri: string, error: unknown): never {
   const code = (error as NodeJS.ErrnoException).code;
   if (error instanceof StorageError) throw error;
   if (code === 'ENOENT') throw new StorageError('NotFound', uri, 'no such file or directory', { cause: error });
-  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') throw new StorageError('AccessDenied', uri, `permission denied (${code})`, { cause: error });
-  if (code === 'EISDIR' || code === 'ENOTDIR') throw new StorageError('Invalid', uri, code === 'EISDIR' ? 'is a directory' : 'a parent is not a directory', { cause: error });
+  if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+    throw new StorageError('AccessDenied', uri, `permission denied (${code})`, { cause: error });
+  if (code === 'EISDIR' || code === 'ENOTDIR')
+    throw new StorageError('Invalid', uri, code === 'EISDIR' ? 'is a directory' : 'a parent is not a directory', {
+      cause: error,
+    });
   throw new StorageError('Unavailable', uri, (error as Error).message ?? String(error), { cause: error });
 }
 
@@ -27,7 +37,11 @@ function wrapped(uri: string, error: unknown): unknown {
 }
 
 /** Writes through a temporary sibling then renames: a crash leaves the old file or the new one, and the data is synced. */
-async function writeAtomically(target: string, write: (handle: import('node:fs/promises').FileHandle) => Promise<number>, sync = true): Promise<number> {
+async function writeAtomically(
+  target: string,
+  write: (handle: import('node:fs/promises').FileHandle) => Promise<number>,
+  sync = true,
+): Promise<number> {
   const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
   // The directory is made only when it is missing: most writes go where others went before.
   const handle = await open(temporary, 'w').catch(async (error: NodeJS.ErrnoException) => {
@@ -121,7 +135,8 @@ export class FileStorage implements ObjectStorage {
 
   async *readStream(uri: string, start = 0): AsyncIterable<Buffer> {
     try {
-      for await (const chunk of createReadStream(localPath(uri), { start, highWaterMark: 1 << 20 })) yield chunk as Buffer;
+      for await (const chunk of createReadStream(localPath(uri), { start, highWaterMark: 1 << 20 }))
+        yield chunk as Buffer;
     } catch (error) {
       wrap(uri, error);
     }
@@ -159,7 +174,8 @@ export class FileStorage implements ObjectStorage {
           const bytes = Buffer.from(record, 'utf8');
           try {
             const { bytesWritten } = await handle.write(bytes);
-            if (bytesWritten !== bytes.length) throw new StorageError('Unavailable', uri, `wrote ${bytesWritten} of ${bytes.length} bytes`);
+            if (bytesWritten !== bytes.length)
+              throw new StorageError('Unavailable', uri, `wrote ${bytesWritten} of ${bytes.length} bytes`);
           } catch (error) {
             broken = error;
             wrap(uri, error);
@@ -217,8 +233,10 @@ export class FileStorage implements ObjectStorage {
       if (!info.isDirectory()) throw new StorageError('Invalid', uri, `${directory} is not a directory`);
       await access(directory, constants.W_OK);
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new StorageError('NotFound', uri, `the directory ${directory} does not exist`);
-      if ((error as NodeJS.ErrnoException).code === 'EACCES') throw new StorageError('AccessDenied', uri, `the directory ${directory} is not writable`);
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new StorageError('NotFound', uri, `the directory ${directory} does not exist`);
+      if ((error as NodeJS.ErrnoException).code === 'EACCES')
+        throw new StorageError('AccessDenied', uri, `the directory ${directory} is not writable`);
       wrap(uri, error);
     }
   }

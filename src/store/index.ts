@@ -12,7 +12,6 @@ import type { S3Storage } from './s3-storage';
 export { StorageError, type ObjectStorage } from './object-storage';
 export { FileStorage } from './file-storage';
 
-
 /**
  * Routes each location to local files or S3 by its scheme. The S3 client is made on first use, and the AWS SDK loaded
  * only then: a worker that never sees an `s3://` location does not carry it (about 22 MB of resident code).
@@ -82,7 +81,9 @@ export function defaultStoreRoot(environment: Environment = process.env): string
 export function storeRootFromEnvironment(environment: Environment = process.env): string {
   const configured = environment.FANOUT_STORE?.trim();
   if (!configured) return defaultStoreRoot(environment);
-  const location = parseLocation(configured.startsWith('/') || configured.includes('://') ? configured : path.resolve(configured));
+  const location = parseLocation(
+    configured.startsWith('/') || configured.includes('://') ? configured : path.resolve(configured),
+  );
   if ('error' in location) throw new Error(`FANOUT_STORE ${location.error}, got "${configured}"`);
   return location.kind === 'file' ? location.path : configured.replace(/\/+$/, '');
 }
@@ -114,7 +115,11 @@ export class PayloadStore {
   async get(ref: PayloadRef): Promise<string> {
     const data = await this.storage.read(ref.uri);
     if (data.length !== ref.bytes || sha256(data) !== ref.sha256) {
-      throw new StorageError('Invalid', ref.uri, `holds ${data.length} bytes that do not match the reference (${ref.bytes} bytes, sha256 ${ref.sha256.slice(0, 12)}…)`);
+      throw new StorageError(
+        'Invalid',
+        ref.uri,
+        `holds ${data.length} bytes that do not match the reference (${ref.bytes} bytes, sha256 ${ref.sha256.slice(0, 12)}…)`,
+      );
     }
     return data.toString('utf8');
   }
@@ -127,7 +132,10 @@ export function storeFromEnvironment(): { storage: ObjectStorage; store: Payload
   if (!shared) {
     // A share of failing calls, for fault tests of the whole system (test/fault-schedule.test.ts); never set in production.
     const faultRate = Number(process.env.FANOUT_STORE_FAULT_RATE ?? 0);
-    const storage = faultRate > 0 ? new FaultyStorage(new Storage(), faultRate, Number(process.env.FANOUT_STORE_FAULT_SEED ?? process.pid)) : new Storage();
+    const storage =
+      faultRate > 0
+        ? new FaultyStorage(new Storage(), faultRate, Number(process.env.FANOUT_STORE_FAULT_SEED ?? process.pid))
+        : new Storage();
     shared = { storage, store: new PayloadStore(storage, storeRootFromEnvironment()) };
   }
   return shared;

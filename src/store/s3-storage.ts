@@ -30,7 +30,8 @@ export function s3RequestTimeoutMs(environment: Environment = process.env): numb
   const raw = environment.FANOUT_S3_REQUEST_TIMEOUT_MS?.trim();
   if (raw === undefined || raw === '') return DEFAULT_REQUEST_TIMEOUT_MS;
   const value = Number(raw);
-  if (!Number.isInteger(value) || value <= 0) throw new TypeError(`FANOUT_S3_REQUEST_TIMEOUT_MS must be a positive whole number of ms, got "${raw}"`);
+  if (!Number.isInteger(value) || value <= 0)
+    throw new TypeError(`FANOUT_S3_REQUEST_TIMEOUT_MS must be a positive whole number of ms, got "${raw}"`);
   return value;
 }
 
@@ -50,7 +51,13 @@ export function s3ClientFromEnvironment(environment: Environment = process.env):
   return new S3Client({
     // Keys given in this environment win; otherwise the SDK's own chain (profiles, SSO, instance roles) finds them.
     ...(accessKeyId && secretAccessKey
-      ? { credentials: { accessKeyId, secretAccessKey, ...(environment.AWS_SESSION_TOKEN ? { sessionToken: environment.AWS_SESSION_TOKEN } : {}) } }
+      ? {
+          credentials: {
+            accessKeyId,
+            secretAccessKey,
+            ...(environment.AWS_SESSION_TOKEN ? { sessionToken: environment.AWS_SESSION_TOKEN } : {}),
+          },
+        }
       : {}),
     region: environment.AWS_REGION?.trim() || environment.AWS_DEFAULT_REGION?.trim() || 'us-east-1',
     ...(endpoint ? { endpoint } : {}),
@@ -72,12 +79,15 @@ export function s3ClientFromEnvironment(environment: Environment = process.env):
 
 function bucketKey(uri: string): { Bucket: string; Key: string } {
   const location = parseLocation(uri);
-  if ('error' in location || location.kind !== 's3') throw new StorageError('Invalid', uri, 'error' in location ? location.error : 'not an s3:// URI');
+  if ('error' in location || location.kind !== 's3')
+    throw new StorageError('Invalid', uri, 'error' in location ? location.error : 'not an s3:// URI');
   return { Bucket: location.bucket, Key: location.key };
 }
 
 function statusOf(error: unknown): number | undefined {
-  return error instanceof S3ServiceException ? error.$metadata?.httpStatusCode : (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
+  return error instanceof S3ServiceException
+    ? error.$metadata?.httpStatusCode
+    : (error as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode;
 }
 
 function wrap(uri: string, error: unknown): never {
@@ -85,15 +95,24 @@ function wrap(uri: string, error: unknown): never {
   const status = statusOf(error);
   const name = (error as Error)?.name ?? 'Error';
   if (status === 404 || name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchBucket') {
-    throw new StorageError('NotFound', uri, name === 'NoSuchBucket' ? 'no such bucket' : 'no such object', { cause: error });
+    throw new StorageError('NotFound', uri, name === 'NoSuchBucket' ? 'no such bucket' : 'no such object', {
+      cause: error,
+    });
   }
   if (name === 'CredentialsProviderError') {
-    throw new StorageError('AccessDenied', uri, 'no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)', { cause: error });
+    throw new StorageError(
+      'AccessDenied',
+      uri,
+      'no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)',
+      { cause: error },
+    );
   }
   if (status === 403 || name === 'AccessDenied' || name === 'InvalidAccessKeyId' || name === 'SignatureDoesNotMatch') {
     throw new StorageError('AccessDenied', uri, `access denied (${name})`, { cause: error });
   }
-  throw new StorageError('Unavailable', uri, `${name}: ${(error as Error)?.message ?? String(error)}`, { cause: error });
+  throw new StorageError('Unavailable', uri, `${name}: ${(error as Error)?.message ?? String(error)}`, {
+    cause: error,
+  });
 }
 
 function prefixKey(prefix: string): { Bucket: string; Prefix: string } {
@@ -127,7 +146,9 @@ export class S3Storage implements ObjectStorage {
   async readRange(uri: string, start: number, length: number): Promise<Buffer> {
     if (length <= 0) return Buffer.alloc(0);
     try {
-      const object = await this.client.send(new GetObjectCommand({ ...bucketKey(uri), Range: `bytes=${start}-${start + length - 1}` }));
+      const object = await this.client.send(
+        new GetObjectCommand({ ...bucketKey(uri), Range: `bytes=${start}-${start + length - 1}` }),
+      );
       return Buffer.from(await (object.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
     } catch (error) {
       if (statusOf(error) === 416) return Buffer.alloc(0);
@@ -138,7 +159,9 @@ export class S3Storage implements ObjectStorage {
   async *readStream(uri: string, start = 0): AsyncIterable<Buffer> {
     let body: Readable;
     try {
-      const object = await this.client.send(new GetObjectCommand({ ...bucketKey(uri), ...(start > 0 ? { Range: `bytes=${start}-` } : {}) }));
+      const object = await this.client.send(
+        new GetObjectCommand({ ...bucketKey(uri), ...(start > 0 ? { Range: `bytes=${start}-` } : {}) }),
+      );
       body = object.Body as Readable;
     } catch (error) {
       if (statusOf(error) === 416) return;
@@ -153,7 +176,9 @@ export class S3Storage implements ObjectStorage {
 
   async write(uri: string, data: Buffer | string): Promise<void> {
     try {
-      await this.client.send(new PutObjectCommand({ ...bucketKey(uri), Body: typeof data === 'string' ? Buffer.from(data, 'utf8') : data }));
+      await this.client.send(
+        new PutObjectCommand({ ...bucketKey(uri), Body: typeof data === 'string' ? Buffer.from(data, 'utf8') : data }),
+      );
     } catch (error) {
       wrap(uri, error);
     }
@@ -175,7 +200,12 @@ export class S3Storage implements ObjectStorage {
     };
     try {
       // A multipart upload becomes visible only when it completes: readers never see a part of the object.
-      await new Upload({ client: this.client, params: { ...bucketKey(uri), Body: Readable.from(counted()) }, queueSize: 2, partSize: 8 * 1024 * 1024 }).done();
+      await new Upload({
+        client: this.client,
+        params: { ...bucketKey(uri), Body: Readable.from(counted()) },
+        queueSize: 2,
+        partSize: 8 * 1024 * 1024,
+      }).done();
       return bytes;
     } catch (error) {
       return wrap(uri, error);
@@ -221,11 +251,13 @@ export class S3Storage implements ObjectStorage {
 
   async checkWritable(uri: string): Promise<void> {
     const { Bucket, Key } = bucketKey(uri);
-    if (Key === '' || Key.endsWith('/')) throw new StorageError('Invalid', uri, 'names a bucket or a prefix, not an object');
+    if (Key === '' || Key.endsWith('/'))
+      throw new StorageError('Invalid', uri, 'names a bucket or a prefix, not an object');
     try {
       await this.client.send(new HeadBucketCommand({ Bucket }));
     } catch (error) {
-      if (statusOf(error) === 404) throw new StorageError('NotFound', uri, `the bucket "${Bucket}" does not exist`, { cause: error });
+      if (statusOf(error) === 404)
+        throw new StorageError('NotFound', uri, `the bucket "${Bucket}" does not exist`, { cause: error });
       wrap(uri, error);
     }
     // Only a write proves write permission; the probe sits beside the object and is removed at once.

@@ -69,11 +69,21 @@ export function resultText(value: unknown): string {
  * });
  */
 export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): Tool {
-  if (!TOOL_NAME.test(definition.name)) throw new TypeError(`defineTool: name must match ${TOOL_NAME}, got "${definition.name}"`);
-  if (definition.timeoutMs !== undefined && !(definition.timeoutMs > 0)) throw new TypeError(`defineTool ${definition.name}: timeoutMs must be positive, got ${definition.timeoutMs}`);
+  if (!TOOL_NAME.test(definition.name))
+    throw new TypeError(`defineTool: name must match ${TOOL_NAME}, got "${definition.name}"`);
+  if (definition.timeoutMs !== undefined && !(definition.timeoutMs > 0))
+    throw new TypeError(`defineTool ${definition.name}: timeoutMs must be positive, got ${definition.timeoutMs}`);
   const approval = definition.needsApproval;
-  const approvalTimeoutMs = approval === undefined || approval === false ? undefined : approval === true ? DEFAULT_APPROVAL_TIMEOUT_MS : approval.timeoutMs;
-  const { $schema: _schema, ...parameters } = z.toJSONSchema(definition.input, { io: 'input' }) as Record<string, unknown>;
+  const approvalTimeoutMs =
+    approval === undefined || approval === false
+      ? undefined
+      : approval === true
+        ? DEFAULT_APPROVAL_TIMEOUT_MS
+        : approval.timeoutMs;
+  const { $schema: _schema, ...parameters } = z.toJSONSchema(definition.input, { io: 'input' }) as Record<
+    string,
+    unknown
+  >;
   return {
     name: definition.name,
     description: definition.description,
@@ -82,7 +92,8 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
     timeoutMs: definition.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
     async call(input, context) {
       const parsed = definition.input.safeParse(input);
-      if (!parsed.success) throw new ToolInputError(`invalid input for ${definition.name}: ${z.prettifyError(parsed.error)}`);
+      if (!parsed.success)
+        throw new ToolInputError(`invalid input for ${definition.name}: ${z.prettifyError(parsed.error)}`);
       return resultText(await definition.run(parsed.data, context));
     },
   };

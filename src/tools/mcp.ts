@@ -26,7 +26,10 @@ export const mcpServerSchema = z
     /** Longest one tool call may take, ms. Default 300000. */
     timeoutMs: z.number().int().min(1).optional(),
   })
-  .refine((server) => (server.command === undefined) !== (server.url === undefined), 'give either command (stdio) or url (Streamable HTTP)');
+  .refine(
+    (server) => (server.command === undefined) !== (server.url === undefined),
+    'give either command (stdio) or url (Streamable HTTP)',
+  );
 export type McpServerConfig = z.input<typeof mcpServerSchema>;
 
 /**
@@ -53,7 +56,9 @@ function contentText(result: { content?: unknown; structuredContent?: unknown; t
   if (!('content' in result) && 'toolResult' in result) return JSON.stringify(result.toolResult);
   const parts = Array.isArray(result.content) ? (result.content as { type?: string; text?: string }[]) : [];
   if (parts.length === 0 && result.structuredContent !== undefined) return JSON.stringify(result.structuredContent);
-  return parts.map((part) => (part.type === 'text' && typeof part.text === 'string' ? part.text : JSON.stringify(part))).join('\n');
+  return parts
+    .map((part) => (part.type === 'text' && typeof part.text === 'string' ? part.text : JSON.stringify(part)))
+    .join('\n');
 }
 
 /**
@@ -84,7 +89,10 @@ export class McpTools {
         const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
         const transport =
           server.url !== undefined
-            ? new StreamableHTTPClientTransport(new URL(server.url), server.headers ? { requestInit: { headers: server.headers } } : undefined)
+            ? new StreamableHTTPClientTransport(
+                new URL(server.url),
+                server.headers ? { requestInit: { headers: server.headers } } : undefined,
+              )
             : new StdioClientTransport({
                 command: server.command as string,
                 args: server.args ?? [],
@@ -94,25 +102,30 @@ export class McpTools {
               });
         await client.connect(transport);
         const listed = await client.listTools();
-        const approval = (tool: string) => server.needsApproval === true || (Array.isArray(server.needsApproval) && server.needsApproval.includes(tool));
-        const tools = listed.tools.map(
-          (definition): Tool => ({
-            name: definition.name,
-            description: definition.description ?? '',
-            parameters: definition.inputSchema as Record<string, unknown>,
-            ...(approval(definition.name) ? { approvalTimeoutMs: server.approvalTimeoutMs ?? 24 * 60 * 60_000 } : {}),
-            timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-            async call(input, context) {
-              const result = await client.callTool({ name: definition.name, arguments: (input ?? {}) as Record<string, unknown> }, undefined, {
+        const approval = (tool: string) =>
+          server.needsApproval === true || (Array.isArray(server.needsApproval) && server.needsApproval.includes(tool));
+        const tools = listed.tools.map((definition): Tool => ({
+          name: definition.name,
+          description: definition.description ?? '',
+          parameters: definition.inputSchema as Record<string, unknown>,
+          ...(approval(definition.name) ? { approvalTimeoutMs: server.approvalTimeoutMs ?? 24 * 60 * 60_000 } : {}),
+          timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+          async call(input, context) {
+            const result = await client.callTool(
+              { name: definition.name, arguments: (input ?? {}) as Record<string, unknown> },
+              undefined,
+              {
                 signal: context.signal,
                 timeout: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-              });
-              const text = contentText(result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown });
-              if (result.isError) throw new Error(text || `${definition.name} failed`);
-              return text;
-            },
-          }),
-        );
+              },
+            );
+            const text = contentText(
+              result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown },
+            );
+            if (result.isError) throw new Error(text || `${definition.name} failed`);
+            return text;
+          },
+        }));
         return { client, tools };
       })();
       // A failed connection is not kept: the next activity (Temporal's retry) tries again.
@@ -129,7 +142,9 @@ export class McpTools {
         this.connect(server).then(
           (connection) => connection.tools,
           (error: unknown) => {
-            throw new Error(`MCP server "${server.name}" (${server.url ?? server.command}): ${error instanceof Error ? error.message : String(error)}`);
+            throw new Error(
+              `MCP server "${server.name}" (${server.url ?? server.command}): ${error instanceof Error ? error.message : String(error)}`,
+            );
           },
         ),
       ),
@@ -141,6 +156,8 @@ export class McpTools {
   async close(): Promise<void> {
     const connections = [...this.connections.values()];
     this.connections.clear();
-    await Promise.all(connections.map((connection) => connection.then((open) => open.client.close()).catch(() => undefined)));
+    await Promise.all(
+      connections.map((connection) => connection.then((open) => open.client.close()).catch(() => undefined)),
+    );
   }
 }

@@ -20,7 +20,10 @@ export class ToolRegistry {
   /** The tools of these names, and the names that are neither registered nor on an MCP server. */
   async resolve(names: readonly string[]): Promise<{ tools: Tool[]; unknown: string[] }> {
     const wanted = names.filter((name) => !this.local.has(name));
-    const remote = wanted.length > 0 && this.mcp ? new Map((await this.mcp.tools()).map((tool) => [tool.name, tool])) : new Map<string, Tool>();
+    const remote =
+      wanted.length > 0 && this.mcp
+        ? new Map((await this.mcp.tools()).map((tool) => [tool.name, tool]))
+        : new Map<string, Tool>();
     const tools: Tool[] = [];
     const unknown: string[] = [];
     for (const name of names) {

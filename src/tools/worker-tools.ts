@@ -9,8 +9,14 @@ import { ToolRegistry } from './registry';
  * The worker's tool registry from its options, else the environment (FANOUT_TOOLS: modules of `defineTool` exports,
  * comma-separated; FANOUT_MCP_SERVERS: MCP servers).
  */
-export function toolRegistryFor(options: { tools?: readonly Tool[]; mcpServers?: readonly McpServerConfig[] }, environment: Environment = process.env): ToolRegistry {
-  const modules = environment.FANOUT_TOOLS?.split(',').map((entry) => entry.trim()).filter(Boolean) ?? [];
+export function toolRegistryFor(
+  options: { tools?: readonly Tool[]; mcpServers?: readonly McpServerConfig[] },
+  environment: Environment = process.env,
+): ToolRegistry {
+  const modules =
+    environment.FANOUT_TOOLS?.split(',')
+      .map((entry) => entry.trim())
+      .filter(Boolean) ?? [];
   const tools = options.tools ?? modules.flatMap((module) => loadToolModule(module));
   return new ToolRegistry(tools, options.mcpServers ?? mcpServersFromEnvironment(environment) ?? []);
 }

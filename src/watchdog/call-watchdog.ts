@@ -123,7 +123,8 @@ export class CallWatchdog {
     private readonly logger: WatchdogLogger,
   ) {
     this.presence = new Presence(client, identity, {
-      failing: (error, failures) => logger.warn('presence polls failing; retrying with backoff', { error: String(error), failures }),
+      failing: (error, failures) =>
+        logger.warn('presence polls failing; retrying with backoff', { error: String(error), failures }),
       recovered: (failures) => logger.info('presence polls work again', { failedPolls: failures }),
     });
   }
@@ -136,7 +137,10 @@ export class CallWatchdog {
     const connection = this.client.connection;
     return connection.withAbortSignal(new AbortController().signal, () =>
       connection.withDeadline(Date.now() + 10_000, () =>
-        this.client.workflowService.describeWorkflowExecution({ namespace: this.namespace, execution: { workflowId, runId } }),
+        this.client.workflowService.describeWorkflowExecution({
+          namespace: this.namespace,
+          execution: { workflowId, runId },
+        }),
       ),
     );
   }
@@ -156,7 +160,8 @@ export class CallWatchdog {
     }
     // Several calls of one activity (a batch chunk) share its entry: one poke reaches them all, the last one out removes it.
     const existing = watch.calls.get(call.activityId);
-    const entry: WatchEntry = existing && existing.call.attempt === call.attempt ? existing : { call, pokedAt: 0, refs: 0 };
+    const entry: WatchEntry =
+      existing && existing.call.attempt === call.attempt ? existing : { call, pokedAt: 0, refs: 0 };
     // Aborts are per call, not per entry: a cut-off worker ends every call of a chunk.
     const abort = call.abort?.bind(call);
     if (abort) this.aborts.add(abort);
@@ -198,7 +203,8 @@ export class CallWatchdog {
     const delay = base * (0.85 + Math.random() * 0.3);
     watch.timer = setTimeout(() => {
       void this.look(watch).finally(() => {
-        if (this.workflows.get(`${watch.workflowId}\u0000${watch.runId}`) === watch && !this.stopped) this.schedule(watch);
+        if (this.workflows.get(`${watch.workflowId}\u0000${watch.runId}`) === watch && !this.stopped)
+          this.schedule(watch);
       });
     }, delay);
     watch.timer.unref();
@@ -224,8 +230,11 @@ export class CallWatchdog {
     }
     watch.failures = 0;
     this.describeWorked();
-    const closed = description.workflowExecutionInfo?.status !== WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING;
-    const pending = new Map((description.pendingActivities ?? []).map((activity) => [activity.activityId ?? '', activity]));
+    const closed =
+      description.workflowExecutionInfo?.status !== WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING;
+    const pending = new Map(
+      (description.pendingActivities ?? []).map((activity) => [activity.activityId ?? '', activity]),
+    );
     for (const entry of watch.calls.values()) {
       const activity = pending.get(entry.call.activityId);
       const attention =
@@ -242,7 +251,8 @@ export class CallWatchdog {
   /** One warning when describes start failing (any workflow), one line when they work again: never one per look. */
   private describeFailed(error: unknown): void {
     this.describeFailures += 1;
-    if (this.describeFailures === 1) this.logger.warn('describes failing; looking again with backoff', { error: String(error) });
+    if (this.describeFailures === 1)
+      this.logger.warn('describes failing; looking again with backoff', { error: String(error) });
   }
 
   private describeWorked(): void {
@@ -278,11 +288,14 @@ export class CallWatchdog {
     if (this.aborts.size === 0) return;
     if (!this.cutOff) {
       this.cutOff = true;
-      this.logger.warn('cut off from Temporal longer than the lost-worker threshold: aborting this worker\'s calls, which its peers retry', {
-        silentForMs,
-        lostAfterMs: this.options.lostAfterMs,
-        calls: this.aborts.size,
-      });
+      this.logger.warn(
+        "cut off from Temporal longer than the lost-worker threshold: aborting this worker's calls, which its peers retry",
+        {
+          silentForMs,
+          lostAfterMs: this.options.lostAfterMs,
+          calls: this.aborts.size,
+        },
+      );
     }
     const reason = ApplicationFailure.create({
       type: FailureType.WorkerLost,
@@ -328,7 +341,13 @@ export class CallWatchdog {
       try {
         if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
           await this.client.activity.reportCancellation(id, undefined);
-          this.logger.info('reported a lost worker\'s cancelled call as cancelled', { workflowId, activityId, attempt, worker, silentForMs });
+          this.logger.info("reported a lost worker's cancelled call as cancelled", {
+            workflowId,
+            activityId,
+            attempt,
+            worker,
+            silentForMs,
+          });
         } else {
           await this.client.activity.fail(
             id,
@@ -338,11 +357,17 @@ export class CallWatchdog {
               details: [{ worker, attempt }],
             }),
           );
-          this.logger.info('failed a lost worker\'s call so Temporal retries it', { workflowId, activityId, attempt, worker, silentForMs });
+          this.logger.info("failed a lost worker's call so Temporal retries it", {
+            workflowId,
+            activityId,
+            attempt,
+            worker,
+            silentForMs,
+          });
         }
       } catch (error) {
         // Usually a race with the call finishing or timing out meanwhile; either way nothing is left to do.
-        this.logger.warn('could not settle a lost worker\'s call', { workflowId, activityId, error: String(error) });
+        this.logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
       }
     }
     this.forgetOldActions();
@@ -367,11 +392,14 @@ export class CallWatchdog {
     const tick = () => {
       // Failing lists back off to four intervals; a working sweep keeps its interval.
       const backoff = Math.min(4, 2 ** this.sweepFailures);
-      this.sweepTimer = setTimeout(() => {
-        void this.sweep(taskQueue).finally(() => {
-          if (this.sweepQueue === taskQueue && !this.stopped) tick();
-        });
-      }, this.options.sweepIntervalMs * backoff * (0.85 + Math.random() * 0.3));
+      this.sweepTimer = setTimeout(
+        () => {
+          void this.sweep(taskQueue).finally(() => {
+            if (this.sweepQueue === taskQueue && !this.stopped) tick();
+          });
+        },
+        this.options.sweepIntervalMs * backoff * (0.85 + Math.random() * 0.3),
+      );
       this.sweepTimer.unref();
     };
     tick();
@@ -382,15 +410,21 @@ export class CallWatchdog {
     try {
       const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;
       for await (const execution of this.client.workflow.list({ query, pageSize: 1000 })) {
-        if (!this.workflows.has(`${execution.workflowId}\u0000${execution.runId}`)) listed.push({ workflowId: execution.workflowId, runId: execution.runId });
+        if (!this.workflows.has(`${execution.workflowId}\u0000${execution.runId}`))
+          listed.push({ workflowId: execution.workflowId, runId: execution.runId });
         if (listed.length >= SWEEP_LIST_LIMIT) break;
       }
     } catch (error) {
       this.sweepFailures += 1;
-      if (this.sweepFailures === 1) this.logger.warn('could not list running workflows for the lost-worker sweep; retrying with backoff', { taskQueue, error: String(error) });
+      if (this.sweepFailures === 1)
+        this.logger.warn('could not list running workflows for the lost-worker sweep; retrying with backoff', {
+          taskQueue,
+          error: String(error),
+        });
       return;
     }
-    if (this.sweepFailures > 0) this.logger.info('the lost-worker sweep lists again', { taskQueue, failedLists: this.sweepFailures });
+    if (this.sweepFailures > 0)
+      this.logger.info('the lost-worker sweep lists again', { taskQueue, failedLists: this.sweepFailures });
     this.sweepFailures = 0;
     // More than a round's worth: describe the next SWEEP_BATCH in turn, so every running workflow is reached.
     if (listed.length > SWEEP_BATCH) {

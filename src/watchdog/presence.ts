@@ -33,7 +33,9 @@ function connectionClosed(error: unknown): boolean {
 const { TaskQueueKind, TaskQueueType } = temporal.api.enums.v1;
 
 /** A protobuf timestamp in ms since the epoch. */
-export function timestampMillis(timestamp: { seconds?: unknown; nanos?: number | null } | null | undefined): number | undefined {
+export function timestampMillis(
+  timestamp: { seconds?: unknown; nanos?: number | null } | null | undefined,
+): number | undefined {
   if (!timestamp || timestamp.seconds === undefined || timestamp.seconds === null) return undefined;
   return Number(timestamp.seconds) * 1000 + Math.floor((timestamp.nanos ?? 0) / 1e6);
 }
@@ -105,7 +107,11 @@ export class Presence {
               this.client.workflowService.pollWorkflowTaskQueue({
                 namespace: this.namespace,
                 // A sticky queue named like its normal queue is served as the normal one (partitioned): keep them apart.
-                taskQueue: { name: PRESENCE_QUEUE, kind: TaskQueueKind.TASK_QUEUE_KIND_STICKY, normalName: `${PRESENCE_QUEUE}-normal` },
+                taskQueue: {
+                  name: PRESENCE_QUEUE,
+                  kind: TaskQueueKind.TASK_QUEUE_KIND_STICKY,
+                  normalName: `${PRESENCE_QUEUE}-normal`,
+                },
                 identity: this.identity,
               }),
             ),
@@ -181,7 +187,12 @@ export class Presence {
  * version, or forgotten by the server after five minutes) are never judged lost: their calls fall back to Temporal's
  * own timeouts.
  */
-export function isLost(table: PresenceTable, identity: string, startedAt: number | undefined, lostAfterMs: number): boolean {
+export function isLost(
+  table: PresenceTable,
+  identity: string,
+  startedAt: number | undefined,
+  lostAfterMs: number,
+): boolean {
   const other = table.lastPoll.get(identity);
   if (table.self === undefined || other === undefined) return false;
   if (table.self - other <= lostAfterMs) return false;

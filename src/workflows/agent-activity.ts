@@ -14,7 +14,10 @@ import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-opt
  * fan-out's or DAG's burst of calls; a batch turns it off, or every call of a long batch would run on the one worker
  * that runs its workflow.
  */
-export function agentActivities(options: ResolvedRunOptions, { allowEagerDispatch = true }: { allowEagerDispatch?: boolean } = {}) {
+export function agentActivities(
+  options: ResolvedRunOptions,
+  { allowEagerDispatch = true }: { allowEagerDispatch?: boolean } = {},
+) {
   return proxyActivities<Activities>({
     allowEagerDispatch,
     startToCloseTimeout: options.agentTimeoutMs + RATE_LIMIT_WAIT_MS,

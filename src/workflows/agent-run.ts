@@ -1,4 +1,12 @@
-import { CancellationScope, isCancellation, patched, setCurrentDetails, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  isCancellation,
+  patched,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
@@ -60,10 +68,12 @@ export class AgentRun {
     setHandler(agentSpendSignal, ({ workflowId, spend }) => void this.cancelledSpend.set(workflowId, spend));
     if (options.runTimeoutMs !== undefined) {
       const timeout = options.runTimeoutMs;
-      void this.timerScope.run(() => sleep(timeout)).then(
-        () => this.stop('run-timeout'),
-        () => undefined, // the timer is cancelled when the run ends first
-      );
+      void this.timerScope
+        .run(() => sleep(timeout))
+        .then(
+          () => this.stop('run-timeout'),
+          () => undefined, // the timer is cancelled when the run ends first
+        );
     }
   }
 
@@ -80,14 +90,24 @@ export class AgentRun {
 
   /** Appends to the bounded event log (the oldest events go first). */
   emit(type: RunEvent['type'], taskId?: string, detail?: string): void {
-    this.events.push({ seq: ++this.eventSeq, at: Date.now(), type, ...(taskId === undefined ? {} : { taskId }), ...(detail === undefined ? {} : { detail }) });
+    this.events.push({
+      seq: ++this.eventSeq,
+      at: Date.now(),
+      type,
+      ...(taskId === undefined ? {} : { taskId }),
+      ...(detail === undefined ? {} : { detail }),
+    });
     if (this.events.length > MAX_RUN_EVENTS) this.events.shift();
   }
 
   /** The events after `cursor` (0 for all that are kept), at most `limit`. */
   eventsAfter(cursor: number, limit = 500): RunEventPage {
     const events = this.events.filter((event) => event.seq > cursor).slice(0, limit);
-    return { events, nextCursor: events.length > 0 ? events[events.length - 1].seq : Math.max(cursor, 0), dropped: this.eventSeq - this.events.length };
+    return {
+      events,
+      nextCursor: events.length > 0 ? events[events.length - 1].seq : Math.max(cursor, 0),
+      dropped: this.eventSeq - this.events.length,
+    };
   }
 
   /** Sets the run's summary in the Temporal UI; the spend so far is shown under it as calls answer. */
@@ -105,8 +125,10 @@ export class AgentRun {
   /** Which budget is spent, in words, or undefined while neither is. */
   private budgetReached(): string | undefined {
     const { tokenBudget, costBudgetUsd } = this.options;
-    if (tokenBudget !== undefined && this.tokensUsed >= tokenBudget) return `the run's token budget (${tokenBudget}) is spent: ${this.tokensUsed} tokens used`;
-    if (costBudgetUsd !== undefined && this.costUsd >= costBudgetUsd) return `the run's cost budget ($${costBudgetUsd}) is spent: $${this.costUsd} used`;
+    if (tokenBudget !== undefined && this.tokensUsed >= tokenBudget)
+      return `the run's token budget (${tokenBudget}) is spent: ${this.tokensUsed} tokens used`;
+    if (costBudgetUsd !== undefined && this.costUsd >= costBudgetUsd)
+      return `the run's cost budget ($${costBudgetUsd}) is spent: $${this.costUsd} used`;
     return undefined;
   }
 
@@ -132,7 +154,11 @@ export class AgentRun {
    * workflow creates costs a stack capture (and a source-map lookup per frame) in the SDK's sandbox, and an async
    * function with an await makes two where this makes one.
    */
-  runTask(index: number, context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {}, settled?: (result: AgentResult) => void): Promise<AgentResult> {
+  runTask(
+    index: number,
+    context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {},
+    settled?: (result: AgentResult) => void,
+  ): Promise<AgentResult> {
     const task = this.tasks[index];
     const spent = this.budgetReached();
     if (spent !== undefined) {
@@ -147,10 +173,16 @@ export class AgentRun {
     // A task with tools runs as an `agent` child workflow; a plain task stays the one activity it always was.
     const execute = () =>
       runsAsAgent(task)
-        ? runAgentChild(task, this.options, { inlineOutputBytes: this.inlineOutputBytes, ...context }, this.budgetLeft())
-        : this.activities.callAgent.executeWithOptions({ activityId: `agent:${task.id}`, summary: task.name ?? task.id }, [
-            { task, inlineOutputBytes: this.inlineOutputBytes, ...context },
-          ]);
+        ? runAgentChild(
+            task,
+            this.options,
+            { inlineOutputBytes: this.inlineOutputBytes, ...context },
+            this.budgetLeft(),
+          )
+        : this.activities.callAgent.executeWithOptions(
+            { activityId: `agent:${task.id}`, summary: task.name ?? task.id },
+            [{ task, inlineOutputBytes: this.inlineOutputBytes, ...context }],
+          );
     const finish = (result: AgentResult): AgentResult => {
       this.record(index, result);
       settled?.(result);
@@ -161,18 +193,34 @@ export class AgentRun {
     return call.then(
       (value) => {
         const result = withAgentFields(succeeded(task, value, Date.now() - startedAt), value);
-        if (value.pacing) for (const move of recordPacing(this.pacing, value.pacing)) this.emit('pacing', task.id, describeMove(move));
+        if (value.pacing)
+          for (const move of recordPacing(this.pacing, value.pacing)) this.emit('pacing', task.id, describeMove(move));
         return finish(result);
       },
       (error: unknown) => {
         let result = failed(task, error, Date.now() - startedAt, this.options.retry.maximumAttempts);
         // An agent that failed or stopped on its budget paid for its steps: they count in the run's totals and budgets.
         // A cancelled one reported its spend by signal (agentSpendSignal) before it ended.
-        const spent = spendOfFailure(error) ?? (isCancellation(error) ? this.cancelledSpend.get(agentWorkflowId(workflowInfo().workflowId, task.id)) : undefined);
-        if (spent !== undefined && patched('failed-agent-spend')) result = { ...result, usage: spent.usage, ...(spent.unpriced ? { unpriced: true } : { costUsd: spent.costUsd }) };
+        const spent =
+          spendOfFailure(error) ??
+          (isCancellation(error)
+            ? this.cancelledSpend.get(agentWorkflowId(workflowInfo().workflowId, task.id))
+            : undefined);
+        if (spent !== undefined && patched('failed-agent-spend'))
+          result = {
+            ...result,
+            usage: spent.usage,
+            ...(spent.unpriced ? { unpriced: true } : { costUsd: spent.costUsd }),
+          };
         if (result.status === 'failed' && this.options.errorPolicy === 'fail-fast') this.stop('fail-fast');
         if (result.status === 'cancelled' && this.stoppedBy === 'budget') {
-          result = { ...result, error: { type: FailureType.BudgetExhausted, message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}` } };
+          result = {
+            ...result,
+            error: {
+              type: FailureType.BudgetExhausted,
+              message: `agent "${task.id}" was cancelled while running: ${this.budgetReached() ?? STOP_MESSAGES.budget}`,
+            },
+          };
         }
         return finish(result);
       },
@@ -190,9 +238,20 @@ export class AgentRun {
     this.costUsd = roundUsd(this.costUsd + (result.costUsd ?? 0));
     if (result.unpriced) this.unpricedCalls += 1;
     if (result.attempts > 1) this.emit('agent-retried', result.id, `${result.attempts} attempts`);
-    const type = result.status === 'ok' ? 'agent-finished' : result.status === 'failed' ? 'agent-failed' : result.status === 'cancelled' ? 'agent-cancelled' : 'agent-skipped';
+    const type =
+      result.status === 'ok'
+        ? 'agent-finished'
+        : result.status === 'failed'
+          ? 'agent-failed'
+          : result.status === 'cancelled'
+            ? 'agent-cancelled'
+            : 'agent-skipped';
     const spend = result.costUsd === undefined ? '' : `, $${result.costUsd}`;
-    this.emit(type, result.id, result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms${spend}`);
+    this.emit(
+      type,
+      result.id,
+      result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms${spend}`,
+    );
     if (result.usage !== undefined || result.costUsd !== undefined || result.unpriced) this.showDetails();
     // Runs started before budgets cancelled calls in flight only stopped starting new ones; they replay that way.
     if (this.budgetSpent && !this.stopped && patched('budget-stops-run')) this.stop('budget');
@@ -204,7 +263,9 @@ export class AgentRun {
     const why = this.stoppedBy === undefined ? 'the run was cancelled' : STOP_MESSAGES[this.stoppedBy];
     const spent = this.stoppedBy === 'budget' ? `skipped: ${this.budgetReached() ?? why}` : undefined;
     const results = this.tasks.map(
-      (task, index) => this.results[index] ?? (spent === undefined ? notStarted(task, why) : skipped(task, FailureType.BudgetExhausted, spent)),
+      (task, index) =>
+        this.results[index] ??
+        (spent === undefined ? notStarted(task, why) : skipped(task, FailureType.BudgetExhausted, spent)),
     );
     this.emit('run-finished', undefined, this.stoppedBy ? `stopped by ${this.stoppedBy}` : undefined);
     return results;

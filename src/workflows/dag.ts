@@ -27,7 +27,9 @@ export async function dag(input: DagInput): Promise<DagResult> {
   run.describe(`DAG of ${nodes.length} agents`);
 
   const dependants = new Map<string, number[]>();
-  nodes.forEach((node, index) => (node.dependsOn ?? []).forEach((id) => dependants.set(id, [...(dependants.get(id) ?? []), index])));
+  nodes.forEach((node, index) =>
+    (node.dependsOn ?? []).forEach((id) => dependants.set(id, [...(dependants.get(id) ?? []), index])),
+  );
   const waitingOn = nodes.map((node) => new Set(node.dependsOn ?? []));
   const hasDependants = nodes.map((node) => (dependants.get(node.id) ?? []).length > 0);
   const finished = new Map<string, AgentResult>();
@@ -73,14 +75,19 @@ export async function dag(input: DagInput): Promise<DagResult> {
 
   while (settled < nodes.length && !run.stopped) {
     while (ready.length > 0 && running < resolved.maxParallel && !run.stopped) start(ready.shift() as number);
-    await condition(() => settled === nodes.length || run.stopped || (ready.length > 0 && running < resolved.maxParallel));
+    await condition(
+      () => settled === nodes.length || run.stopped || (ready.length > 0 && running < resolved.maxParallel),
+    );
   }
   // After a stop, wait for the cancelled agents to report back before reporting anything.
   await condition(() => running === 0);
 
   const results = run.finish();
-  if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('DAG cancelled; every agent it started has stopped');
-  const durations = new Map(results.filter((result) => result.status === 'ok').map((result) => [result.id, result.durationMs]));
+  if (CancellationScope.current().consideredCancelled)
+    throw new CancelledFailure('DAG cancelled; every agent it started has stopped');
+  const durations = new Map(
+    results.filter((result) => result.status === 'ok').map((result) => [result.id, result.durationMs]),
+  );
   return {
     results,
     groups: parallelGroups(nodes),

@@ -15,7 +15,12 @@ const DEFAULT_SYNTHESIS =
 
 /** One agent's part of the synthesis: its output by reference, or a note saying why there is none. */
 function section(result: AgentResult): SynthesisSection {
-  if (result.status === 'ok') return { name: result.name, status: 'ok', ...(result.outputRef ? { outputRef: result.outputRef } : { output: result.output ?? '' }) };
+  if (result.status === 'ok')
+    return {
+      name: result.name,
+      status: 'ok',
+      ...(result.outputRef ? { outputRef: result.outputRef } : { output: result.output ?? '' }),
+    };
   return { name: result.name, status: result.status, note: result.error?.message ?? 'no output' };
 }
 
@@ -45,7 +50,8 @@ export async function fanOutFanIn(input: FanOutFanInInput): Promise<FanOutFanInR
     await run.runTask(tasks.length, { synthesis: fannedOut.map(section) });
   }
   const all = run.finish();
-  if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('fan-out/fan-in cancelled; every agent it started has stopped');
+  if (CancellationScope.current().consideredCancelled)
+    throw new CancelledFailure('fan-out/fan-in cancelled; every agent it started has stopped');
   return {
     results: all.slice(0, tasks.length),
     synthesis: all[tasks.length],

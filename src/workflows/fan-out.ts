@@ -8,7 +8,12 @@ import { validateOrFail } from './input';
 import { eventsQuery, progressQuery } from './messages';
 
 /** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */
-export async function runInLanes(run: AgentRun, count: number, lanes: number, context: { storeOutput?: boolean } = {}): Promise<void> {
+export async function runInLanes(
+  run: AgentRun,
+  count: number,
+  lanes: number,
+  context: { storeOutput?: boolean } = {},
+): Promise<void> {
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < count && !run.stopped) {

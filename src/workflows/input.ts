@@ -11,7 +11,12 @@ export function validateOrFail<T>(validate: (input: unknown) => T, input: unknow
     return validate(input);
   } catch (error) {
     if (error instanceof InvalidInputError) {
-      throw ApplicationFailure.create({ type: FailureType.InvalidInput, message: error.message, nonRetryable: true, details: [error.issues] });
+      throw ApplicationFailure.create({
+        type: FailureType.InvalidInput,
+        message: error.message,
+        nonRetryable: true,
+        details: [error.issues],
+      });
     }
     throw error;
   }

@@ -1,4 +1,14 @@
-import { ActivityCancellationType, CancellationScope, continueAsNew, defineQuery, patched, proxyActivities, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
+import {
+  ActivityCancellationType,
+  CancellationScope,
+  continueAsNew,
+  defineQuery,
+  patched,
+  proxyActivities,
+  setHandler,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { PartCollected, ProviderBatchActivities } from '../activities/provider-batch-activities';
 import { roundUsd, type RunCost } from '../contract/metrics';
 import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../provider-batch/types';
@@ -191,7 +201,10 @@ const HANDED_OVER = 'handed-over' as const;
  * streams the results into segments. Cancelled, it cancels its provider batches, keeps what they answered, then rethrows.
  * Usable inline from another workflow (with hooks) or as the `providerBatch` workflow.
  */
-export async function runProviderBatch(input: ProviderBatchInput, hooks: ProviderBatchHooks = {}): Promise<ProviderBatchResult> {
+export async function runProviderBatch(
+  input: ProviderBatchInput,
+  hooks: ProviderBatchHooks = {},
+): Promise<ProviderBatchResult> {
   const options = input.options ?? {};
   const { long, short } = activities();
   const { carried } = input;
@@ -201,7 +214,9 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   const notBefore = Math.floor(startedAt / 1000) - 3600;
   const pollMs = options.pollIntervalMs ?? 60_000;
   const maxPollMs = options.maxPollIntervalMs ?? 600_000;
-  const history: ProviderBatchInfo[] = carried ? carried.providerBatches.map((info) => ({ ...info, counts: { ...info.counts } })) : [];
+  const history: ProviderBatchInfo[] = carried
+    ? carried.providerBatches.map((info) => ({ ...info, counts: { ...info.counts } }))
+    : [];
   const states: PartState[] = (carried?.parts ?? []).map((part) => ({
     ...part,
     info: history.find((info) => info.part === part.part.index && info.attempt === part.attempt && info.id === part.id),
@@ -224,11 +239,24 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
       collected: done.length,
       succeeded: done.reduce((sum, part) => sum + part.succeeded, 0),
       failed: done.reduce((sum, part) => sum + part.failed, 0),
-      retried: states.reduce((sum, state) => sum + (state.collected && !state.resubmitted ? state.collected.retried : 0), 0),
+      retried: states.reduce(
+        (sum, state) => sum + (state.collected && !state.resubmitted ? state.collected.retried : 0),
+        0,
+      ),
       providerBatches: history,
       savingsUsd: roundUsd(done.reduce((sum, part) => sum + part.standardUsd - part.cost.usd, 0)),
-      tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
-      cost: { usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)), unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0) },
+      tokens: done.reduce(
+        (sum, part) => ({
+          prompt: sum.prompt + part.tokens.prompt,
+          completion: sum.completion + part.tokens.completion,
+          total: sum.total + part.tokens.total,
+        }),
+        { prompt: 0, completion: 0, total: 0 },
+      ),
+      cost: {
+        usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)),
+        unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0),
+      },
     };
   };
   const changed = () => hooks.onProgress?.(progress());
@@ -246,13 +274,20 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   }
   changed();
 
-  const submitInput = (state: PartState) => ({ batchId: input.batchId, spool: input.spool, part: state.part, attempt: state.attempt, notBefore });
+  const submitInput = (state: PartState) => ({
+    batchId: input.batchId,
+    spool: input.spool,
+    part: state.part,
+    attempt: state.attempt,
+    notBefore,
+  });
 
   // Anthropic's batches carry no metadata: a retried submit finds a batch its lost attempt created by its request count
   // among the batches no other part recorded, which is sound only while one Anthropic create at a time is unrecorded.
   let anthropicSubmits: Promise<unknown> = Promise.resolve();
   const submit = (state: PartState): Promise<{ id: string; reused: boolean }> => {
-    if (state.part.provider !== 'anthropic' || !patched('provider-batch-anthropic-one-create')) return long.submitProviderBatch(submitInput(state));
+    if (state.part.provider !== 'anthropic' || !patched('provider-batch-anthropic-one-create'))
+      return long.submitProviderBatch(submitInput(state));
     const turn = anthropicSubmits.then(() => long.submitProviderBatch(submitInput(state)));
     anthropicSubmits = turn.catch(() => undefined);
     return turn;
@@ -262,7 +297,12 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
    * Polls until the batch ends, waiting on timers; past the deadline it is cancelled (what it answered is kept). With
    * `mayHandOver`, stops (returning HANDED_OVER) at the first poll after this run's hand-over was decided.
    */
-  async function untilEnded(state: PartState, id: string, honourDeadline: boolean, mayHandOver = false): Promise<ProviderBatchStatus | typeof HANDED_OVER> {
+  async function untilEnded(
+    state: PartState,
+    id: string,
+    honourDeadline: boolean,
+    mayHandOver = false,
+  ): Promise<ProviderBatchStatus | typeof HANDED_OVER> {
     let wait = state.pollWaitMs ?? pollMs;
     for (;;) {
       if (mayHandOver && handOverDue()) {
@@ -279,7 +319,9 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
         state.deadlineCancelled = true;
       }
       const untilDeadline = deadline - Date.now();
-      await sleep(honourDeadline && !state.deadlineCancelled && untilDeadline > 0 ? Math.min(wait, untilDeadline) : wait);
+      await sleep(
+        honourDeadline && !state.deadlineCancelled && untilDeadline > 0 ? Math.min(wait, untilDeadline) : wait,
+      );
       wait = Math.min(maxPollMs, Math.round(wait * 1.5));
     }
   }
@@ -306,7 +348,14 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
         ({ id } = await submit(state));
         state.id = id;
         state.submittedAt ??= Date.now();
-        state.info = { provider: state.part.provider, id, status: 'submitted', counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count }, part: state.part.index, attempt: state.attempt };
+        state.info = {
+          provider: state.part.provider,
+          id,
+          status: 'submitted',
+          counts: { total: state.part.count, succeeded: 0, failed: 0, processing: state.part.count },
+          part: state.part.index,
+          attempt: state.attempt,
+        };
         history.push(state.info);
       }
       const status = await untilEnded(state, id, true, true);
@@ -344,9 +393,15 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
       const ended = states.filter((state) => state.round === round);
       const handedBack = ended.filter((state) => state.collected?.retry !== undefined);
       if (handedBack.length === 0 || round >= (options.retryRounds ?? 1)) break;
-      const roundMs = Math.max(...ended.map((state) => (state.endedAt ?? Date.now()) - (state.submittedAt ?? startedAt)));
+      const roundMs = Math.max(
+        ...ended.map((state) => (state.endedAt ?? Date.now()) - (state.submittedAt ?? startedAt)),
+      );
       if (deadline - Date.now() < RETRY_ROUND_MARGIN * roundMs || !patched('provider-batch-retry-round')) break;
-      const { parts: more } = await long.planProviderBatch({ ...planInput, retries: handedBack.map((state) => state.collected?.retry as string), firstIndex: states.length });
+      const { parts: more } = await long.planProviderBatch({
+        ...planInput,
+        retries: handedBack.map((state) => state.collected?.retry as string),
+        firstIndex: states.length,
+      });
       for (const state of handedBack) state.resubmitted = true;
       for (const part of more) states.push({ part, round: round + 1, attempt: 0 });
       changed();
@@ -380,15 +435,27 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
   }
 
   const done = states.map((state) => state.collected as PartCollected);
-  const retries = states.flatMap((state) => (state.resubmitted || state.collected?.retry === undefined ? [] : [state.collected.retry]));
+  const retries = states.flatMap((state) =>
+    state.resubmitted || state.collected?.retry === undefined ? [] : [state.collected.retry],
+  );
   const retry = retries.length === 0 ? undefined : await long.joinProviderBatchRetries({ spool: input.spool, retries });
   const final = progress();
   return {
     segments: done.flatMap((part) => (part.segment === undefined ? [] : [part.segment])),
     succeeded: final.succeeded,
     failed: final.failed,
-    tokens: done.reduce((sum, part) => ({ prompt: sum.prompt + part.tokens.prompt, completion: sum.completion + part.tokens.completion, total: sum.total + part.tokens.total }), { prompt: 0, completion: 0, total: 0 }),
-    cost: { usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)), unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0) },
+    tokens: done.reduce(
+      (sum, part) => ({
+        prompt: sum.prompt + part.tokens.prompt,
+        completion: sum.completion + part.tokens.completion,
+        total: sum.total + part.tokens.total,
+      }),
+      { prompt: 0, completion: 0, total: 0 },
+    ),
+    cost: {
+      usd: roundUsd(done.reduce((sum, part) => sum + part.cost.usd, 0)),
+      unpricedCalls: done.reduce((sum, part) => sum + part.cost.unpricedCalls, 0),
+    },
     providerBatches: [...history].sort((left, right) => left.part - right.part || left.attempt - right.attempt),
     savingsUsd: final.savingsUsd,
     ...(retry === undefined ? {} : { retry }),
@@ -398,7 +465,15 @@ export async function runProviderBatch(input: ProviderBatchInput, hooks: Provide
 
 /** The provider-batch route as a workflow of its own: `providerBatchProgress` answers how far it is. */
 export async function providerBatch(input: ProviderBatchInput): Promise<ProviderBatchResult> {
-  let latest: ProviderBatchProgress = { parts: 0, collected: 0, succeeded: 0, failed: 0, retried: 0, providerBatches: [], savingsUsd: 0 };
+  let latest: ProviderBatchProgress = {
+    parts: 0,
+    collected: 0,
+    succeeded: 0,
+    failed: 0,
+    retried: 0,
+    providerBatches: [],
+    savingsUsd: 0,
+  };
   setHandler(providerBatchProgressQuery, () => latest);
   return runProviderBatch(input, {
     onProgress: (progress) => (latest = progress),
@@ -411,4 +486,3 @@ function pick<T extends object, K extends keyof T>(object: T, keys: K[]): Partia
   for (const key of keys) if (object[key] !== undefined) picked[key] = object[key];
   return picked;
 }
-

@@ -54,7 +54,10 @@ export function failed(task: AgentTask, error: unknown, durationMs: number, maxi
       ...base,
       status: 'failed',
       attempts: exhausted ? maximumAttempts : 1,
-      error: { type: FailureType.ActivityTimeout, message: `agent "${task.id}" timed out (${cause.timeoutType ?? 'timeout'})` },
+      error: {
+        type: FailureType.ActivityTimeout,
+        message: `agent "${task.id}" timed out (${cause.timeoutType ?? 'timeout'})`,
+      },
     };
   }
   const message = cause instanceof Error ? cause.message : String(cause);
@@ -75,5 +78,12 @@ export function notStarted(task: AgentTask, why: string): AgentResult {
 
 /** The result of a task that was deliberately not run (token budget spent, a dependency failed). */
 export function skipped(task: Pick<AgentTask, 'id' | 'name'>, type: string, message: string): AgentResult {
-  return { id: task.id, name: task.name ?? task.id, status: 'skipped', attempts: 0, durationMs: 0, error: { type, message } };
+  return {
+    id: task.id,
+    name: task.name ?? task.id,
+    status: 'skipped',
+    attempts: 0,
+    durationMs: 0,
+    error: { type, message },
+  };
 }

@@ -15,7 +15,10 @@ async function simulatedWork(name, text, latencyMs, context) {
       'x-fanout-task-id': `tool:${name}:${context.callId}`,
       'x-fanout-workflow-id': context.workflowId,
     },
-    body: JSON.stringify({ model: 'tool', messages: [{ role: 'user', content: `${text} [sim latency=${latencyMs}]` }] }),
+    body: JSON.stringify({
+      model: 'tool',
+      messages: [{ role: 'user', content: `${text} [sim latency=${latencyMs}]` }],
+    }),
   });
   if (!response.ok) throw new Error(`${name} failed with HTTP ${response.status}`);
   return `${name} found: ${text}`;

@@ -13,12 +13,20 @@ export function toolCalls(simulator: Simulator, name?: string): SimulatedRequest
 }
 
 /** Every activity a workflow scheduled, in order: type and summary. */
-export async function scheduledActivities(workflow: WorkflowHandle): Promise<{ type: string; summary: unknown; id: string }[]> {
+export async function scheduledActivities(
+  workflow: WorkflowHandle,
+): Promise<{ type: string; summary: unknown; id: string }[]> {
   const history = await workflow.fetchHistory();
   return (history.events ?? []).flatMap((event) => {
     const scheduled = event.activityTaskScheduledEventAttributes;
     if (!scheduled) return [];
-    return [{ type: scheduled.activityType?.name ?? '', id: scheduled.activityId ?? '', summary: decodePayload(event.userMetadata?.summary) }];
+    return [
+      {
+        type: scheduled.activityType?.name ?? '',
+        id: scheduled.activityId ?? '',
+        summary: decodePayload(event.userMetadata?.summary),
+      },
+    ];
   });
 }
 

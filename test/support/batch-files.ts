@@ -8,9 +8,16 @@ export function batchDirectory(): string {
 }
 
 /** Writes a JSONL task file of `count` tasks (`<prefix>-0` …) and returns its path. */
-export function writeTasks(directory: string, count: number, prompt: (index: number) => string = () => 'work', prefix = 'item'): string {
+export function writeTasks(
+  directory: string,
+  count: number,
+  prompt: (index: number) => string = () => 'work',
+  prefix = 'item',
+): string {
   const file = path.join(directory, `${prefix}-${count}.jsonl`);
-  const lines = Array.from({ length: count }, (_, index) => JSON.stringify({ id: `${prefix}-${index}`, prompt: prompt(index) }));
+  const lines = Array.from({ length: count }, (_, index) =>
+    JSON.stringify({ id: `${prefix}-${index}`, prompt: prompt(index) }),
+  );
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
 }
@@ -28,5 +35,9 @@ export function readSink(file: string): BatchResultLine[] {
 /** Asserts-friendly summary: how many lines, how many distinct ids, how many ok. */
 export function sinkCounts(file: string): { lines: number; ids: number; ok: number } {
   const lines = readSink(file);
-  return { lines: lines.length, ids: new Set(lines.map((line) => line.id)).size, ok: lines.filter((line) => line.status === 'ok').length };
+  return {
+    lines: lines.length,
+    ids: new Set(lines.map((line) => line.id)).size,
+    ok: lines.filter((line) => line.status === 'ok').length,
+  };
 }

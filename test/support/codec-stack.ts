@@ -34,10 +34,19 @@ function track(child: ChildProcess): RunningProcess {
 }
 
 /** `fanout codec-server` as its own process (port chosen by the OS), once it says where it listens. */
-export async function spawnCodecServer(args: string[], env: Record<string, string>): Promise<RunningProcess & { url: string }> {
-  const running = track(spawn(process.execPath, [CLI, 'codec-server', '--port', '0', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+export async function spawnCodecServer(
+  args: string[],
+  env: Record<string, string>,
+): Promise<RunningProcess & { url: string }> {
+  const running = track(
+    spawn(process.execPath, [CLI, 'codec-server', '--port', '0', ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
   const url = await waitFor('the codec server to listen', () => {
-    if (running.child.exitCode !== null) throw new Error(`codec-server exited with ${running.child.exitCode}: ${running.output()}`);
+    if (running.child.exitCode !== null)
+      throw new Error(`codec-server exited with ${running.child.exitCode}: ${running.output()}`);
     return /codec server listening: (http:\/\/\S+)/.exec(running.output())?.[1];
   });
   return { ...running, url };
@@ -47,20 +56,30 @@ export async function spawnCodecServer(args: string[], env: Record<string, strin
  * A Temporal dev server whose Web UI decodes payloads through a codec server (`--ui-codec-endpoint`). The UI port is
  * chosen up front because the codec server must allow the UI's origin before either starts.
  */
-export async function spawnDevServerWithCodec(options: { uiPort: number; codecEndpoint: string }): Promise<RunningProcess & { address: string; uiUrl: string }> {
+export async function spawnDevServerWithCodec(options: {
+  uiPort: number;
+  codecEndpoint: string;
+}): Promise<RunningProcess & { address: string; uiUrl: string }> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const running = track(
     spawn(
       findTemporalCli(),
       [
-        'server', 'start-dev',
-        '--ip', '127.0.0.1',
-        '--port', String(port),
-        '--ui-port', String(options.uiPort),
-        '--ui-codec-endpoint', options.codecEndpoint,
-        '--log-level', 'error',
-        '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+        'server',
+        'start-dev',
+        '--ip',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--ui-port',
+        String(options.uiPort),
+        '--ui-codec-endpoint',
+        options.codecEndpoint,
+        '--log-level',
+        'error',
+        '--dynamic-config-value',
+        'frontend.enableServerVersionCheck=false',
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     ),
@@ -69,7 +88,8 @@ export async function spawnDevServerWithCodec(options: { uiPort: number; codecEn
     await waitFor(
       'the dev server to serve namespace default',
       async () => {
-        if (running.child.exitCode !== null) throw new Error(`the dev server exited with ${running.child.exitCode}: ${running.output()}`);
+        if (running.child.exitCode !== null)
+          throw new Error(`the dev server exited with ${running.child.exitCode}: ${running.output()}`);
         const connection = await Connection.connect({ address, connectTimeout: 1000 });
         try {
           await connection.workflowService.describeNamespace({ namespace: 'default' });
@@ -90,9 +110,13 @@ export async function spawnDevServerWithCodec(options: { uiPort: number; codecEn
 /** Runs the plain Temporal CLI (no config file or environment profile) to its end. */
 export function runTemporalCli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(findTemporalCli(), [...args, '--disable-config-file', '--disable-config-env', '--color', 'never'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      findTemporalCli(),
+      [...args, '--disable-config-file', '--disable-config-env', '--color', 'never'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

@@ -10,5 +10,7 @@ export default function globalSetup(): void {
   execFileSync('npm', ['run', 'build', '--silent'], { cwd: root, stdio: 'inherit' });
   process.env.FANOUT_WORKFLOW_BUNDLE = path.join(root, 'dist', 'workflow-bundle.js');
   // The Temporal CLI is found or built once here, not inside a test's timeout.
-  process.env.TEMPORAL_CLI = execFileSync('bash', [path.join(root, 'scripts', 'ensure-temporal.sh')], { encoding: 'utf8' }).trim();
+  process.env.TEMPORAL_CLI = execFileSync('bash', [path.join(root, 'scripts', 'ensure-temporal.sh')], {
+    encoding: 'utf8',
+  }).trim();
 }

@@ -15,11 +15,15 @@ type History = temporal.api.history.v1.IHistory;
  * Type"); `Worker.runReplayHistories` hits the same error when handed JSON. So the JSON codec here is the one of the
  * protobufjs @temporalio/proto itself loads, whatever the layout, and replays are handed decoded histories.
  */
-const protojson = require(require.resolve('protobufjs/ext/protojson', { paths: [path.dirname(require.resolve('@temporalio/proto'))] })) as {
+const protojson = require(
+  require.resolve('protobufjs/ext/protojson', { paths: [path.dirname(require.resolve('@temporalio/proto'))] }),
+) as {
   toJson(type: unknown, message: unknown): unknown;
   fromJson(type: unknown, json: unknown, options?: { ignoreUnknownFields?: boolean }): History | null;
 };
-const historyType = (patchProtobufRoot(proto) as unknown as { lookupType(name: string): unknown }).lookupType('temporal.api.history.v1.History');
+const historyType = (patchProtobufRoot(proto) as unknown as { lookupType(name: string): unknown }).lookupType(
+  'temporal.api.history.v1.History',
+);
 
 export function historyToJson(history: History): string {
   return `${JSON.stringify(protojson.toJson(historyType, proto.temporal.api.history.v1.History.fromObject(history)), null, 2)}\n`;

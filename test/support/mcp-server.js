@@ -41,10 +41,11 @@ async function startHttpMcpServer() {
   return {
     url: `http://127.0.0.1:${http.address().port}/mcp`,
     calls,
-    close: () => new Promise((resolve) => {
-      http.close(() => resolve());
-      http.closeAllConnections();
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        http.close(() => resolve());
+        http.closeAllConnections();
+      }),
   };
 }
 

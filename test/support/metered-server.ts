@@ -37,11 +37,18 @@ export function total(counts: Record<string, number>, since: Record<string, numb
 }
 
 export function difference(counts: Record<string, number>, since: Record<string, number>): Record<string, number> {
-  return Object.fromEntries(Object.entries(counts).map(([key, value]) => [key, value - (since[key] ?? 0)]).filter(([, value]) => value !== 0));
+  return Object.fromEntries(
+    Object.entries(counts)
+      .map(([key, value]) => [key, value - (since[key] ?? 0)])
+      .filter(([, value]) => value !== 0),
+  );
 }
 
 function temporalCli(): string {
-  return process.env.TEMPORAL_CLI ?? execFileSync('bash', [path.resolve(__dirname, '../../scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim();
+  return (
+    process.env.TEMPORAL_CLI ??
+    execFileSync('bash', [path.resolve(__dirname, '../../scripts/ensure-temporal.sh')], { encoding: 'utf8' }).trim()
+  );
 }
 
 function exited(child: ChildProcess): Promise<void> {
@@ -55,9 +62,21 @@ export async function startMeteredServer(): Promise<MeteredServer> {
   const child = spawn(
     temporalCli(),
     [
-      'server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort),
-      '--search-attribute', 'FanoutName=Keyword', '--log-level', 'error',
-      '--dynamic-config-value', 'frontend.enableServerVersionCheck=false',
+      'server',
+      'start-dev',
+      '--headless',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--metrics-port',
+      String(metricsPort),
+      '--search-attribute',
+      'FanoutName=Keyword',
+      '--log-level',
+      'error',
+      '--dynamic-config-value',
+      'frontend.enableServerVersionCheck=false',
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -84,7 +103,8 @@ export async function startMeteredServer(): Promise<MeteredServer> {
     address,
     client,
     nativeConnection,
-    actions: async () => countersByLabel(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), 'action', 'action_type'),
+    actions: async () =>
+      countersByLabel(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(), 'action', 'action_type'),
     stop: async () => {
       process.removeListener('exit', killOnExit);
       await connection?.close();

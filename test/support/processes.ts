@@ -17,13 +17,22 @@ function exited(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
-export async function spawnWorker(options: { address: string; taskQueue: string; env?: Record<string, string>; cwd?: string }): Promise<WorkerProcess> {
+export async function spawnWorker(options: {
+  address: string;
+  taskQueue: string;
+  env?: Record<string, string>;
+  cwd?: string;
+}): Promise<WorkerProcess> {
   let output = '';
-  const child = spawn(process.execPath, [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue], {
-    env: { ...process.env, ...options.env },
-    ...(options.cwd ? { cwd: options.cwd } : {}),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue],
+    {
+      env: { ...process.env, ...options.env },
+      ...(options.cwd ? { cwd: options.cwd } : {}),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   child.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
   await waitFor('the worker process to start polling', () => {
@@ -45,9 +54,15 @@ export async function spawnWorker(options: { address: string; taskQueue: string;
 }
 
 /** Runs the `fanout` CLI to its end and returns what it printed and its exit code. */
-export function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCli(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));

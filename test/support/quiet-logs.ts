@@ -7,7 +7,10 @@ import { logLevelFromEnvironment } from '../../src/config/environment';
 // to stderr, so its filter is set here; its lines are not forwarded to the logger.
 const level = logLevelFromEnvironment('ERROR');
 try {
-  Runtime.install({ logger: new DefaultLogger(level), telemetryOptions: { logging: { filter: { core: level, other: 'ERROR' } } } });
+  Runtime.install({
+    logger: new DefaultLogger(level),
+    telemetryOptions: { logging: { filter: { core: level, other: 'ERROR' } } },
+  });
 } catch {
   // Installed already by an earlier test file in this jest worker process.
 }

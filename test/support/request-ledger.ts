@@ -33,9 +33,14 @@ export function faultCost(
   const answeredAt = new Map<string, number>();
   for (const request of requests) {
     const end = endOf(request);
-    if (request.outcome === 200 && end <= at - settleMs) answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
+    if (request.outcome === 200 && end <= at - settleMs)
+      answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
   }
-  const resent = new Set(requests.filter((request) => request.arrivedAt > (answeredAt.get(request.taskId) ?? Infinity)).map((request) => request.taskId));
+  const resent = new Set(
+    requests
+      .filter((request) => request.arrivedAt > (answeredAt.get(request.taskId) ?? Infinity))
+      .map((request) => request.taskId),
+  );
   return {
     answeredThenResent: [...resent],
     duplicated: [...count.values()].filter((times) => times > 1).length,
@@ -75,10 +80,17 @@ export function fewestOpenBetweenFirstAndLast(requests: readonly SimulatedReques
  * than `graceMs` before the first call the stop aborted. A call answered while the stop was aborting it is in flight,
  * like a call open at a crash; any other missing answer is a paid call dropped.
  */
-export function droppedAnswers(requests: readonly SimulatedRequest[], written: ReadonlySet<string>, graceMs = SETTLE_MS): string[] {
+export function droppedAnswers(
+  requests: readonly SimulatedRequest[],
+  written: ReadonlySet<string>,
+  graceMs = SETTLE_MS,
+): string[] {
   const aborted = requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt]));
   const stopAt = aborted.length > 0 ? Math.min(...aborted) : Number.POSITIVE_INFINITY;
   return requests
-    .filter((request) => request.outcome === 200 && !written.has(request.taskId) && (request.respondedAt ?? 0) < stopAt - graceMs)
+    .filter(
+      (request) =>
+        request.outcome === 200 && !written.has(request.taskId) && (request.respondedAt ?? 0) < stopAt - graceMs,
+    )
     .map((request) => request.taskId);
 }

@@ -49,7 +49,10 @@ export function useTestServers(options: TestServersOptions = {}): { readonly ser
  * const suite = useTestStack({ worker: { heartbeatThrottleMs: 500 } });
  * it('runs', async () => expect((await suite.stack.client.runParallel(tasks)).metrics.failed).toBe(0));
  */
-export function useTestStack(options: TestStackOptions = {}): { readonly servers: TestServers; readonly stack: TestWorker } {
+export function useTestStack(options: TestStackOptions = {}): {
+  readonly servers: TestServers;
+  readonly stack: TestWorker;
+} {
   let stack: TestWorker | undefined;
   // The worker stops before the servers do.
   const suite = useTestServers({

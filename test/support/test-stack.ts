@@ -14,7 +14,9 @@ export interface TestServers {
   stop(): Promise<void>;
 }
 
-export async function startTestServers(options: { simulator?: SimulatorConfigInput; server?: DevServerOptions } = {}): Promise<TestServers> {
+export async function startTestServers(
+  options: { simulator?: SimulatorConfigInput; server?: DevServerOptions } = {},
+): Promise<TestServers> {
   const server = await startDevServer(options.server);
   const simulator = await startSimulator(options.simulator ?? {});
   return {
@@ -49,7 +51,10 @@ export async function startTestWorker(
     ...workerOptions,
     connection: servers.server.nativeConnection,
     taskQueue,
-    activities: { llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: apiKey ?? 'test-key' }), ...workerOptions.activities },
+    activities: {
+      llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: apiKey ?? 'test-key' }),
+      ...workerOptions.activities,
+    },
   });
   const running = worker.run();
   const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });

@@ -8,7 +8,14 @@ import type { PriceTable } from '../../pricing';
 import { withCost } from '../../pricing/price-of';
 import type { PayloadStore } from '../../store';
 import type { ToolRegistry } from '../../tools/registry';
-import { AgentFailureType, MAX_SPAWNED_AGENTS, SPAWN_AGENTS_TOOL, type AgentStepInput, type AgentStepResult, type ToolCallRequest } from '../../workflows/agent/types';
+import {
+  AgentFailureType,
+  MAX_SPAWNED_AGENTS,
+  SPAWN_AGENTS_TOOL,
+  type AgentStepInput,
+  type AgentStepResult,
+  type ToolCallRequest,
+} from '../../workflows/agent/types';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { sendChat, type AgentCallDependencies } from '../agent-call';
 import { materialise, runPrefix, storageFailure } from '../call-agent';
@@ -37,7 +44,11 @@ const SPAWN_PARAMETERS = {
         properties: {
           prompt: { type: 'string', description: "The sub-agent's task." },
           system: { type: 'string' },
-          tools: { type: 'array', items: { type: 'string' }, description: 'Tools the sub-agent may use (a subset of yours).' },
+          tools: {
+            type: 'array',
+            items: { type: 'string' },
+            description: 'Tools the sub-agent may use (a subset of yours).',
+          },
           maxSteps: { type: 'integer', minimum: 1 },
         },
         required: ['prompt'],
@@ -49,7 +60,14 @@ const SPAWN_PARAMETERS = {
 
 const spawnArgumentsSchema = z.object({
   tasks: z
-    .array(z.object({ prompt: z.string().min(1), system: z.string().optional(), tools: z.array(z.string()).optional(), maxSteps: z.number().int().min(1).max(10_000).optional() }))
+    .array(
+      z.object({
+        prompt: z.string().min(1),
+        system: z.string().optional(),
+        tools: z.array(z.string()).optional(),
+        maxSteps: z.number().int().min(1).max(10_000).optional(),
+      }),
+    )
     .min(1)
     .max(MAX_SPAWNED_AGENTS),
 });
@@ -75,7 +93,13 @@ export function summariseCall(name: string, argumentsText: string): string {
 }
 
 /** The sub-agents' tasks of a `spawn_agents` call, validated; or why the call is invalid. */
-async function spawnTasks(parent: AgentTask, step: number, callIndex: number, argumentsText: string, store: PayloadStore): Promise<AgentTask[] | string> {
+async function spawnTasks(
+  parent: AgentTask,
+  step: number,
+  callIndex: number,
+  argumentsText: string,
+  store: PayloadStore,
+): Promise<AgentTask[] | string> {
   let parsed;
   try {
     parsed = spawnArgumentsSchema.safeParse(JSON.parse(argumentsText));
@@ -100,7 +124,10 @@ async function spawnTasks(parent: AgentTask, step: number, callIndex: number, ar
     };
     if (Buffer.byteLength(spec.prompt) + Buffer.byteLength(spec.system ?? '') > INLINE_PROMPT_BYTES) {
       try {
-        const contentRef = await store.put(`${runPrefix()}/inputs/${segmentName(id)}`, JSON.stringify({ prompt: spec.prompt, system: spec.system }));
+        const contentRef = await store.put(
+          `${runPrefix()}/inputs/${segmentName(id)}`,
+          JSON.stringify({ prompt: spec.prompt, system: spec.system }),
+        );
         const { system: _system, ...rest } = task;
         task = { ...rest, prompt: `${spec.prompt.slice(0, 200)}… (stored)`, contentRef };
       } catch (error) {
@@ -115,7 +142,10 @@ async function spawnTasks(parent: AgentTask, step: number, callIndex: number, ar
 }
 
 /** The transcript's messages before this step's call, stored, and their references. */
-async function conversation(input: AgentStepInput, dependencies: AgentStepDependencies): Promise<{ refs: PayloadRef[]; messages: ChatMessage[] }> {
+async function conversation(
+  input: AgentStepInput,
+  dependencies: AgentStepDependencies,
+): Promise<{ refs: PayloadRef[]; messages: ChatMessage[] }> {
   const store = dependencies.messages;
   let refs: PayloadRef[];
   let messages: ChatMessage[];
@@ -123,7 +153,10 @@ async function conversation(input: AgentStepInput, dependencies: AgentStepDepend
     refs = [...(await store.getTranscript(input.transcript))];
     messages = await Promise.all(refs.map((ref) => store.getMessage(ref)));
   } else {
-    const task = await materialise({ task: input.task, inlineOutputBytes: 0, dependencies: input.dependencies, synthesis: input.synthesis }, dependencies.store);
+    const task = await materialise(
+      { task: input.task, inlineOutputBytes: 0, dependencies: input.dependencies, synthesis: input.synthesis },
+      dependencies.store,
+    );
     messages = [
       ...(task.system === undefined ? [] : [{ role: 'system', content: task.system }]),
       ...(task.output === undefined ? [] : [{ role: 'system', content: outputInstruction(task.output) }]),
@@ -148,7 +181,10 @@ async function inlineConversation(input: AgentStepInput, dependencies: AgentStep
   const messages = [...(input.inlineMessages as ChatMessage[])];
   if (messages.length === 0) {
     const task = await materialise({ task: input.task, inlineOutputBytes: 0 }, dependencies.store);
-    messages.push(...(task.system === undefined ? [] : [{ role: 'system', content: task.system }]), { role: 'user', content: task.prompt });
+    messages.push(...(task.system === undefined ? [] : [{ role: 'system', content: task.system }]), {
+      role: 'user',
+      content: task.prompt,
+    });
   }
   if (input.note !== undefined) messages.push({ role: 'user', content: input.note });
   return messages;
@@ -174,13 +210,27 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       });
     }
     const offered = [
-      ...tools.map((tool) => ({ type: 'function' as const, function: { name: tool.name, description: tool.description, parameters: tool.parameters } })),
+      ...tools.map((tool) => ({
+        type: 'function' as const,
+        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+      })),
       ...((task.tools ?? []).includes(SPAWN_AGENTS_TOOL) && input.canSpawn
-        ? [{ type: 'function' as const, function: { name: SPAWN_AGENTS_TOOL, description: 'Runs sub-agents in parallel and returns their answers in task order.', parameters: SPAWN_PARAMETERS } }]
+        ? [
+            {
+              type: 'function' as const,
+              function: {
+                name: SPAWN_AGENTS_TOOL,
+                description: 'Runs sub-agents in parallel and returns their answers in task order.',
+                parameters: SPAWN_PARAMETERS,
+              },
+            },
+          ]
         : []),
     ];
     const inline = input.inlineMessages !== undefined;
-    const { refs, messages } = inline ? { refs: [], messages: await inlineConversation(input, dependencies) } : await conversation(input, dependencies);
+    const { refs, messages } = inline
+      ? { refs: [], messages: await inlineConversation(input, dependencies) }
+      : await conversation(input, dependencies);
 
     const model = task.model ?? dependencies.defaultModel;
     // The same call path as a plain task's: its pacing, the attempt's own deadline (agentTimeoutMs), its aborts.
@@ -201,7 +251,15 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const assistant: ChatMessage = {
       role: 'assistant',
       content: choice.message.content ?? null,
-      ...(calls.length > 0 ? { tool_calls: calls.map((call) => ({ id: call.id, type: 'function', function: { name: call.function.name, arguments: call.function.arguments } })) } : {}),
+      ...(calls.length > 0
+        ? {
+            tool_calls: calls.map((call) => ({
+              id: call.id,
+              type: 'function',
+              function: { name: call.function.name, arguments: call.function.arguments },
+            })),
+          }
+        : {}),
     };
     const store = dependencies.messages;
     const assistantRef = inline ? undefined : await store.putMessage(assistant);
@@ -210,8 +268,13 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const offeredNames = new Set(offered.map((tool) => tool.function.name));
     const toolCalls: ToolCallRequest[] = [];
     for (const [index, call] of calls.entries()) {
-      const request: ToolCallRequest = { id: call.id, name: call.function.name, summary: summariseCall(call.function.name, call.function.arguments) };
-      if (!offeredNames.has(call.function.name)) request.invalid = `there is no tool "${call.function.name}"; the tools are: ${[...offeredNames].join(', ') || 'none'}`;
+      const request: ToolCallRequest = {
+        id: call.id,
+        name: call.function.name,
+        summary: summariseCall(call.function.name, call.function.arguments),
+      };
+      if (!offeredNames.has(call.function.name))
+        request.invalid = `there is no tool "${call.function.name}"; the tools are: ${[...offeredNames].join(', ') || 'none'}`;
       else if (call.function.name === SPAWN_AGENTS_TOOL) {
         const spawned = await spawnTasks(task, input.step, index, call.function.arguments, dependencies.store);
         if (typeof spawned === 'string') request.invalid = spawned;
@@ -245,7 +308,11 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     }
     const reported = completion.usage;
     const usage = reported
-      ? { promptTokens: reported.prompt_tokens ?? 0, completionTokens: reported.completion_tokens ?? 0, totalTokens: reported.total_tokens ?? 0 }
+      ? {
+          promptTokens: reported.prompt_tokens ?? 0,
+          completionTokens: reported.completion_tokens ?? 0,
+          totalTokens: reported.total_tokens ?? 0,
+        }
       : undefined;
     const priced = withCost({ model: completion.model ?? model, usage }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };

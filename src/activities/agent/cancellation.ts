@@ -20,19 +20,31 @@ export function watchForCancellation(intervalMs = 1000): () => void {
   const execution = info.workflowExecution;
   if (client && execution) {
     stops.push(
-      watchdogFor(client).register({ workflowId: execution.workflowId, runId: execution.runId, activityId: info.activityId, attempt: info.attempt, poke: () => context.heartbeat() }),
+      watchdogFor(client).register({
+        workflowId: execution.workflowId,
+        runId: execution.runId,
+        activityId: info.activityId,
+        attempt: info.attempt,
+        poke: () => context.heartbeat(),
+      }),
     );
   }
   const heartbeatTimeoutMs = info.heartbeatTimeoutMs ?? 0;
   if (heartbeatTimeoutMs > 0 || !client) {
-    const timer = setInterval(() => context.heartbeat(), heartbeatTimeoutMs > 0 ? Math.max(intervalMs, heartbeatTimeoutMs * 0.4) : intervalMs);
+    const timer = setInterval(
+      () => context.heartbeat(),
+      heartbeatTimeoutMs > 0 ? Math.max(intervalMs, heartbeatTimeoutMs * 0.4) : intervalMs,
+    );
     stops.push(() => clearInterval(timer));
   }
   return () => stops.forEach((stop) => stop());
 }
 
 /** A signal aborted by `source` or after `ms`; `clear()` unhooks both so nothing outlives the call. */
-export function deadlineSignal(source: AbortSignal, ms: number): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
+export function deadlineSignal(
+  source: AbortSignal,
+  ms: number,
+): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
   const controller = new AbortController();
   let timedOut = false;
   const onAbort = () => controller.abort(source.reason);

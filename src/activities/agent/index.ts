@@ -20,5 +20,8 @@ export interface AgentActivityDependencies {
 /** The activities of the `agent` workflow: `agentStep` (one model call) and `toolCall` (one tool call). */
 export function createAgentActivities(dependencies: AgentActivityDependencies) {
   const messages = new MessageStore(dependencies.store);
-  return { agentStep: createAgentStep({ ...dependencies, messages }), toolCall: createToolCall({ ...dependencies, messages }) };
+  return {
+    agentStep: createAgentStep({ ...dependencies, messages }),
+    toolCall: createToolCall({ ...dependencies, messages }),
+  };
 }

@@ -23,7 +23,10 @@ function jsonText(answer: string): string {
  * Parses a final answer and validates it against the task's `output` JSON schema (zod's JSON-schema support). Returns
  * the validated value as canonical JSON, or why it is invalid, worded for the model to fix.
  */
-export function validateAnswer(answer: string, schema: Record<string, unknown>): { json: string } | { invalid: string } {
+export function validateAnswer(
+  answer: string,
+  schema: Record<string, unknown>,
+): { json: string } | { invalid: string } {
   let value: unknown;
   try {
     value = JSON.parse(jsonText(answer));
@@ -31,7 +34,8 @@ export function validateAnswer(answer: string, schema: Record<string, unknown>):
     return { invalid: `the answer is not JSON (${error instanceof Error ? error.message : String(error)})` };
   }
   const parsed = validatorFor(schema).safeParse(value);
-  if (!parsed.success) return { invalid: `the answer does not match the schema: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}` };
+  if (!parsed.success)
+    return { invalid: `the answer does not match the schema: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}` };
   return { json: JSON.stringify(parsed.data) };
 }
 

@@ -32,7 +32,12 @@ async function spawnedResult(input: ToolCallInput, store: PayloadStore): Promise
           return storageFailure(error, `reading the answer of sub-agent ${agent.id}`);
         }
       }
-      return { id: agent.id, status: agent.status, ...(output === undefined ? {} : { output }), ...(agent.error === undefined ? {} : { error: agent.error }) };
+      return {
+        id: agent.id,
+        status: agent.status,
+        ...(output === undefined ? {} : { output }),
+        ...(agent.error === undefined ? {} : { error: agent.error }),
+      };
     }),
   );
   return JSON.stringify(agents);
@@ -47,12 +52,20 @@ export function createToolCall(dependencies: ToolCallDependencies) {
   return async function toolCall(input: ToolCallInput): Promise<ToolCallResult> {
     const context = Context.current();
     let call: FunctionCall;
-    if (input.inlineCall) call = { id: input.inlineCall.id, function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments } };
+    if (input.inlineCall)
+      call = {
+        id: input.inlineCall.id,
+        function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments },
+      };
     else {
       const assistant = await dependencies.messages.getMessage(input.assistant);
       const calls = (assistant.tool_calls ?? []) as FunctionCall[];
       if (!calls[input.index]) {
-        throw ApplicationFailure.create({ type: FailureType.PayloadUnavailable, message: `agent "${input.taskId}" step ${input.step}: no tool call ${input.index}`, nonRetryable: true });
+        throw ApplicationFailure.create({
+          type: FailureType.PayloadUnavailable,
+          message: `agent "${input.taskId}" step ${input.step}: no tool call ${input.index}`,
+          nonRetryable: true,
+        });
       }
       call = calls[input.index];
     }
@@ -96,7 +109,8 @@ export function createToolCall(dependencies: ToolCallDependencies) {
     }
     const message: ChatMessage = { role: 'tool', tool_call_id: call.id, content };
     const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
-    if (input.inlineResult) return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
+    if (input.inlineResult)
+      return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
     return { message: await dependencies.messages.putMessage(message), ok, detail };
   };
 }

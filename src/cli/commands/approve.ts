@@ -28,16 +28,31 @@ export function approveCommand(): Command {
       const description = await client.workflow.getHandle(run).describe();
       const isAgent = description.type === 'agent';
       const progress = isAgent ? undefined : ((await client.workflow.getHandle(run).query('progress')) as RunProgress);
-      const waiting = (await runningAgents(client.workflow, { workflowId: run, type: description.type, ...(progress ? { progress } : {}) })).filter((agent) =>
-        agent.progress.waiting.some((call) => call.callId === callId),
-      );
+      const waiting = (
+        await runningAgents(client.workflow, {
+          workflowId: run,
+          type: description.type,
+          ...(progress ? { progress } : {}),
+        })
+      ).filter((agent) => agent.progress.waiting.some((call) => call.callId === callId));
       if (waiting.length > 1) {
-        throw new CliError(`call ${callId} waits in ${waiting.length} agents; name one: ${waiting.map((agent) => agent.workflowId).join(', ')}`, ExitCode.badInput);
+        throw new CliError(
+          `call ${callId} waits in ${waiting.length} agents; name one: ${waiting.map((agent) => agent.workflowId).join(', ')}`,
+          ExitCode.badInput,
+        );
       }
       // An agent named directly answers for itself when nothing below it waits: the update's refusal names what does.
-      if (waiting.length === 0 && !isAgent) throw new CliError(`no agent of run ${run} waits on call ${callId}; \`fanout status ${run}\` lists the calls that wait`, ExitCode.badInput);
+      if (waiting.length === 0 && !isAgent)
+        throw new CliError(
+          `no agent of run ${run} waits on call ${callId}; \`fanout status ${run}\` lists the calls that wait`,
+          ExitCode.badInput,
+        );
       const target = waiting[0]?.workflowId ?? run;
-      const decision = { callId, approve: flags.deny === undefined, ...(flags.deny === undefined ? {} : { reason: flags.deny }) };
+      const decision = {
+        callId,
+        approve: flags.deny === undefined,
+        ...(flags.deny === undefined ? {} : { reason: flags.deny }),
+      };
       try {
         await client.workflow.getHandle(target).executeUpdate(approveUpdate, { args: [decision] });
       } catch (error) {

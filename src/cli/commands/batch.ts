@@ -3,7 +3,13 @@ import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
 import { batchRouteSchema, parseDuration, type BatchRoute } from '../../provider-batch/route-options';
-import { MAX_BATCH_CONCURRENCY, MAX_ITEMS_PER_ACTIVITY, type BatchOptions, type BatchProgress, type BatchSummary } from '../../contract/batch';
+import {
+  MAX_BATCH_CONCURRENCY,
+  MAX_ITEMS_PER_ACTIVITY,
+  type BatchOptions,
+  type BatchProgress,
+  type BatchSummary,
+} from '../../contract/batch';
 import { describeError, ExitCode } from '../errors';
 import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
@@ -29,7 +35,8 @@ interface StartFlags extends BatchFlags {
 
 function routeOf(value: string): BatchRoute {
   const parsed = batchRouteSchema.safeParse(value);
-  if (!parsed.success) throw new InvalidArgumentError(`"${value}" is not a route (use ${batchRouteSchema.options.join(', ')})`);
+  if (!parsed.success)
+    throw new InvalidArgumentError(`"${value}" is not a route (use ${batchRouteSchema.options.join(', ')})`);
   return parsed.data;
 }
 
@@ -44,13 +51,16 @@ function durationOf(value: string): number {
 /** One line per provider batch of a provider-batch route: its id, the provider's status word and its counts. */
 function formatProviderBatches(batches: BatchSummary['providerBatches'], indent: string): string[] {
   return (batches ?? []).map(
-    (batch) => `${indent}${batch.provider} batch ${batch.id}: ${batch.status}, ${batch.counts.succeeded} ok, ${batch.counts.failed} failed, ${batch.counts.processing} processing of ${batch.counts.total}`,
+    (batch) =>
+      `${indent}${batch.provider} batch ${batch.id}: ${batch.status}, ${batch.counts.succeeded} ok, ${batch.counts.failed} failed, ${batch.counts.processing} processing of ${batch.counts.total}`,
   );
 }
 
 function formatRoute(route: BatchSummary['route'], savingsUsd: number | undefined, indent: string): string[] {
   if (!route || route === 'sync') return [];
-  return [`${indent}route ${route}${savingsUsd === undefined ? '' : `, saved $${savingsUsd.toFixed(4)} against the standard price`}`];
+  return [
+    `${indent}route ${route}${savingsUsd === undefined ? '' : `, saved $${savingsUsd.toFixed(4)} against the standard price`}`,
+  ];
 }
 
 function formatProgress(progress: BatchProgress): string {
@@ -84,7 +94,16 @@ function exitCodeFor(summary: BatchSummary): number {
 
 /** Shows a progress bar until the batch ends, then its summary. */
 async function watch(handle: BatchHandle, json: boolean): Promise<void> {
-  const bar = json ? undefined : new SingleBar({ format: 'batch {bar} {value}/{total} | ok {ok} failed {failed} | in flight {inFlight} | {rate}/s | ETA {etaText}', hideCursor: true }, Presets.shades_classic);
+  const bar = json
+    ? undefined
+    : new SingleBar(
+        {
+          format:
+            'batch {bar} {value}/{total} | ok {ok} failed {failed} | in flight {inFlight} | {rate}/s | ETA {etaText}',
+          hideCursor: true,
+        },
+        Presets.shades_classic,
+      );
   let started = false;
   const outcome = handle.result().then(
     (summary) => ({ summary }),
@@ -98,7 +117,13 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
     try {
       if (await gate.due()) {
         const progress = await handle.progress();
-        const payload = { ok: progress.succeeded, failed: progress.failed, inFlight: progress.inFlight, rate: progress.callsPerSecond.toFixed(1), etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s` };
+        const payload = {
+          ok: progress.succeeded,
+          failed: progress.failed,
+          inFlight: progress.inFlight,
+          rate: progress.callsPerSecond.toFixed(1),
+          etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s`,
+        };
         // The total is known once the first run has scanned the file; until then there is no bar to fill.
         if (bar && !started && progress.state !== 'scanning') {
           bar.start(progress.total, progress.done, payload);
@@ -120,7 +145,11 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   process.exitCode = exitCodeFor(finished.summary);
 }
 
-async function report(handle: BatchHandle, flags: BatchFlags, recover: (batchId: string) => Promise<{ sink: string; bytes: number } | undefined>): Promise<void> {
+async function report(
+  handle: BatchHandle,
+  flags: BatchFlags,
+  recover: (batchId: string) => Promise<{ sink: string; bytes: number } | undefined>,
+): Promise<void> {
   if (flags.watch) return watch(handle, Boolean(flags.json));
   const description = await handle.workflow.describe();
   if (description.status.name === 'RUNNING') {
@@ -135,7 +164,11 @@ async function report(handle: BatchHandle, flags: BatchFlags, recover: (batchId:
     return;
   }
   let reason: string | undefined;
-  if (description.status.name === 'FAILED') reason = await handle.result().then(() => undefined, (error: unknown) => describeError(error));
+  if (description.status.name === 'FAILED')
+    reason = await handle.result().then(
+      () => undefined,
+      (error: unknown) => describeError(error),
+    );
   const recovered = await recover(handle.batchId);
   const parts = [
     `batch ${handle.batchId}: ${description.status.name.toLowerCase()}${reason ? ` (${reason})` : ''}`,
@@ -143,35 +176,59 @@ async function report(handle: BatchHandle, flags: BatchFlags, recover: (batchId:
     `\`fanout batch resume ${handle.batchId}\` runs what is not done`,
   ];
   process.stdout.write(
-    flags.json ? `${JSON.stringify({ batchId: handle.batchId, status: description.status.name, ...(reason ? { error: reason } : {}), ...(recovered ? { recovered } : {}) })}\n` : `${parts.join('; ')}\n`,
+    flags.json
+      ? `${JSON.stringify({ batchId: handle.batchId, status: description.status.name, ...(reason ? { error: reason } : {}), ...(recovered ? { recovered } : {}) })}\n`
+      : `${parts.join('; ')}\n`,
   );
   process.exitCode = ExitCode.agentsFailed;
 }
 
 export function batchCommand(): Command {
-  const batch = new Command('batch').description('long-running batches over a JSONL file: start, status, cancel, resume');
+  const batch = new Command('batch').description(
+    'long-running batches over a JSONL file: start, status, cancel, resume',
+  );
 
   batch.addCommand(
     withConnection(
       new Command('start')
         .description('validate a JSONL task file and start a batch (or attach to the batch of that id)')
         .argument('<tasks.jsonl>', 'one task per line: a local path every worker can read, or s3://bucket/key')
-        .requiredOption('--out <results.jsonl>', 'result sink, one line per task id: a local path every worker can write, or s3://bucket/key')
+        .requiredOption(
+          '--out <results.jsonl>',
+          'result sink, one line per task id: a local path every worker can write, or s3://bucket/key',
+        )
         .option('--id <batch-id>', 'batch id (default batch-<random>); an existing id is attached to, never run twice')
-        .option('-c, --concurrency <n>', `calls in flight across the batch (1-${MAX_BATCH_CONCURRENCY}, default 50)`, wholeNumber(1, MAX_BATCH_CONCURRENCY))
+        .option(
+          '-c, --concurrency <n>',
+          `calls in flight across the batch (1-${MAX_BATCH_CONCURRENCY}, default 50)`,
+          wholeNumber(1, MAX_BATCH_CONCURRENCY),
+        )
         .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
         .option('--attempts <n>', 'attempts per item (default 5)', wholeNumber(1, 100))
         .option('--agent-timeout <ms>', 'deadline of one attempt', wholeNumber(100))
-        .option('--budget-usd <dollars>', 'once the answered items cost this much, cancel the calls in flight and run no more (costBudgetUsd)', positiveNumber)
+        .option(
+          '--budget-usd <dollars>',
+          'once the answered items cost this much, cancel the calls in flight and run no more (costBudgetUsd)',
+          positiveNumber,
+        )
         .option(
           '--items-per-activity <n>',
           `most items one activity runs, one after another (1-${MAX_ITEMS_PER_ACTIVITY}; default: about 45 s of calls, fewer near the end)`,
           wholeNumber(1, MAX_ITEMS_PER_ACTIVITY),
         )
-        .option('--route <route>', 'how the calls are sent: sync (default), flex, provider-batch (half price, answers within the deadline), auto', routeOf)
-        .option('--deadline <duration>', 'when the answers are needed, e.g. 24h (provider-batch and auto; flex falls back to the standard tier near it)', durationOf)
+        .option(
+          '--route <route>',
+          'how the calls are sent: sync (default), flex, provider-batch (half price, answers within the deadline), auto',
+          routeOf,
+        )
+        .option(
+          '--deadline <duration>',
+          'when the answers are needed, e.g. 24h (provider-batch and auto; flex falls back to the standard tier near it)',
+          durationOf,
+        )
         .option('--api <api>', 'chat (chat completions, the default) or responses (/v1/responses)', (value: string) => {
-          if (value !== 'chat' && value !== 'responses') throw new InvalidArgumentError(`"${value}" is not an API (use chat or responses)`);
+          if (value !== 'chat' && value !== 'responses')
+            throw new InvalidArgumentError(`"${value}" is not an API (use chat or responses)`);
           return value;
         })
         .option('--watch', 'show a progress bar until the batch ends')
@@ -190,7 +247,8 @@ export function batchCommand(): Command {
       };
       await withClient(flags, async (fanout) => {
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
-        if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId: handle.batchId, attached: handle.attached })}\n`);
+        if (flags.json && !flags.watch)
+          process.stdout.write(`${JSON.stringify({ batchId: handle.batchId, attached: handle.attached })}\n`);
         else process.stderr.write(`${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}\n`);
         if (flags.watch) await watch(handle, Boolean(flags.json));
       });
@@ -199,7 +257,11 @@ export function batchCommand(): Command {
 
   batch.addCommand(
     withConnection(
-      new Command('status').description('progress of a running batch, or the summary of a finished one').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
+      new Command('status')
+        .description('progress of a running batch, or the summary of a finished one')
+        .argument('<batch-id>')
+        .option('--watch', 'progress bar until it ends')
+        .option('--json', 'print JSON'),
     ).action(async (batchId: string, flags: BatchFlags) => {
       await withClient(flags, async (fanout) => {
         await report(fanout.getBatch(batchId), flags, (id) => fanout.recoverStoppedBatch(id));
@@ -210,25 +272,33 @@ export function batchCommand(): Command {
   batch.addCommand(
     withConnection(
       new Command('cancel')
-        .description('cancel a batch and wait for it to end: in-flight calls are aborted, every answered one is written to the sink')
+        .description(
+          'cancel a batch and wait for it to end: in-flight calls are aborted, every answered one is written to the sink',
+        )
         .argument('<batch-id>')
         .option('--no-wait', 'return once the cancel is requested, not once the batch has ended')
         .option('--json', 'print JSON'),
-    ).action(
-      async (batchId: string, flags: BatchFlags & { wait?: boolean }) => {
-        await withClient(flags, async (fanout) => {
-          const wait = flags.wait !== false;
-          await fanout.getBatch(batchId).cancel({ wait });
-          const said = wait ? `batch ${batchId} cancelled; its answered results are in its sink` : `cancel requested for batch ${batchId}`;
-          process.stdout.write(flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait })}\n` : `${said}\n`);
-        });
-      },
-    ),
+    ).action(async (batchId: string, flags: BatchFlags & { wait?: boolean }) => {
+      await withClient(flags, async (fanout) => {
+        const wait = flags.wait !== false;
+        await fanout.getBatch(batchId).cancel({ wait });
+        const said = wait
+          ? `batch ${batchId} cancelled; its answered results are in its sink`
+          : `cancel requested for batch ${batchId}`;
+        process.stdout.write(
+          flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait })}\n` : `${said}\n`,
+        );
+      });
+    }),
   );
 
   batch.addCommand(
     withConnection(
-      new Command('resume').description('re-run the failed and never-run items of a finished or cancelled batch').argument('<batch-id>').option('--watch', 'progress bar until it ends').option('--json', 'print JSON'),
+      new Command('resume')
+        .description('re-run the failed and never-run items of a finished or cancelled batch')
+        .argument('<batch-id>')
+        .option('--watch', 'progress bar until it ends')
+        .option('--json', 'print JSON'),
     ).action(async (batchId: string, flags: BatchFlags) => {
       await withClient(flags, async (fanout) => {
         const handle = await fanout.resumeBatch(batchId);

@@ -22,7 +22,11 @@ export function codecServerCommand(): Command {
     )
     .option('--port <port>', 'port to listen on', wholeNumber(0, 65535), 8888)
     .option('--host <host>', 'address to listen on; anyone who reaches it can decrypt', '127.0.0.1')
-    .option('--cors-origin <origin>', `browser origin of the Web UI allowed to call, repeatable; "*" for any (default ${DEFAULT_CODEC_CORS_ORIGINS.join(', ')})`, collect)
+    .option(
+      '--cors-origin <origin>',
+      `browser origin of the Web UI allowed to call, repeatable; "*" for any (default ${DEFAULT_CODEC_CORS_ORIGINS.join(', ')})`,
+      collect,
+    )
     .option('--quiet', 'do not log each request')
     .action(async (flags: CodecServerFlags) => {
       const codec = codecFromEnvironment();

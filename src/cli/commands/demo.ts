@@ -6,11 +6,41 @@ import { formatRunReport } from '../report';
 
 /** The demo's agents: different roles, and (on the simulator) different latencies. */
 const DEMO_AGENTS: (AgentTask & { simulatedLatencyMs: number })[] = [
-  { id: 'researcher', name: 'Researcher', system: 'You are a meticulous researcher.', prompt: 'List the top 5 async Python web frameworks.', simulatedLatencyMs: 2400 },
-  { id: 'analyst', name: 'Analyst', system: 'You are a data analyst.', prompt: 'Summarise trends in Q3 sales data in three bullets.', simulatedLatencyMs: 1600 },
-  { id: 'fact-checker', name: 'Fact checker', system: 'You verify claims and cite sources.', prompt: 'Is Python older than Java? Answer briefly.', simulatedLatencyMs: 900 },
-  { id: 'coder', name: 'Coder', system: 'You write concise TypeScript.', prompt: 'Write a function that retries a promise three times.', simulatedLatencyMs: 1200 },
-  { id: 'editor', name: 'Editor', system: 'You edit prose for clarity.', prompt: 'Tighten: "In order to be able to run faster, we run in parallel."', simulatedLatencyMs: 500 },
+  {
+    id: 'researcher',
+    name: 'Researcher',
+    system: 'You are a meticulous researcher.',
+    prompt: 'List the top 5 async Python web frameworks.',
+    simulatedLatencyMs: 2400,
+  },
+  {
+    id: 'analyst',
+    name: 'Analyst',
+    system: 'You are a data analyst.',
+    prompt: 'Summarise trends in Q3 sales data in three bullets.',
+    simulatedLatencyMs: 1600,
+  },
+  {
+    id: 'fact-checker',
+    name: 'Fact checker',
+    system: 'You verify claims and cite sources.',
+    prompt: 'Is Python older than Java? Answer briefly.',
+    simulatedLatencyMs: 900,
+  },
+  {
+    id: 'coder',
+    name: 'Coder',
+    system: 'You write concise TypeScript.',
+    prompt: 'Write a function that retries a promise three times.',
+    simulatedLatencyMs: 1200,
+  },
+  {
+    id: 'editor',
+    name: 'Editor',
+    system: 'You edit prose for clarity.',
+    prompt: 'Tighten: "In order to be able to run faster, we run in parallel."',
+    simulatedLatencyMs: 500,
+  },
 ];
 
 interface DemoFlags {
@@ -19,21 +49,39 @@ interface DemoFlags {
 
 export function demoCommand(): Command {
   return new Command('demo')
-    .description('start a local dev server, a worker and the simulator, run a 5-agent fan-out, print results and metrics')
-    .option('--keep-server', 'keep the dev server and worker up after the run, to browse the Temporal UI (Ctrl-C stops)')
-    .addHelpText('after', '\nWith OPENAI_API_KEY set, the agents call the real provider (OPENAI_BASE_URL, model FANOUT_MODEL) instead of the simulator.')
+    .description(
+      'start a local dev server, a worker and the simulator, run a 5-agent fan-out, print results and metrics',
+    )
+    .option(
+      '--keep-server',
+      'keep the dev server and worker up after the run, to browse the Temporal UI (Ctrl-C stops)',
+    )
+    .addHelpText(
+      'after',
+      '\nWith OPENAI_API_KEY set, the agents call the real provider (OPENAI_BASE_URL, model FANOUT_MODEL) instead of the simulator.',
+    )
     .action(async (flags: DemoFlags) => {
       const real = Boolean(process.env.OPENAI_API_KEY);
       const log = (line: string) => process.stderr.write(`${line}\n`);
-      log('starting a local Temporal dev server, a worker and ' + (real ? 'the real provider' : 'the simulator') + ' ...');
+      log(
+        'starting a local Temporal dev server, a worker and ' + (real ? 'the real provider' : 'the simulator') + ' ...',
+      );
       const stack = await startLocalStack({
-        simulator: real ? false : { latencyByTask: Object.fromEntries(DEMO_AGENTS.map((agent) => [agent.id, agent.simulatedLatencyMs])) },
+        simulator: real
+          ? false
+          : { latencyByTask: Object.fromEntries(DEMO_AGENTS.map((agent) => [agent.id, agent.simulatedLatencyMs])) },
       });
       try {
         log(`Temporal ${stack.server.address}, Web UI ${stack.server.uiUrl}`);
-        log(`agents call ${stack.providerUrl}${real ? '' : ' (SIMULATED completions: set OPENAI_API_KEY for a real model)'}`);
+        log(
+          `agents call ${stack.providerUrl}${real ? '' : ' (SIMULATED completions: set OPENAI_API_KEY for a real model)'}`,
+        );
         const tasks = DEMO_AGENTS.map(({ simulatedLatencyMs: _latency, ...task }) => task);
-        const handle = await stack.client.startParallel(tasks, {}, { summary: `Demo fan-out of ${tasks.length} agents` });
+        const handle = await stack.client.startParallel(
+          tasks,
+          {},
+          { summary: `Demo fan-out of ${tasks.length} agents` },
+        );
         const uiLink = `${stack.server.uiUrl}/namespaces/${stack.server.namespace}/workflows/${handle.workflowId}`;
         log(`started ${handle.workflowId}; waiting for ${tasks.length} agents in parallel ...`);
         const result = await handle.result();

@@ -4,7 +4,9 @@ import { startLocalStack } from '../../local/local-stack';
 /** `fanout dev`: a local dev server, a worker and (without a key) the simulator, up until Ctrl-C. */
 export function devCommand(): Command {
   return new Command('dev')
-    .description('start a local dev server, a worker and (without OPENAI_API_KEY) the simulator, and keep them up until Ctrl-C')
+    .description(
+      'start a local dev server, a worker and (without OPENAI_API_KEY) the simulator, and keep them up until Ctrl-C',
+    )
     .exitOverride()
     .action(async () => {
       const real = Boolean(process.env.OPENAI_API_KEY);

@@ -20,12 +20,24 @@ export function listCommand(): Command {
   ).action(async (flags: ListFlags) =>
     withClient(flags, async (fanout) => {
       if (flags.name !== undefined && !(await fanout.hasNameAttribute())) {
-        throw new CliError('this namespace has no FanoutName search attribute; register it with `temporal operator search-attribute create --name FanoutName --type Keyword`', ExitCode.badInput);
+        throw new CliError(
+          'this namespace has no FanoutName search attribute; register it with `temporal operator search-attribute create --name FanoutName --type Keyword`',
+          ExitCode.badInput,
+        );
       }
       const runs = await fanout.listRuns({ limit: flags.limit, name: flags.name });
-      const rows = runs.map((run) => ({ id: run.workflowId, type: run.type, status: run.status, startTime: run.startTime.toISOString() }));
+      const rows = runs.map((run) => ({
+        id: run.workflowId,
+        type: run.type,
+        status: run.status,
+        startTime: run.startTime.toISOString(),
+      }));
       if (flags.json) process.stdout.write(`${JSON.stringify(rows)}\n`);
-      else process.stdout.write(rows.map((row) => `${row.startTime}  ${row.status.padEnd(10)} ${row.type.padEnd(11)} ${row.id}`).join('\n') + (rows.length ? '\n' : 'no runs\n'));
+      else
+        process.stdout.write(
+          rows.map((row) => `${row.startTime}  ${row.status.padEnd(10)} ${row.type.padEnd(11)} ${row.id}`).join('\n') +
+            (rows.length ? '\n' : 'no runs\n'),
+        );
     }),
   );
 }

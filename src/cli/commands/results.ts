@@ -13,15 +13,27 @@ interface ResultsFlags extends ConnectionFlags {
 /** `fanout results <id>`: a finished run's results, in input order. */
 export function resultsCommand(): Command {
   return withConnection(
-    new Command('results').description('results of a finished run, in input order').argument('<id>').option('--json', 'print JSON').option('--jsonl', 'one JSON line per agent'),
+    new Command('results')
+      .description('results of a finished run, in input order')
+      .argument('<id>')
+      .option('--json', 'print JSON')
+      .option('--jsonl', 'one JSON line per agent'),
   ).action(async (id: string, flags: ResultsFlags) =>
     withClient(flags, async (fanout) => {
       const handle = fanout.getHandle(id);
       const { status } = await handle.describe();
-      if (status === 'RUNNING') throw new CliError(`run ${id} is still running; \`fanout watch ${id}\` waits for it`, ExitCode.badInput);
-      if (status !== 'COMPLETED') throw new CliError(`run ${id} ended ${status.toLowerCase()}: it has no results`, ExitCode.agentsFailed);
+      if (status === 'RUNNING')
+        throw new CliError(`run ${id} is still running; \`fanout watch ${id}\` waits for it`, ExitCode.badInput);
+      if (status !== 'COMPLETED')
+        throw new CliError(`run ${id} ended ${status.toLowerCase()}: it has no results`, ExitCode.agentsFailed);
       // With --json, each agent's steps (its transcript, read back from the store) come with its result.
-      await printRunResult(handle, flags, flags.json ? handle.result().then((value) => withTranscripts(value as object, storeFromEnvironment().store)) : undefined);
+      await printRunResult(
+        handle,
+        flags,
+        flags.json
+          ? handle.result().then((value) => withTranscripts(value as object, storeFromEnvironment().store))
+          : undefined,
+      );
     }),
   );
 }

@@ -46,26 +46,50 @@ export function exitCodeFor(result: Pick<FanOutResult, 'metrics'>): number {
 
 export function runCommand(): Command {
   const command = new Command('run')
-    .description('run a file as a fan-out, a DAG (tasks with dependsOn) or a fan-out/fan-in (a synthesis key), and print every result in input order')
-    .argument('<file>', 'tasks: .jsonl (one task per line) or .json (an array, or { "tasks": [...], "options": {...} })')
-    .option('-p, --parallel <n>', `most agents in flight at once (1-${MAX_IN_FLIGHT_PER_RUN})`, wholeNumber(1, MAX_IN_FLIGHT_PER_RUN))
+    .description(
+      'run a file as a fan-out, a DAG (tasks with dependsOn) or a fan-out/fan-in (a synthesis key), and print every result in input order',
+    )
+    .argument(
+      '<file>',
+      'tasks: .jsonl (one task per line) or .json (an array, or { "tasks": [...], "options": {...} })',
+    )
+    .option(
+      '-p, --parallel <n>',
+      `most agents in flight at once (1-${MAX_IN_FLIGHT_PER_RUN})`,
+      wholeNumber(1, MAX_IN_FLIGHT_PER_RUN),
+    )
     .option('--fail-fast', 'cancel the other agents at the first failure that will not be retried')
-    .option('--attempts <n>', `attempts per agent, the first included (default ${RUN_OPTION_DEFAULTS.retry.maximumAttempts})`, wholeNumber(1, 100))
+    .option(
+      '--attempts <n>',
+      `attempts per agent, the first included (default ${RUN_OPTION_DEFAULTS.retry.maximumAttempts})`,
+      wholeNumber(1, 100),
+    )
     .option('--agent-timeout <ms>', 'deadline of one attempt of one agent', wholeNumber(100))
     .option('--timeout <ms>', 'deadline of the whole run; agents still running are cancelled', wholeNumber(100))
-    .option('--budget-usd <dollars>', 'once the answered calls cost this much, cancel the calls in flight and skip the rest (costBudgetUsd)', positiveNumber)
-    .option('--id <workflow-id>', `workflow id of the run (default ${FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOut}-<random>)`)
+    .option(
+      '--budget-usd <dollars>',
+      'once the answered calls cost this much, cancel the calls in flight and skip the rest (costBudgetUsd)',
+      positiveNumber,
+    )
+    .option(
+      '--id <workflow-id>',
+      `workflow id of the run (default ${FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOut}-<random>)`,
+    )
     .option('--name <name>', 'a name to find the run by (fanout list --name; search attribute FanoutName)')
     .option('--watch', 'show a progress bar and live events while it runs')
     .option('--json', 'print the result as JSON')
-    .addHelpText('after', '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.');
+    .addHelpText(
+      'after',
+      '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.',
+    );
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (file: string, flags: RunFlags) => {
     const runFile = readRunFile(file);
     const options = mergeOptions(runFile.options, flags);
     // Validated again with the flags applied, before anything starts.
     if (runFile.kind === 'dag') validateDagInput({ nodes: runFile.nodes, options });
-    else if (runFile.kind === 'fanOutFanIn') validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
+    else if (runFile.kind === 'fanOutFanIn')
+      validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
     else validateFanOutInput({ tasks: runFile.tasks, options });
     if (flags.id !== undefined) checkWorkflowId(flags.id);
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
@@ -89,10 +113,19 @@ export function runCommand(): Command {
       const lines = [formatRunReport(result)];
       if ('groups' in result) {
         lines.push(`parallel groups: ${result.groups.map((group) => `[${group.join(', ')}]`).join(' -> ')}`);
-        lines.push(`critical path: ${result.metrics.criticalPath.path.join(' -> ')} (${(result.metrics.criticalPath.lengthMs / 1000).toFixed(2)}s)`);
+        lines.push(
+          `critical path: ${result.metrics.criticalPath.path.join(' -> ')} (${(result.metrics.criticalPath.lengthMs / 1000).toFixed(2)}s)`,
+        );
       }
-      if ('synthesis' in result) lines.push(`\nsynthesis (${result.synthesis.status}):\n${result.synthesis.output ?? result.synthesis.error?.message ?? ''}`);
-      process.stdout.write(flags.json ? `${JSON.stringify({ workflowId: handle.workflowId, kind: runFile.kind, ...result }, null, 2)}\n` : `${lines.join('\n')}\n`);
+      if ('synthesis' in result)
+        lines.push(
+          `\nsynthesis (${result.synthesis.status}):\n${result.synthesis.output ?? result.synthesis.error?.message ?? ''}`,
+        );
+      process.stdout.write(
+        flags.json
+          ? `${JSON.stringify({ workflowId: handle.workflowId, kind: runFile.kind, ...result }, null, 2)}\n`
+          : `${lines.join('\n')}\n`,
+      );
       const synthesisOk = !('synthesis' in result) || result.synthesis.status === 'ok';
       process.exitCode = synthesisOk ? exitCodeFor(result) : ExitCode.agentsFailed;
     } finally {

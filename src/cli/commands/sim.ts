@@ -21,17 +21,24 @@ function latencyRange(value: string): { minMs: number; maxMs: number } {
   return { minMs: min, maxMs: max };
 }
 
-function faultRate(value: string, previous: Partial<Record<FaultKind, number>> = {}): Partial<Record<FaultKind, number>> {
+function faultRate(
+  value: string,
+  previous: Partial<Record<FaultKind, number>> = {},
+): Partial<Record<FaultKind, number>> {
   const [kind, rate] = value.split('=');
   if (!(faultKinds as readonly string[]).includes(kind) || !(Number(rate) >= 0 && Number(rate) <= 1)) {
-    throw new InvalidArgumentError(`expected <kind>=<rate 0-1> with kind one of ${faultKinds.join(', ')}, got "${value}"`);
+    throw new InvalidArgumentError(
+      `expected <kind>=<rate 0-1> with kind one of ${faultKinds.join(', ')}, got "${value}"`,
+    );
   }
   return { ...previous, [kind]: Number(rate) };
 }
 
 export function simCommand(): Command {
   return new Command('sim')
-    .description('run the OpenAI-compatible simulator (simulated completions, latency and faults; request log at /_sim/log)')
+    .description(
+      'run the OpenAI-compatible simulator (simulated completions, latency and faults; request log at /_sim/log)',
+    )
     .option('--port <port>', 'port to listen on', wholeNumber(0, 65535), 8787)
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--latency <ms|min-max>', 'latency per response, fixed or spread per task (default 50)', latencyRange)

@@ -13,7 +13,16 @@ interface WatchFlags extends ConnectionFlags {
 
 /** Progress bar and live events until the run closes, then its result. */
 export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): Promise<void> {
-  const bar = flags.json ? undefined : new SingleBar({ format: '{bar} {value}/{total} | ok {ok} failed {failed} running {running}', hideCursor: true, clearOnComplete: true }, Presets.shades_classic);
+  const bar = flags.json
+    ? undefined
+    : new SingleBar(
+        {
+          format: '{bar} {value}/{total} | ok {ok} failed {failed} running {running}',
+          hideCursor: true,
+          clearOnComplete: true,
+        },
+        Presets.shades_classic,
+      );
   let cursor = 0;
   let started = false;
   let closed = false;
@@ -27,7 +36,9 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
     const page = await handle.events(cursor);
     cursor = page.nextCursor;
     for (const event of page.events) {
-      const line = flags.json ? JSON.stringify(event) : `${new Date(event.at).toISOString().slice(11, 23)} ${event.type}${event.taskId ? ` ${event.taskId}` : ''}${event.detail ? `: ${event.detail}` : ''}`;
+      const line = flags.json
+        ? JSON.stringify(event)
+        : `${new Date(event.at).toISOString().slice(11, 23)} ${event.type}${event.taskId ? ` ${event.taskId}` : ''}${event.detail ? `: ${event.detail}` : ''}`;
       if (bar && started) bar.stop();
       process.stdout.write(`${line}\n`);
       started = false;
@@ -40,12 +51,18 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
   const agentsFinished = new Set<string>();
   const printAgentEvents = async (progress: Awaited<ReturnType<typeof handle.progress>>): Promise<void> => {
     const include = (task: (typeof progress.tasks)[number]) => task.state !== 'pending' && !agentsDone.has(task.id);
-    for (const { workflowId, progress: agent } of await runningAgents(handle.workflow.client, { workflowId: handle.workflowId, type: 'run', progress }, { cursors: agentCursors, include, finished: agentsFinished })) {
+    for (const { workflowId, progress: agent } of await runningAgents(
+      handle.workflow.client,
+      { workflowId: handle.workflowId, type: 'run', progress },
+      { cursors: agentCursors, include, finished: agentsFinished },
+    )) {
       for (const event of agent.events) {
         agentCursors.set(workflowId, event.seq);
         if (bar && started) bar.stop();
         started = false;
-        process.stdout.write(`${flags.json ? JSON.stringify({ agent: workflowId, ...event }) : formatAgentEvent(agent.taskId, event)}\n`);
+        process.stdout.write(
+          `${flags.json ? JSON.stringify({ agent: workflowId, ...event }) : formatAgentEvent(agent.taskId, event)}\n`,
+        );
       }
     }
     for (const task of progress.tasks) {
@@ -79,16 +96,24 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
   await printEvents().catch(() => undefined);
   await handle
     .progress()
-    .then((progress) => (progress.tasks.some((task) => task.agentWorkflowId !== undefined) ? printAgentEvents(progress) : undefined))
+    .then((progress) =>
+      progress.tasks.some((task) => task.agentWorkflowId !== undefined) ? printAgentEvents(progress) : undefined,
+    )
     .catch(() => undefined);
   const { status } = await handle.describe();
-  if (status !== 'COMPLETED') throw new CliError(`run ${handle.workflowId} ended ${status.toLowerCase()}`, ExitCode.agentsFailed);
+  if (status !== 'COMPLETED')
+    throw new CliError(`run ${handle.workflowId} ended ${status.toLowerCase()}`, ExitCode.agentsFailed);
   await printRunResult(handle, { json: flags.json }, result);
 }
 
 /** `fanout watch <id>`: a run's progress and events until it ends, then its results. */
 export function watchCommand(): Command {
-  return withConnection(new Command('watch').description('progress bar and live events of a run until it ends, then its results').argument('<id>').option('--json', 'print events and the result as JSON')).action(
-    async (id: string, flags: WatchFlags) => withClient(flags, (fanout) => watchRun(fanout.getHandle(id), flags)),
+  return withConnection(
+    new Command('watch')
+      .description('progress bar and live events of a run until it ends, then its results')
+      .argument('<id>')
+      .option('--json', 'print events and the result as JSON'),
+  ).action(async (id: string, flags: WatchFlags) =>
+    withClient(flags, (fanout) => watchRun(fanout.getHandle(id), flags)),
   );
 }

@@ -32,24 +32,57 @@ interface WorkerFlags extends ConnectionFlags {
 export function workerCommand(): Command {
   const command = new Command('worker')
     .description('run a worker: polls the task queue and runs the workflows and agent calls (until SIGINT/SIGTERM)')
-    .option('--max-concurrent <n>', `agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default ${FANOUT_WORKER_DEFAULTS.maxConcurrentActivities}]`, wholeNumber(1))
-    .option('--pollers <n>', `most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default ${FANOUT_WORKER_DEFAULTS.activityPollers}]`, wholeNumber(1))
-    .option('--rate <per-second>', 'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]', positiveNumber)
-    .addOption(new Option('--tools <modules>', 'modules whose defineTool exports agents may call, comma-separated').env('FANOUT_TOOLS'))
-    .option('--queue-rate <per-second>', 'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]', positiveNumber)
+    .option(
+      '--max-concurrent <n>',
+      `agent calls at once on this worker [env FANOUT_MAX_CONCURRENT_ACTIVITIES, default ${FANOUT_WORKER_DEFAULTS.maxConcurrentActivities}]`,
+      wholeNumber(1),
+    )
+    .option(
+      '--pollers <n>',
+      `most concurrent activity polls, autoscaled [env FANOUT_ACTIVITY_POLLERS, default ${FANOUT_WORKER_DEFAULTS.activityPollers}]`,
+      wholeNumber(1),
+    )
+    .option(
+      '--rate <per-second>',
+      'agent calls this worker starts per second [env FANOUT_WORKER_ACTIVITIES_PER_SECOND]',
+      positiveNumber,
+    )
     .addOption(
-      new Option('--shutdown-grace <ms>', `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${FANOUT_WORKER_DEFAULTS.shutdownGraceMs})`)
+      new Option('--tools <modules>', 'modules whose defineTool exports agents may call, comma-separated').env(
+        'FANOUT_TOOLS',
+      ),
+    )
+    .option(
+      '--queue-rate <per-second>',
+      'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]',
+      positiveNumber,
+    )
+    .addOption(
+      new Option(
+        '--shutdown-grace <ms>',
+        `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${FANOUT_WORKER_DEFAULTS.shutdownGraceMs})`,
+      )
         .env('FANOUT_SHUTDOWN_GRACE_MS')
         .argParser(wholeNumber(0)),
     )
-    .addOption(new Option('--health-port <port>', 'serve GET /healthz (200 while polling) on this port').env('FANOUT_HEALTH_PORT').argParser(wholeNumber(0, 65535)))
-    .addOption(new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'))
     .addOption(
-      new Option('--metrics-port <port>', 'serve Prometheus metrics (the SDK\'s and fanout_*) at /metrics on this port')
+      new Option('--health-port <port>', 'serve GET /healthz (200 while polling) on this port')
+        .env('FANOUT_HEALTH_PORT')
+        .argParser(wholeNumber(0, 65535)),
+    )
+    .addOption(
+      new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'),
+    )
+    .addOption(
+      new Option('--metrics-port <port>', "serve Prometheus metrics (the SDK's and fanout_*) at /metrics on this port")
         .env('FANOUT_METRICS_PORT')
         .argParser(wholeNumber(1, 65535)),
     )
-    .addOption(new Option('--metrics-host <host>', 'address of the metrics endpoint').env('FANOUT_METRICS_HOST').default('0.0.0.0'));
+    .addOption(
+      new Option('--metrics-host <host>', 'address of the metrics endpoint')
+        .env('FANOUT_METRICS_HOST')
+        .default('0.0.0.0'),
+    );
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
     const shutdownGraceMs = flags.shutdownGrace ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
@@ -67,15 +100,30 @@ export function workerCommand(): Command {
       maxActivitiesPerSecond: flags.rate,
       maxTaskQueueActivitiesPerSecond: flags.queueRate,
       shutdownGraceMs,
-      ...(flags.tools === undefined ? {} : { tools: flags.tools.split(',').map((module) => module.trim()).filter(Boolean).flatMap(loadToolModule) }),
+      ...(flags.tools === undefined
+        ? {}
+        : {
+            tools: flags.tools
+              .split(',')
+              .map((module) => module.trim())
+              .filter(Boolean)
+              .flatMap(loadToolModule),
+          }),
     });
     const log = (line: string) => process.stderr.write(`${line}\n`);
-    const health = flags.healthPort === undefined ? undefined : await startHealthServer(worker, { port: flags.healthPort, host: flags.healthHost });
+    const health =
+      flags.healthPort === undefined
+        ? undefined
+        : await startHealthServer(worker, { port: flags.healthPort, host: flags.healthHost });
     // The SDK's own signal handlers start the shutdown; this says what the wait is for, and bounds it.
     const announceStop = (signal: string) => {
-      log(`${signal}: worker stopping; ${worker.getStatus().numInFlightActivities} agent calls in flight get up to ${shutdownGraceMs} ms to finish`);
+      log(
+        `${signal}: worker stopping; ${worker.getStatus().numInFlightActivities} agent calls in flight get up to ${shutdownGraceMs} ms to finish`,
+      );
       const deadline = setTimeout(() => {
-        log(`worker not stopped ${shutdownGraceMs + EXIT_MARGIN_MS} ms after ${signal} (is Temporal unreachable?); exiting, which ends the calls still open`);
+        log(
+          `worker not stopped ${shutdownGraceMs + EXIT_MARGIN_MS} ms after ${signal} (is Temporal unreachable?); exiting, which ends the calls still open`,
+        );
         process.exit(ExitCode.error);
       }, shutdownGraceMs + EXIT_MARGIN_MS);
       deadline.unref();

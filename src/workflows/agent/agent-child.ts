@@ -1,4 +1,10 @@
-import { ApplicationFailure, ChildWorkflowCancellationType, ParentClosePolicy, executeChild, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  ChildWorkflowCancellationType,
+  ParentClosePolicy,
+  executeChild,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { AgentCallInput } from '../../contract/agent-call';
 import type { AgentCallResult, AgentResult, AgentTask } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
@@ -84,5 +90,9 @@ export async function runAgentChild(
 /** The agent's steps and transcript on its result (the plain task's mapping does not know them). */
 export function withAgentFields(result: AgentResult, call: AgentCallResult): AgentResult {
   if (call.steps === undefined) return result;
-  return { ...result, steps: call.steps, ...(call.transcriptRef === undefined ? {} : { transcriptRef: call.transcriptRef }) };
+  return {
+    ...result,
+    steps: call.steps,
+    ...(call.transcriptRef === undefined ? {} : { transcriptRef: call.transcriptRef }),
+  };
 }

@@ -46,7 +46,13 @@ const TOOL_CALL_TIMEOUT_MS = 15 * 60_000;
 /** Structured answers sent back for repair when the task says nothing. */
 const DEFAULT_OUTPUT_REPAIRS = 2;
 
-const emptySpend = () => ({ steps: 0, toolCalls: 0, usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 }, costUsd: 0, unpricedSteps: 0 });
+const emptySpend = () => ({
+  steps: 0,
+  toolCalls: 0,
+  usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+  costUsd: 0,
+  unpricedSteps: 0,
+});
 
 /**
  * A durable agent: model steps (`agentStep`) and the tool calls each asks for (`toolCall`, concurrently, results in the
@@ -56,7 +62,12 @@ const emptySpend = () => ({ steps: 0, toolCalls: 0, usage: { promptTokens: 0, co
  */
 export async function agent(input: AgentInput): Promise<AgentOutcome> {
   const parsedTask = agentTaskSchema.safeParse(input.task);
-  if (!parsedTask.success) throw ApplicationFailure.create({ type: FailureType.InvalidInput, message: `agent task: ${parsedTask.error.message}`, nonRetryable: true });
+  if (!parsedTask.success)
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `agent task: ${parsedTask.error.message}`,
+      nonRetryable: true,
+    });
   const task = parsedTask.data;
   const options = resolveRunOptions(input.options);
   const depth = input.depth ?? 0;
@@ -114,14 +125,19 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   setHandler(
     approveUpdate,
     (decision) => {
-      decisions.set(decision.callId, { approve: decision.approve, ...(decision.reason === undefined ? {} : { reason: decision.reason }) });
+      decisions.set(decision.callId, {
+        approve: decision.approve,
+        ...(decision.reason === undefined ? {} : { reason: decision.reason }),
+      });
       return { callId: decision.callId, approved: decision.approve };
     },
     {
       validator: (decision) => {
         if (!waiting.has(decision.callId)) {
           const open = [...waiting.keys()];
-          throw new Error(`no call "${decision.callId}" waits for approval in ${selfId}${open.length > 0 ? `; waiting: ${open.join(', ')}` : ' (none waits)'}`);
+          throw new Error(
+            `no call "${decision.callId}" waits for approval in ${selfId}${open.length > 0 ? `; waiting: ${open.join(', ')}` : ' (none waits)'}`,
+          );
         }
       },
     },
@@ -131,12 +147,19 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   const costLimit = minimum(task.costBudgetUsd, input.sharedBudget?.costUsd);
   const budgetReached = (): { reason: AgentStopReason; message: string } | undefined => {
     if (state.steps >= maxSteps) return { reason: 'steps', message: `its step budget (${maxSteps}) is spent` };
-    if (tokenLimit !== undefined && state.usage.totalTokens >= tokenLimit) return { reason: 'tokens', message: `its token budget (${tokenLimit}) is spent: ${state.usage.totalTokens} used` };
-    if (costLimit !== undefined && state.costUsd >= costLimit) return { reason: 'cost', message: `its cost budget ($${costLimit}) is spent: $${state.costUsd} used` };
+    if (tokenLimit !== undefined && state.usage.totalTokens >= tokenLimit)
+      return {
+        reason: 'tokens',
+        message: `its token budget (${tokenLimit}) is spent: ${state.usage.totalTokens} used`,
+      };
+    if (costLimit !== undefined && state.costUsd >= costLimit)
+      return { reason: 'cost', message: `its cost budget ($${costLimit}) is spent: $${state.costUsd} used` };
     return undefined;
   };
   const describe = (now: string) =>
-    setCurrentDetails(`agent ${task.name ?? task.id}: ${now}\n\n${state.steps} steps, ${state.toolCalls} tool calls, ${state.usage.totalTokens} tokens, $${state.costUsd}`);
+    setCurrentDetails(
+      `agent ${task.name ?? task.id}: ${now}\n\n${state.steps} steps, ${state.toolCalls} tool calls, ${state.usage.totalTokens} tokens, $${state.costUsd}`,
+    );
   const addSpend = (spend: { usage?: AgentOutcome['usage']; costUsd?: number; unpriced?: boolean }) => {
     state.usage = {
       promptTokens: state.usage.promptTokens + (spend.usage?.promptTokens ?? 0),
@@ -165,7 +188,8 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   /** Runs the sub-agents of a `spawn_agents` call as child workflows, sharing what is left of this agent's budgets. */
   const spawn = async (call: ToolCallRequest, step: number, index: number): Promise<SpawnedAgent[]> => {
     const tasks = call.spawn ?? [];
-    const share = (limit: number | undefined, used: number) => (limit === undefined ? undefined : Math.max(0, (limit - used) / tasks.length));
+    const share = (limit: number | undefined, used: number) =>
+      limit === undefined ? undefined : Math.max(0, (limit - used) / tasks.length);
     const tokens = share(tokenLimit, state.usage.totalTokens);
     const costUsd = share(costLimit, state.costUsd);
     emit('spawned', step, `${tasks.length} sub-agents: ${tasks.map((spawned) => spawned.id).join(', ')}`);
@@ -183,7 +207,10 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
                 inlineOutputBytes: input.inlineOutputBytes,
                 depth: depth + 1,
                 maxDepth,
-                sharedBudget: { ...(tokens === undefined ? {} : { tokens: Math.floor(tokens) }), ...(costUsd === undefined ? {} : { costUsd }) },
+                sharedBudget: {
+                  ...(tokens === undefined ? {} : { tokens: Math.floor(tokens) }),
+                  ...(costUsd === undefined ? {} : { costUsd }),
+                },
               },
             ],
             // The parent's scope cancels them; should the parent's run end anyway, the server asks them to cancel.
@@ -216,7 +243,12 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
   };
 
   /** One tool call of a step, through approval when the tool needs it; resolves to its stored result. */
-  const runCall = async (result: AgentStepResult, call: ToolCallRequest, index: number, step: number): Promise<ToolCallResult> => {
+  const runCall = async (
+    result: AgentStepResult,
+    call: ToolCallRequest,
+    index: number,
+    step: number,
+  ): Promise<ToolCallResult> => {
     const base = { taskId: task.id, step, assistant: result.assistant, index };
     let extra: { denied?: string; spawned?: SpawnedAgent[]; invalid?: string } = {};
     emit('tool-call', step, call.summary);
@@ -224,7 +256,14 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     else if (call.spawn !== undefined) extra = { spawned: await spawn(call, step, index) };
     else if (call.approvalTimeoutMs !== undefined) {
       const since = Date.now();
-      waiting.set(call.id, { callId: call.id, tool: call.name, summary: call.summary, step, since, deadline: since + call.approvalTimeoutMs });
+      waiting.set(call.id, {
+        callId: call.id,
+        tool: call.name,
+        summary: call.summary,
+        step,
+        since,
+        deadline: since + call.approvalTimeoutMs,
+      });
       emit('approval-waiting', step, `${call.id} ${call.summary}`);
       describe(`waiting for approval of ${call.summary} (fanout approve ${selfId} ${call.id})`);
       // A durable timer: the wait holds no activity slot and costs nothing while it lasts.
@@ -239,7 +278,10 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
         emit('denied', step, `${call.id}${decision.reason ? `: ${decision.reason}` : ''}`);
       } else emit('approved', step, call.id);
     }
-    const done = await toolCall.executeWithOptions({ activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` }, [{ ...base, ...extra }]);
+    const done = await toolCall.executeWithOptions(
+      { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },
+      [{ ...base, ...extra }],
+    );
     state.toolCalls += 1;
     emit('tool-result', step, `${call.summary} ${done.detail}`);
     return done;
@@ -250,9 +292,15 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     const parent = workflowInfo().parent;
     const spentAny = state.usage.totalTokens > 0 || state.costUsd > 0 || state.unpricedSteps > 0;
     if (parent === undefined || !spentAny || !patched('failed-agent-spend')) return;
-    const spend = { usage: state.usage, costUsd: state.costUsd, ...(state.unpricedSteps > 0 ? { unpriced: true } : {}) };
+    const spend = {
+      usage: state.usage,
+      costUsd: state.costUsd,
+      ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
+    };
     // The parent may have ended already (terminated): then nobody is left to count it.
-    await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(parent.workflowId).signal(agentSpendSignal, { workflowId: selfId, spend })).catch(() => undefined);
+    await CancellationScope.nonCancellable(() =>
+      getExternalWorkflowHandle(parent.workflowId).signal(agentSpendSignal, { workflowId: selfId, spend }),
+    ).catch(() => undefined);
   };
 
   /** The loop itself; a failure leaves it with the spend so far attached (failureWithSpend). */
@@ -264,7 +312,10 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
         emit('stopped', state.steps, spent.message);
         describe(`stopped: ${spent.message}`);
         const kept = state.transcript ? `; its transcript so far is kept at ${state.transcript.uri}` : '';
-        return outcome('stopped', { stoppedBy: spent.reason, message: `agent "${task.id}" stopped after ${state.steps} steps: ${spent.message}${kept}` });
+        return outcome('stopped', {
+          stoppedBy: spent.reason,
+          message: `agent "${task.id}" stopped after ${state.steps} steps: ${spent.message}${kept}`,
+        });
       }
       if (stepsThisRun >= stepsPerRun || workflowInfo().continueAsNewSuggested) {
         emit('continued', state.steps, 'continuing as new');
@@ -293,7 +344,13 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
       state.note = undefined;
       state.model = result.model;
       addSpend(result);
-      emit('step', step, result.answer ? 'answered' : `${result.toolCalls.length} tool calls: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
+      emit(
+        'step',
+        step,
+        result.answer
+          ? 'answered'
+          : `${result.toolCalls.length} tool calls: ${result.toolCalls.map((call) => call.summary).join(', ')}`,
+      );
       if (result.answer?.invalid !== undefined) {
         if (state.repairs >= repairsAllowed) {
           throw ApplicationFailure.create({
@@ -331,11 +388,15 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     }
     const described = failed(task, error, 0, options.retry.maximumAttempts);
     const { type, message } = described.error ?? { type: FailureType.Unknown, message: String(error) };
-    throw failureWithSpend(error, { type, message, attempts: described.attempts }, {
-      usage: state.usage,
-      costUsd: state.costUsd,
-      ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
-    });
+    throw failureWithSpend(
+      error,
+      { type, message, attempts: described.attempts },
+      {
+        usage: state.usage,
+        costUsd: state.costUsd,
+        ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
+      },
+    );
   }
 }
 

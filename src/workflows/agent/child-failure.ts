@@ -1,13 +1,26 @@
-import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, TemporalFailure, isCancellation } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  ChildWorkflowFailure,
+  TemporalFailure,
+  isCancellation,
+} from '@temporalio/workflow';
 import type { TokenUsage } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 
 /** What a failed agent child workflow says: whether it was cancelled, and its failure's type and message. */
 export function childFailure(error: unknown): { cancelled: boolean; type: string; message: string; cause: unknown } {
-  if (isCancellation(error)) return { cancelled: true, type: FailureType.Cancelled, message: 'cancelled', cause: error };
+  if (isCancellation(error))
+    return { cancelled: true, type: FailureType.Cancelled, message: 'cancelled', cause: error };
   const cause = error instanceof ChildWorkflowFailure && error.cause ? error.cause : error;
-  if (cause instanceof ApplicationFailure) return { cancelled: false, type: cause.type ?? FailureType.Unknown, message: cause.message, cause };
-  return { cancelled: false, type: FailureType.Unknown, message: cause instanceof Error ? cause.message : String(cause), cause };
+  if (cause instanceof ApplicationFailure)
+    return { cancelled: false, type: cause.type ?? FailureType.Unknown, message: cause.message, cause };
+  return {
+    cancelled: false,
+    type: FailureType.Unknown,
+    message: cause instanceof Error ? cause.message : String(cause),
+    cause,
+  };
 }
 
 /**
@@ -28,7 +41,11 @@ export interface FailureSpend {
  * cancellation, and anything that is not a Temporal failure (a bug, which must fail the workflow task and be retried,
  * not end the agent), is returned as it is.
  */
-export function failureWithSpend(error: unknown, described: { type: string; message: string; attempts: number }, spend: FailureSpend): unknown {
+export function failureWithSpend(
+  error: unknown,
+  described: { type: string; message: string; attempts: number },
+  spend: FailureSpend,
+): unknown {
   if (!(error instanceof TemporalFailure) || isCancellation(error)) return error;
   return ApplicationFailure.create({
     type: described.type,

@@ -202,7 +202,18 @@ export interface PendingApproval {
 export interface AgentEvent {
   seq: number;
   at: number;
-  type: 'step' | 'tool-call' | 'tool-result' | 'approval-waiting' | 'approved' | 'denied' | 'answer' | 'repair' | 'spawned' | 'stopped' | 'continued';
+  type:
+    | 'step'
+    | 'tool-call'
+    | 'tool-result'
+    | 'approval-waiting'
+    | 'approved'
+    | 'denied'
+    | 'answer'
+    | 'repair'
+    | 'spawned'
+    | 'stopped'
+    | 'continued';
   step: number;
   detail: string;
 }

@@ -17,7 +17,16 @@ import {
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
-import { emptyCounters, pageLimit, resolveBatchOptions, type BatchCounters, type BatchInput, type BatchProgress, type BatchStopReason, type BatchSummary } from '../../contract/batch';
+import {
+  emptyCounters,
+  pageLimit,
+  resolveBatchOptions,
+  type BatchCounters,
+  type BatchInput,
+  type BatchProgress,
+  type BatchStopReason,
+  type BatchSummary,
+} from '../../contract/batch';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import { childOf } from '../../contract/location';
 import { roundUsd } from '../../contract/metrics';
@@ -39,7 +48,8 @@ const FLEX_STANDARD_MARGIN_MS = 60 * 60 * 1000;
 /** An error's message with its causes': a child's failure says only "Child Workflow execution failed" itself. */
 function messageChain(error: unknown): string {
   const parts: string[] = [];
-  for (let current: unknown = error; current instanceof Error && parts.length < 4; current = current.cause) parts.push(current.message);
+  for (let current: unknown = error; current instanceof Error && parts.length < 4; current = current.cause)
+    parts.push(current.message);
   return parts.join(': ') || String(error);
 }
 
@@ -70,7 +80,12 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const io = proxyActivities<Activities>({
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '10 seconds',
-    retry: { initialInterval: '1 second', maximumInterval: '15 seconds', maximumAttempts: options.storageAttempts, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES] },
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '15 seconds',
+      maximumAttempts: options.storageAttempts,
+      nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
+    },
   });
   // The first run id names the spool, so a resume (a new run of the same id) never mixes its results with an older run's.
   const spool = childOf(`${sink}.parts`, info.firstExecutionRunId);
@@ -132,7 +147,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
 
   const windowId = (window: number) => `${batchId}/${info.firstExecutionRunId}/window-${window}`;
   const results: Promise<void>[] = [];
-  const startWindow = async (window: number, from: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>): Promise<void> => {
+  const startWindow = async (
+    window: number,
+    from: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>,
+  ): Promise<void> => {
     const scope = new CancellationScope();
     const workflowId = windowId(window);
     running.set(window, { workflowId, scope });
@@ -195,7 +213,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     );
     // The predecessor's calls still in flight are borrowed from this window; it returns them as they end.
     const predecessor = running.get(window - 1);
-    if (predecessor) await getExternalWorkflowHandle(predecessor.workflowId).signal(successorSignal, workflowId).catch(() => undefined);
+    if (predecessor)
+      await getExternalWorkflowHandle(predecessor.workflowId)
+        .signal(successorSignal, workflowId)
+        .catch(() => undefined);
   };
 
   // The route: how the items are sent. A provider batch first (half price, answers within its deadline), then the items
@@ -208,14 +229,22 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const call: WindowInput['call'] =
     route === 'flex' || api !== undefined
       ? {
-          ...(route === 'flex' ? { serviceTier: 'flex' as const, standardTierFromMs: startedAtMs + (deadlineMs ?? DAY_MS) - Math.min(FLEX_STANDARD_MARGIN_MS, (deadlineMs ?? DAY_MS) / 4) } : {}),
+          ...(route === 'flex'
+            ? {
+                serviceTier: 'flex' as const,
+                standardTierFromMs:
+                  startedAtMs + (deadlineMs ?? DAY_MS) - Math.min(FLEX_STANDARD_MARGIN_MS, (deadlineMs ?? DAY_MS) / 4),
+              }
+            : {}),
           ...(api === undefined ? {} : { api }),
         }
       : undefined;
 
   let cancelled = false;
   try {
-    let first: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'> | undefined = {
+    let first:
+      | Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>
+      | undefined = {
       cursor: 0,
       firstPage: scan.firstPage,
       retries: [],
@@ -240,7 +269,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
               deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
               ...(parsed.options?.provider ? { provider: parsed.options.provider } : {}),
               ...(api === 'responses' ? { endpoint: '/v1/responses' as const } : {}),
-              ...(pollSeconds === undefined ? {} : { pollIntervalMs: pollSeconds * 1000, maxPollIntervalMs: Math.max(pollSeconds * 1000, 1000) }),
+              ...(pollSeconds === undefined
+                ? {}
+                : { pollIntervalMs: pollSeconds * 1000, maxPollIntervalMs: Math.max(pollSeconds * 1000, 1000) }),
             },
           },
         ],
@@ -249,7 +280,12 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
         staticSummary: `provider batches of batch ${batchId}`,
       });
       addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
-      routeState.providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({ provider, id, status, counts }));
+      routeState.providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({
+        provider,
+        id,
+        status,
+        counts,
+      }));
       routeState.savingsUsd = sent.savingsUsd;
       delete routeState.providerBatchWorkflow;
       // What expired or failed retryably is sent again sync, in a window of its own.
@@ -257,7 +293,13 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       first =
         retries.length === 0
           ? undefined
-          : { ...first, cursor: scan.fileBytes, firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true }, retries: retries.map((entry) => ({ entry, attempts: 0 })), unstarted: 0 };
+          : {
+              ...first,
+              cursor: scan.fileBytes,
+              firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true },
+              retries: retries.map((entry) => ({ entry, attempts: 0 })),
+              unstarted: 0,
+            };
     }
     if (first) await startWindow(0, first);
     for (;;) {
@@ -291,12 +333,25 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       },
     ),
   );
-  upsertMemo({ progress: { total, done: counters.succeeded + counters.failed, failed: counters.failed, runs: lanesPerWindow.length } });
+  upsertMemo({
+    progress: {
+      total,
+      done: counters.succeeded + counters.failed,
+      failed: counters.failed,
+      runs: lanesPerWindow.length,
+    },
+  });
   if (fatal !== undefined) {
-    throw ApplicationFailure.create({ type: fatal.type, message: `batch ${batchId} failed: ${fatal.message}`, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: fatal.type,
+      message: `batch ${batchId} failed: ${fatal.message}`,
+      nonRetryable: true,
+    });
   }
   if (cancelled) {
-    throw new CancelledFailure(`batch ${batchId} cancelled; ${finished?.counts.succeeded ?? 0} answered and ${finished?.counts.failed ?? 0} failed items are in ${sink}`);
+    throw new CancelledFailure(
+      `batch ${batchId} cancelled; ${finished?.counts.succeeded ?? 0} answered and ${finished?.counts.failed ?? 0} failed items are in ${sink}`,
+    );
   }
   phase = 'finished';
   const counts = finished?.counts ?? counters;

@@ -38,4 +38,3 @@ export function laneDepth({ unstarted, concurrency, callMs, maxDepth = MAX_LANE_
 export function laneParallelism(concurrency: number, maxLanes: number): number {
   return Math.max(1, Math.ceil(concurrency / maxLanes));
 }
-

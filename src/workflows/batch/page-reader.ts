@@ -38,7 +38,11 @@ export class PageReader {
 
   /** True while this window may still read pages. */
   private mayRead(): boolean {
-    return !this.eof && this.failed === undefined && (this.where.maxPages === undefined || this.pagesRead < this.where.maxPages);
+    return (
+      !this.eof &&
+      this.failed === undefined &&
+      (this.where.maxPages === undefined || this.pagesRead < this.where.maxPages)
+    );
   }
 
   /** Entries read and not taken. */
@@ -64,7 +68,12 @@ export class PageReader {
   readAhead(wanted: number): void {
     if (this.reading !== undefined || !this.mayRead() || this.buffer.length >= wanted) return;
     this.reading = this.io
-      .readBatchPage({ file: this.where.file, fileBytes: this.where.fileBytes, offset: this.nextOffset, limit: this.where.pageSize })
+      .readBatchPage({
+        file: this.where.file,
+        fileBytes: this.where.fileBytes,
+        offset: this.nextOffset,
+        limit: this.where.pageSize,
+      })
       .then(
         (page) => this.accept(page),
         (error: unknown) => {

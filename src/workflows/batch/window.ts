@@ -14,14 +14,28 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { BatchPage, LaneResult, LaneRetry } from '../../activities/batch-activities';
-import { emptyCounters, pageLimit, resolveBatchOptions, type BatchEntry, type BatchOptions, type BatchStopReason } from '../../contract/batch';
+import {
+  emptyCounters,
+  pageLimit,
+  resolveBatchOptions,
+  type BatchEntry,
+  type BatchOptions,
+  type BatchStopReason,
+} from '../../contract/batch';
 import { FailureType, isRetryableFailure, NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import { roundUsd } from '../../contract/metrics';
 import { recordPacing, type PacingStatus } from '../../contract/pacing';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
 import { laneName } from '../../contract/lane-name';
 import { laneDepth, laneParallelism } from './lane-shape';
-import { handOverSignal, slotsFreedSignal, successorSignal, windowProgressQuery, type HandOver, type WindowProgress } from './messages';
+import {
+  handOverSignal,
+  slotsFreedSignal,
+  successorSignal,
+  windowProgressQuery,
+  type HandOver,
+  type WindowProgress,
+} from './messages';
 import { PageReader } from './page-reader';
 
 /** What a window starts from. */
@@ -76,15 +90,29 @@ const HISTORY_BYTES = 4 * 1024 * 1024;
 const LANE_HEARTBEAT_TIMEOUT_MS = 45_000;
 
 /** Failures that end the batch itself, not an item: what the lane says can never be fixed by running it again. */
-const FATAL_TYPES: readonly string[] = [FailureType.SourceChanged, FailureType.ResultsMissing, FailureType.InvalidInput, FailureType.StorageUnavailable, FailureType.PayloadUnavailable];
+const FATAL_TYPES: readonly string[] = [
+  FailureType.SourceChanged,
+  FailureType.ResultsMissing,
+  FailureType.InvalidInput,
+  FailureType.StorageUnavailable,
+  FailureType.PayloadUnavailable,
+];
 
 function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
   const cause = error instanceof ActivityFailure ? error.cause : error;
   if (cause instanceof ApplicationFailure) {
-    return { type: cause.type ?? FailureType.Unknown, message: cause.message, retryable: isRetryableFailure(cause.type ?? undefined, cause.nonRetryable ?? false) };
+    return {
+      type: cause.type ?? FailureType.Unknown,
+      message: cause.message,
+      retryable: isRetryableFailure(cause.type ?? undefined, cause.nonRetryable ?? false),
+    };
   }
   const timeout = cause instanceof Error && cause.name === 'TimeoutFailure';
-  return { type: timeout ? FailureType.ActivityTimeout : FailureType.Unknown, message: cause instanceof Error ? cause.message : String(cause), retryable: true };
+  return {
+    type: timeout ? FailureType.ActivityTimeout : FailureType.Unknown,
+    message: cause instanceof Error ? cause.message : String(cause),
+    retryable: true,
+  };
 }
 
 /**
@@ -101,7 +129,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const parallel = laneParallelism(options.concurrency, MAX_LANES_PER_WINDOW);
   const lanesWide = Math.ceil(options.concurrency / parallel);
   const itemAttemptMs = runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS;
-  const heartbeatTimeout = Math.min(LANE_HEARTBEAT_TIMEOUT_MS, runOptions.heartbeatTimeoutMs ?? LANE_HEARTBEAT_TIMEOUT_MS);
+  const heartbeatTimeout = Math.min(
+    LANE_HEARTBEAT_TIMEOUT_MS,
+    runOptions.heartbeatTimeoutMs ?? LANE_HEARTBEAT_TIMEOUT_MS,
+  );
   const lanes = (maximumAttempts: number, items: number) =>
     proxyActivities<Activities>({
       startToCloseTimeout: Math.ceil(items / parallel) * itemAttemptMs,
@@ -118,7 +149,12 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const io = proxyActivities<Activities>({
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '10 seconds',
-    retry: { initialInterval: '1 second', maximumInterval: '15 seconds', maximumAttempts: options.storageAttempts, nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES] },
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '15 seconds',
+      maximumAttempts: options.storageAttempts,
+      nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
+    },
   });
 
   const counters = emptyCounters();
@@ -144,7 +180,13 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const scope = new CancellationScope();
   const reader = new PageReader(
     io,
-    { file: input.file, fileBytes: input.fileBytes, cursor: input.cursor, pageSize: pageLimit(options), maxPages: options.pagesPerRun },
+    {
+      file: input.file,
+      fileBytes: input.fileBytes,
+      cursor: input.cursor,
+      pageSize: pageLimit(options),
+      maxPages: options.pagesPerRun,
+    },
     input.firstPage,
     wake,
   );
@@ -198,7 +240,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       stoppedBy ??= 'fail-fast';
       stop();
     }
-    if ((runOptions.tokenBudget !== undefined && spentTokens() >= runOptions.tokenBudget) || (runOptions.costBudgetUsd !== undefined && spentUsd() >= runOptions.costBudgetUsd)) {
+    if (
+      (runOptions.tokenBudget !== undefined && spentTokens() >= runOptions.tokenBudget) ||
+      (runOptions.costBudgetUsd !== undefined && spentUsd() >= runOptions.costBudgetUsd)
+    ) {
       stoppedBy ??= 'budget';
       stop();
     }
@@ -215,7 +260,11 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     if (FATAL_TYPES.includes(failure.type)) return fail(failure, lane);
     try {
       const attempts = runOptions.retry.maximumAttempts;
-      add(await CancellationScope.nonCancellable(() => io.sealBatchLane({ spool: input.spool, lane, entries, failure, attempts })));
+      add(
+        await CancellationScope.nonCancellable(() =>
+          io.sealBatchLane({ spool: input.spool, lane, entries, failure, attempts }),
+        ),
+      );
     } catch (sealError) {
       fail(failureOf(sealError), lane);
     }
@@ -230,9 +279,24 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const summary = entries.length === 1 ? entries[0].id : `${entries.length} items from ${entries[0].id}`;
     const run: Promise<void> = scope
       .run(() =>
-        lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions({ activityId: `lane:${lane}`, summary }, [
-          { file: input.file, fileBytes: input.fileBytes, spool: input.spool, lane, entries, parallel, itemAttemptMs, priorAttempts, maximumAttempts: runOptions.retry.maximumAttempts, batchId: input.batchId, ...(input.call ? { call: input.call } : {}) },
-        ]),
+        lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions(
+          { activityId: `lane:${lane}`, summary },
+          [
+            {
+              file: input.file,
+              fileBytes: input.fileBytes,
+              spool: input.spool,
+              lane,
+              entries,
+              parallel,
+              itemAttemptMs,
+              priorAttempts,
+              maximumAttempts: runOptions.retry.maximumAttempts,
+              batchId: input.batchId,
+              ...(input.call ? { call: input.call } : {}),
+            },
+          ],
+        ),
       )
       .then(add, async (error: unknown) => {
         // Cancelled before it ran: none of its items was answered, and a resume runs them.
@@ -294,7 +358,9 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       }
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
       // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
-      const wave = patchedWindow() ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2 : 1;
+      const wave = patchedWindow()
+        ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2
+        : 1;
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
@@ -328,13 +394,16 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         const count = freed;
         freed = 0;
         // A successor that has ended already needs no slots back.
-        await CancellationScope.nonCancellable(() => getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count)).catch(() => undefined);
+        await CancellationScope.nonCancellable(() =>
+          getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count),
+        ).catch(() => undefined);
       }
     }
     const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
     // A window that handed over ends only once its predecessor has given back all it lent: then, when the batch tells
     // the successor that this window ended, every call out before the hand-over has ended.
-    const settled = mode !== 'draining' || (retries.length === 0 && borrowed === 0 && (freed === 0 || successor === undefined));
+    const settled =
+      mode !== 'draining' || (retries.length === 0 && borrowed === 0 && (freed === 0 || successor === undefined));
     if (running.size === 0 && nothingToStart && settled) break;
     try {
       if (mode === 'stopping') await CancellationScope.nonCancellable(() => condition(() => changed !== seen));
@@ -348,7 +417,14 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   // What the window came to, in its memo: the UI shows it with no worker up to answer a query. A change of the commands
   // a window issues, so gated (CONTRIBUTING.md): windows in flight from before it replay without it.
   if (patchedWindow()) {
-    upsertMemo({ progress: { window: input.window, done: counters.succeeded + counters.failed, failed: counters.failed, lanes: sequence } });
+    upsertMemo({
+      progress: {
+        window: input.window,
+        done: counters.succeeded + counters.failed,
+        failed: counters.failed,
+        lanes: sequence,
+      },
+    });
   }
   return {
     lanes: sequence,
