@@ -1,5 +1,5 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { LaneRetry } from '../../activities/batch-activities';
+import type { BatchPage, LaneRetry } from '../../activities/batch-activities';
 import type { BatchCounters } from '../../contract/batch';
 import type { PacingStatus } from '../../contract/pacing';
 
@@ -8,6 +8,8 @@ export interface HandOver {
   window: number;
   /** Byte offset of the next item no window has started. */
   cursor: number;
+  /** Entries from `cursor` on the window had read: the successor's first lanes start without a page read. */
+  firstPage?: BatchPage;
   /** Items waiting to run again. */
   retries: LaneRetry[];
   /** Calls the window still has in flight: its successor starts with that much less room, and gets it back as they end. */

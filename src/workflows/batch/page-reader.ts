@@ -24,16 +24,18 @@ export class PageReader {
     private readonly where: { file: string; fileBytes: number; cursor: number; pageSize: number; maxPages?: number },
     firstPage: BatchPage | undefined,
     private readonly onChange: () => void,
+    /** The first page is what a predecessor read and handed over: it does not count as a page this window read. */
+    handedOver = false,
   ) {
     this.nextOffset = where.cursor;
-    if (firstPage) this.accept(firstPage);
+    if (firstPage) this.accept(firstPage, handedOver ? 0 : 1);
   }
 
-  private accept(page: BatchPage): void {
+  private accept(page: BatchPage, pages = 1): void {
     this.buffer.push(...page.entries);
     this.nextOffset = page.nextOffset;
     this.eof = page.eof;
-    this.pagesRead += 1;
+    this.pagesRead += pages;
   }
 
   /** True while this window may still read pages. */
@@ -89,6 +91,17 @@ export class PageReader {
   /** Waits for a read in flight, if any. */
   async settle(): Promise<void> {
     await this.reading;
+  }
+
+  /**
+   * The entries read and not taken (at most `limit`), as a page a successor starts from: it need not read them again
+   * before its first lanes.
+   */
+  handOff(limit: number): BatchPage {
+    const entries = this.buffer.slice(0, limit);
+    return entries.length < this.buffer.length
+      ? { entries, nextOffset: this.buffer[entries.length].offset, eof: false }
+      : { entries, nextOffset: this.nextOffset, eof: this.eof };
   }
 
   /** Byte offset of the first entry not taken. */

@@ -82,6 +82,8 @@ export interface WindowResult {
 export const MAX_LANES_PER_WINDOW = 1000;
 /** The window's one patch (CONTRIBUTING.md, "Changing workflow code"); test/versioning.test.ts deploys it mid-batch. */
 export const WINDOW_PATCH = 'window-progress-memo';
+/** Most read-ahead entries a window hands its successor (about 60 bytes each in the signal and the child's input). */
+const HAND_OFF_ENTRIES = 4000;
 /** Hard ceiling a window stays under: Temporal warns at 10,240 events. */
 const HISTORY_CEILING = 10_240;
 /** A window hands over before its history reaches this many bytes (Temporal warns at 10 MB, fails at 50 MB). */
@@ -189,6 +191,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     },
     input.firstPage,
     wake,
+    input.window > 0,
   );
 
   // Slots the predecessor returns. After the hand-over they were lent on to the successor with this window's own, so they
@@ -328,6 +331,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const next: HandOver = {
       window: input.window,
       cursor: reader.cursor(),
+      firstPage: reader.handOff(HAND_OFF_ENTRIES),
       retries: retries.splice(0),
       // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
       inFlight: inFlight + borrowed,
