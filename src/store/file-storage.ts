@@ -87,7 +87,7 @@ async function writeUnsynced(target: string, bytes: Buffer): Promise<void> {
   }
 }
 
-/** Local files: the embedded default, and any store on a disk every worker shares. */
+/** Local files: the embedded default, for workers on one machine (several machines: S3; see `openAppender`). */
 export class FileStorage implements ObjectStorage {
   async size(uri: string): Promise<number | undefined> {
     try {
