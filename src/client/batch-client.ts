@@ -5,7 +5,14 @@ import { scanTaskSource } from '../batch/task-source';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
-import type { BatchInput, BatchOptions, BatchProgress, BatchSummary } from '../contract/batch';
+import {
+  BATCH_DEFAULTS,
+  type BatchInput,
+  type BatchOptions,
+  type BatchProgress,
+  type BatchSummary,
+} from '../contract/batch';
+import type { batch } from '../workflows/batch/batch';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
@@ -36,7 +43,7 @@ export interface BatchHandle {
   cancel(options?: { wait?: boolean }): Promise<void>;
   /** Waits for the batch to end and returns its summary (results are in the sink). */
   result(): Promise<BatchSummary>;
-  readonly workflow: WorkflowHandle;
+  readonly workflow: WorkflowHandle<typeof batch>;
   /**
    * What a `QueryGate` describes to see the batch move: the batch workflow, and its provider-batch child while the last
    * progress named one (its polls do not move the batch's own history).
@@ -115,7 +122,7 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
   return progress;
 }
 
-function toBatchHandle(client: Client, workflow: WorkflowHandle, attached: boolean): BatchHandle {
+function toBatchHandle(client: Client, workflow: WorkflowHandle<typeof batch>, attached: boolean): BatchHandle {
   let child: string | undefined;
   return {
     batchId: workflow.workflowId,
@@ -145,13 +152,13 @@ function toBatchHandle(client: Client, workflow: WorkflowHandle, attached: boole
       await workflow.cancel();
       if (wait) await workflow.result().catch(() => undefined);
     },
-    result: () => workflow.result() as Promise<BatchSummary>,
+    result: () => workflow.result(),
   };
 }
 
 async function exists(client: Client, batchId: string): Promise<boolean> {
   try {
-    await client.workflow.getHandle(batchId).describe();
+    await client.workflow.getHandle<typeof batch>(batchId).describe();
     return true;
   } catch (error) {
     if ((error as { name?: string }).name === 'WorkflowNotFoundError') return false;
@@ -198,7 +205,8 @@ export async function startBatch(
   storage: ObjectStorage,
 ): Promise<BatchHandle> {
   const batchId = checkWorkflowId(request.batchId ?? newId(), 'the batch id');
-  if (await exists(client, batchId)) return toBatchHandle(client, client.workflow.getHandle(batchId), true);
+  if (await exists(client, batchId))
+    return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
   const input: BatchInput = validateBatchInput({
     batchId,
     source: located(request.source),
@@ -208,12 +216,12 @@ export async function startBatch(
   const scan = await scanTaskSource(storage, input.source);
   await checkSink(storage, input.source, input.sink);
   try {
-    const workflow = await client.workflow.start('batch', {
+    const workflow = await client.workflow.start<typeof batch>('batch', {
       taskQueue,
       workflowId: batchId,
       args: [input],
       memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
-      staticSummary: `Batch of ${scan.tasks} agents, concurrency ${input.options?.concurrency ?? 50}`,
+      staticSummary: `Batch of ${scan.tasks} agents, concurrency ${input.options?.concurrency ?? BATCH_DEFAULTS.concurrency}`,
       staticDetails: `Tasks: ${input.source}\nResults: ${input.sink}`,
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'USE_EXISTING',
@@ -222,7 +230,7 @@ export async function startBatch(
     return toBatchHandle(client, workflow, false);
   } catch (error) {
     if (error instanceof WorkflowExecutionAlreadyStartedError)
-      return toBatchHandle(client, client.workflow.getHandle(batchId), true);
+      return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
     throw error;
   }
 }
@@ -238,7 +246,7 @@ export async function resumeBatch(
   storage: ObjectStorage,
   options?: BatchOptions,
 ): Promise<BatchHandle> {
-  const description = await client.workflow.getHandle(batchId).describe();
+  const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
   if (description.status.name === 'RUNNING')
     throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
   const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
@@ -254,7 +262,7 @@ export async function resumeBatch(
     resume: true,
   });
   await scanTaskSource(storage, input.source);
-  const workflow = await client.workflow.start('batch', {
+  const workflow = await client.workflow.start<typeof batch>('batch', {
     taskQueue,
     workflowId: batchId,
     args: [input],
@@ -266,7 +274,7 @@ export async function resumeBatch(
 }
 
 export function getBatch(client: Client, batchId: string): BatchHandle {
-  return toBatchHandle(client, client.workflow.getHandle(batchId), true);
+  return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
 }
 
 /**
@@ -278,7 +286,7 @@ export async function recoverStoppedBatch(
   batchId: string,
   storage: ObjectStorage,
 ): Promise<{ sink: string; bytes: number } | undefined> {
-  const description = await client.workflow.getHandle(batchId).describe();
+  const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
   if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
   const memo = description.memo as { sink?: string } | undefined;
   const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;

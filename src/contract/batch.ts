@@ -83,11 +83,14 @@ export function pageLimit(options: ResolvedBatchOptions): number {
     : options.pageSize;
 }
 
+/** A batch's defaults: the workflow, the client's summary and the CLI's help read them here. */
+export const BATCH_DEFAULTS = { concurrency: 50, storageAttempts: 10, pageSize: 200 } as const;
+
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
   return {
-    concurrency: options?.concurrency ?? 50,
-    storageAttempts: options?.storageAttempts ?? 10,
-    pageSize: options?.pageSize ?? 200,
+    concurrency: options?.concurrency ?? BATCH_DEFAULTS.concurrency,
+    storageAttempts: options?.storageAttempts ?? BATCH_DEFAULTS.storageAttempts,
+    pageSize: options?.pageSize ?? BATCH_DEFAULTS.pageSize,
     pagesPerRun: options?.pagesPerRun,
     itemsPerActivity: options?.itemsPerActivity,
   };

@@ -4,6 +4,7 @@ import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
 import { batchRouteSchema, parseDuration, type BatchRoute } from '../../provider-batch/route-options';
 import {
+  BATCH_DEFAULTS,
   MAX_BATCH_CONCURRENCY,
   MAX_ITEMS_PER_ACTIVITY,
   type BatchOptions,
@@ -200,7 +201,7 @@ export function batchCommand(): Command {
         .option('--id <batch-id>', 'batch id (default batch-<random>); an existing id is attached to, never run twice')
         .option(
           '-c, --concurrency <n>',
-          `calls in flight across the batch (1-${MAX_BATCH_CONCURRENCY}, default 50)`,
+          `calls in flight across the batch (1-${MAX_BATCH_CONCURRENCY}, default ${BATCH_DEFAULTS.concurrency})`,
           wholeNumber(1, MAX_BATCH_CONCURRENCY),
         )
         .option('--fail-fast', 'stop the batch at the first failure that will not be retried')
