@@ -20,7 +20,7 @@ import { pacerKeyOf } from '../pacing/provider-key';
 import type { PacingReport } from '../contract/pacing';
 import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
-import { watchdogFor } from '../watchdog';
+import { deadlineSignal, watchForCancellation } from './agent/cancellation';
 import type { ChatClient } from './llm-client';
 import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
 
@@ -105,42 +105,6 @@ function workerIdentity(context: Context): string {
   } catch {
     return `${process.pid}@${hostname()}`; // a test environment without a worker
   }
-}
-
-/**
- * Keeps the call reachable by cancellation: one heartbeat when the watchdog sees it is wanted, else heartbeats. The
- * watchdog may also `abort` the call: when this worker has been cut off from Temporal for so long that its peers retry it.
- */
-function keepInTouch(context: Context, intervalMs: number, abort: (reason: unknown) => void): () => void {
-  const { info } = context;
-  let client;
-  try {
-    client = context.client;
-  } catch {
-    client = undefined; // a test environment without a worker
-  }
-  const execution = info.workflowExecution;
-  const stops: (() => void)[] = [];
-  if (client && execution) {
-    stops.push(
-      watchdogFor(client).register({
-        workflowId: execution.workflowId,
-        runId: execution.runId,
-        activityId: info.activityId,
-        attempt: info.attempt,
-        poke: () => context.heartbeat(),
-        abort,
-      }),
-    );
-  }
-  // Heartbeats on a timer only where they are the run's choice (a heartbeat timeout), or the only way to hear of cancellation.
-  const heartbeatTimeoutMs = info.heartbeatTimeoutMs ?? 0;
-  if (heartbeatTimeoutMs > 0 || !client) {
-    const every = heartbeatTimeoutMs > 0 ? Math.max(intervalMs, heartbeatTimeoutMs * 0.4) : intervalMs;
-    const timer = setInterval(() => context.heartbeat(), every);
-    stops.push(() => clearInterval(timer));
-  }
-  return () => stops.forEach((stop) => stop());
 }
 
 /** How far past our own request deadline the HTTP client's timeout is set, so ours always fires first. */
@@ -268,7 +232,7 @@ export async function sendChat(
   // Linked by hand and unlinked when the call ends. `AbortSignal.any` keeps every combined signal that has a listener in
   // a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given, so a
   // worker leaked one signal (and its request's controller) per call: a 100,000-item batch ran a 128 MB heap out.
-  const waitBudget = linkedSignal(signal, Math.max(1, rateLimitWaitMs));
+  const waitBudget = deadlineSignal(signal, Math.max(1, rateLimitWaitMs));
   const waitSignal = waitBudget.signal;
 
   const messages = chat.messages;
@@ -277,7 +241,11 @@ export async function sendChat(
     chat.maxTokens,
     pacer.options.defaultCompletionTokens,
   );
-  const stopWatching = keepInTouch(context, dependencies.heartbeatIntervalMs, (reason) => callAbort.abort(reason));
+  const stopWatching = watchForCancellation(
+    dependencies.heartbeatIntervalMs,
+    (reason) => callAbort.abort(reason),
+    context,
+  );
   let rateLimitedResponses = 0;
   const outOfWaitBudget = (cause: unknown) =>
     rateLimitWaitExceeded(failureContext, dependencies.clock() - attemptStartedAt, rateLimitedResponses, cause);
@@ -299,7 +267,7 @@ export async function sendChat(
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
-      const request = linkedSignal(signal, Math.ceil(deadlineMs));
+      const request = deadlineSignal(signal, Math.ceil(deadlineMs));
       const startedAt = dependencies.clock();
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
@@ -436,29 +404,4 @@ function sendRequest(
 function isFlexUnavailable(error: APIError): boolean {
   const body = error.error as { code?: unknown } | undefined;
   return error.code === 'resource_unavailable' || body?.code === 'resource_unavailable';
-}
-
-/**
- * A signal that aborts when `source` does (with its reason) or after `ms` (a TimeoutError, as `AbortSignal.timeout`
- * gives). `clear()` removes its listener from `source` and its timer, so nothing outlives the call.
- */
-function linkedSignal(source: AbortSignal, ms: number): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
-  const controller = new AbortController();
-  let timedOut = false;
-  const onAbort = () => controller.abort(source.reason);
-  if (source.aborted) onAbort();
-  else source.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(() => {
-    timedOut = true;
-    controller.abort(new DOMException(`timed out after ${ms} ms`, 'TimeoutError'));
-  }, ms);
-  timer.unref();
-  return {
-    signal: controller.signal,
-    timedOut: () => timedOut && !source.aborted,
-    clear: () => {
-      clearTimeout(timer);
-      source.removeEventListener('abort', onAbort);
-    },
-  };
 }

@@ -2,13 +2,17 @@ import { Context } from '@temporalio/activity';
 import { watchdogFor } from '../../watchdog';
 
 /**
- * Keeps an agent step or tool call reachable by cancellation without periodic heartbeats: the worker's watchdog sees a
- * cancel request and sends the one heartbeat whose answer aborts `Context.current().cancellationSignal`
- * (docs/ARCHITECTURE.md, "Economics"). Where there is no worker client (a test environment), or the run asked for a
+ * Keeps a model call or tool call reachable by cancellation without periodic heartbeats: the worker's watchdog sees a
+ * cancel request and sends the one heartbeat whose answer aborts the activity's `cancellationSignal`
+ * (docs/ARCHITECTURE.md, "Economics"). The watchdog also calls `abort` when this worker has been cut off from Temporal
+ * so long that its peers retry the call. Where there is no worker client (a test environment), or the run asked for a
  * heartbeat timeout, it heartbeats on a timer instead. Returns the function that stops it.
  */
-export function watchForCancellation(intervalMs = 1000): () => void {
-  const context = Context.current();
+export function watchForCancellation(
+  intervalMs = 1000,
+  abort?: (reason: unknown) => void,
+  context: Context = Context.current(),
+): () => void {
   const { info } = context;
   let client;
   try {
@@ -26,6 +30,7 @@ export function watchForCancellation(intervalMs = 1000): () => void {
         activityId: info.activityId,
         attempt: info.attempt,
         poke: () => context.heartbeat(),
+        ...(abort ? { abort } : {}),
       }),
     );
   }
@@ -40,7 +45,10 @@ export function watchForCancellation(intervalMs = 1000): () => void {
   return () => stops.forEach((stop) => stop());
 }
 
-/** A signal aborted by `source` or after `ms`; `clear()` unhooks both so nothing outlives the call. */
+/**
+ * A signal aborted when `source` is (with its reason) or after `ms` (a TimeoutError, as `AbortSignal.timeout` gives);
+ * `clear()` unhooks both, so nothing outlives the call.
+ */
 export function deadlineSignal(
   source: AbortSignal,
   ms: number,

@@ -79,8 +79,13 @@ export function createToolCall(dependencies: ToolCallDependencies) {
     } else {
       const { tools } = await dependencies.tools.resolve([call.function.name]);
       const tool = tools[0];
-      const stopWatching = watchForCancellation();
-      const deadline = deadlineSignal(context.cancellationSignal, tool?.timeoutMs ?? 1000);
+      // Cut off from Temporal so long that a peer runs this call again, the worker aborts its copy.
+      const cutOff = new AbortController();
+      const stopWatching = watchForCancellation(1000, (reason) => cutOff.abort(reason));
+      const deadline = deadlineSignal(
+        AbortSignal.any([context.cancellationSignal, cutOff.signal]),
+        tool?.timeoutMs ?? 1000,
+      );
       try {
         if (!tool) throw new Error(`no worker offers the tool "${call.function.name}" any more`);
         const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
@@ -94,6 +99,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
       } catch (error) {
         // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
         if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
+        if (cutOff.signal.aborted) throw cutOff.signal.reason;
         const message = deadline.timedOut()
           ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
           : error instanceof SyntaxError
