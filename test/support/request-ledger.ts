@@ -17,15 +17,23 @@ function endOf(request: SimulatedRequest): number {
   return request.respondedAt ?? request.clientClosedAt ?? Number.POSITIVE_INFINITY;
 }
 
+/** Whether `request` was open at a fault at `at`: arrived by then and not answered (or closed) `settleMs` before it. */
+function openAtFault(request: SimulatedRequest, at: number, settleMs: number): boolean {
+  return request.arrivedAt <= at && endOf(request) > at - settleMs;
+}
+
 /**
  * What a fault at `at` cost, from the simulator's own log: the ids answered before it that were sent again after their
- * answer (must be none), how many ids were sent more than once, the calls open at that moment (the most a crash may re-send), and the
- * requests still open now (must be none once the run has ended).
+ * answer (must be none), how many ids were sent more than once, the calls open at that moment (the most a crash may
+ * re-send), and the requests still open now (must be none once the run has ended). A call open at one of
+ * `earlierFaults` (a worker killed while its answer came back) may be sent again after a later fault: it counts
+ * against the earlier one's `openAt`, not as answered before this one.
  */
 export function faultCost(
   requests: readonly SimulatedRequest[],
   at: number,
   settleMs = SETTLE_MS,
+  earlierFaults: readonly number[] = [],
 ): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
   const count = new Map<string, number>();
   for (const request of requests) count.set(request.taskId, (count.get(request.taskId) ?? 0) + 1);
@@ -33,7 +41,11 @@ export function faultCost(
   const answeredAt = new Map<string, number>();
   for (const request of requests) {
     const end = endOf(request);
-    if (request.outcome === 200 && end <= at - settleMs)
+    if (
+      request.outcome === 200 &&
+      end <= at - settleMs &&
+      !earlierFaults.some((fault) => openAtFault(request, fault, settleMs))
+    )
       answeredAt.set(request.taskId, Math.min(end, answeredAt.get(request.taskId) ?? Infinity));
   }
   const resent = new Set(
@@ -44,7 +56,7 @@ export function faultCost(
   return {
     answeredThenResent: [...resent],
     duplicated: [...count.values()].filter((times) => times > 1).length,
-    openAt: requests.filter((request) => request.arrivedAt <= at && endOf(request) > at - settleMs).length,
+    openAt: requests.filter((request) => openAtFault(request, at, settleMs)).length,
     openNow: requests.filter((request) => endOf(request) === Number.POSITIVE_INFINITY).length,
   };
 }
