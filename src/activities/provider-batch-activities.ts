@@ -4,6 +4,7 @@ import type { BatchResultLine } from '../contract/batch';
 import { FailureType } from '../contract/failure-types';
 import { childOf } from '../contract/location';
 import { roundUsd } from '../contract/metrics';
+import { invalidInputFailure } from '../contract/invalid-input-failure';
 import { InvalidInputError } from '../contract/validation';
 import { linesOf } from '../batch/lines';
 import { priceOf, type PricingDependencies } from '../pricing';
@@ -77,14 +78,7 @@ async function mapped<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof InvalidInputError) {
-      throw ApplicationFailure.create({
-        type: FailureType.InvalidInput,
-        message: error.message,
-        nonRetryable: true,
-        details: [error.issues],
-      });
-    }
+    if (error instanceof InvalidInputError) throw invalidInputFailure(error);
     if (error instanceof StorageError) {
       throw ApplicationFailure.create({
         type: FailureType.StorageUnavailable,

@@ -1,5 +1,4 @@
-import { ApplicationFailure } from '@temporalio/workflow';
-import { FailureType } from '../contract/failure-types';
+import { invalidInputFailure } from '../contract/invalid-input-failure';
 import { InvalidInputError } from '../contract/validation';
 
 /**
@@ -10,14 +9,7 @@ export function validateOrFail<T>(validate: (input: unknown) => T, input: unknow
   try {
     return validate(input);
   } catch (error) {
-    if (error instanceof InvalidInputError) {
-      throw ApplicationFailure.create({
-        type: FailureType.InvalidInput,
-        message: error.message,
-        nonRetryable: true,
-        details: [error.issues],
-      });
-    }
+    if (error instanceof InvalidInputError) throw invalidInputFailure(error);
     throw error;
   }
 }
