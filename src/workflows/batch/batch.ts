@@ -8,7 +8,6 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   ParentClosePolicy,
-  proxyActivities,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -16,52 +15,29 @@ import {
   workflowInfo,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
 import {
   emptyCounters,
   pageLimit,
   resolveBatchOptions,
-  type BatchCounters,
+  type BatchEntry,
   type BatchInput,
   type BatchProgress,
   type BatchStopReason,
   type BatchSummary,
 } from '../../contract/batch';
-import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import { childOf } from '../../contract/location';
-import { roundUsd } from '../../contract/metrics';
 import type { PacingStatus } from '../../contract/pacing';
 import { validateBatchInput } from '../../contract/validation';
 import { validateOrFail } from '../input';
 import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
-import { batchWindow, type WindowInput, type WindowResult } from './window';
+import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
 import { providerBatch } from '../provider-batch';
 import { resolveAutoRoute } from '../../provider-batch/route-options';
-import type { BatchEntry } from '../../contract/batch';
-
-/** The providers' batch window, and the default deadline of a provider-batch route. */
-const DAY_MS = 24 * 60 * 60 * 1000;
-/** A flex batch sends its calls at the standard tier once this close to its deadline. */
-const FLEX_STANDARD_MARGIN_MS = 60 * 60 * 1000;
-
-/** An error's message with its causes': a child's failure says only "Child Workflow execution failed" itself. */
-function messageChain(error: unknown): string {
-  const parts: string[] = [];
-  for (let current: unknown = error; current instanceof Error && parts.length < 4; current = current.cause)
-    parts.push(current.message);
-  return parts.join(': ') || String(error);
-}
-
-function addCounters(total: BatchCounters, part: BatchCounters): void {
-  total.succeeded += part.succeeded;
-  total.failed += part.failed;
-  total.tokens.prompt += part.tokens.prompt;
-  total.tokens.completion += part.tokens.completion;
-  total.tokens.total += part.tokens.total;
-  total.cost.usd = roundUsd(total.cost.usd + part.cost.usd);
-  total.cost.unpricedCalls += part.cost.unpricedCalls;
-}
+import { storageActivities } from './activity-options';
+import { addCounters } from './counters';
+import { messageChain } from './failures';
+import { DAY_MS, syncCallOptions } from './sync-call';
 
 /**
  * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
@@ -77,16 +53,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const options = resolveBatchOptions(parsed.options);
   const info = workflowInfo();
   const resumed = parsed.resume ?? false;
-  const io = proxyActivities<Activities>({
-    startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: '10 seconds',
-    retry: {
-      initialInterval: '1 second',
-      maximumInterval: '15 seconds',
-      maximumAttempts: options.storageAttempts,
-      nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
-    },
-  });
+  const io = storageActivities(options.storageAttempts);
   // The first run id names the spool, so a resume (a new run of the same id) never mixes its results with an older run's.
   const spool = childOf(`${sink}.parts`, info.firstExecutionRunId);
   const startedAtMs = Date.now();
@@ -147,10 +114,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
 
   const windowId = (window: number) => `${batchId}/${info.firstExecutionRunId}/window-${window}`;
   const results: Promise<void>[] = [];
-  const startWindow = async (
-    window: number,
-    from: Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>,
-  ): Promise<void> => {
+  const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();
     const workflowId = windowId(window);
     running.set(window, { workflowId, scope });
@@ -226,25 +190,11 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
   routeState.route = route;
   const api = parsed.options?.api;
-  const call: WindowInput['call'] =
-    route === 'flex' || api !== undefined
-      ? {
-          ...(route === 'flex'
-            ? {
-                serviceTier: 'flex' as const,
-                standardTierFromMs:
-                  startedAtMs + (deadlineMs ?? DAY_MS) - Math.min(FLEX_STANDARD_MARGIN_MS, (deadlineMs ?? DAY_MS) / 4),
-              }
-            : {}),
-          ...(api === undefined ? {} : { api }),
-        }
-      : undefined;
+  const call = syncCallOptions(route, api, deadlineMs, startedAtMs);
 
   let cancelled = false;
   try {
-    let first:
-      | Omit<WindowInput, 'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'>
-      | undefined = {
+    let first: WindowStart | undefined = {
       cursor: 0,
       firstPage: scan.firstPage,
       retries: [],

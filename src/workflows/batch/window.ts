@@ -1,29 +1,21 @@
 import {
-  ActivityCancellationType,
-  ActivityFailure,
-  ApplicationFailure,
   CancellationScope,
   condition,
   getExternalWorkflowHandle,
   isCancellation,
   patched,
-  proxyActivities,
   setHandler,
   upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
-import type { BatchPage, LaneResult, LaneRetry } from '../../activities/batch-activities';
+import type { LaneResult, LaneRetry } from '../../activities/batch-activities';
 import {
   emptyCounters,
   pageLimit,
   resolveBatchOptions,
   type BatchEntry,
-  type BatchOptions,
   type BatchStopReason,
 } from '../../contract/batch';
-import { FailureType, isRetryableFailure, NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
-import { roundUsd } from '../../contract/metrics';
 import { recordPacing, type PacingStatus } from '../../contract/pacing';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
 import { laneName } from '../../contract/lane-name';
@@ -37,46 +29,12 @@ import {
   type WindowProgress,
 } from './messages';
 import { PageReader } from './page-reader';
+import { laneActivities, storageActivities } from './activity-options';
+import { addLaneCounts } from './counters';
+import { failureOf, FATAL_TYPES } from './failures';
+import type { WindowInput, WindowResult } from './window-contract';
 
-/** What a window starts from. */
-export interface WindowInput {
-  batchId: string;
-  /** The batch workflow's id, which the window reports a hand-over to. */
-  batchWorkflowId: string;
-  window: number;
-  file: string;
-  fileBytes: number;
-  spool: string;
-  options: BatchOptions | undefined;
-  /** Byte offset of the first item this window may start. */
-  cursor: number;
-  firstPage?: BatchPage;
-  retries: LaneRetry[];
-  /** Calls the predecessor still has in flight. */
-  borrowed: number;
-  unstarted: number;
-  callMs?: number;
-  spent: { tokens: number; usd: number };
-  /** How lanes send their calls (flex, the Responses API). */
-  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
-}
-
-/** What a window reports when its last lane has ended. */
-export interface WindowResult {
-  /** Lanes started: lanes 0..lanes-1 of this window. */
-  lanes: number;
-  /** Lanes that did not seal their segment (cancelled before they ran, or stopped by a fatal error). */
-  unsealed: string[];
-  counters: ReturnType<typeof emptyCounters>;
-  stoppedBy?: BatchStopReason;
-  /** A failure that ends the batch (the task file changed, the store failing past its retries). */
-  fatal?: { type: string; message: string };
-  handedOver: boolean;
-  /** Events in the window's history when it ended. */
-  historyLength: number;
-  callMs?: number;
-  pacing?: PacingStatus;
-}
+export type { WindowInput, WindowResult, WindowStart } from './window-contract';
 
 /** Most lanes one window keeps in flight: well inside Temporal's 2,000 pending activities per workflow. */
 export const MAX_LANES_PER_WINDOW = 1000;
@@ -88,34 +46,6 @@ const HAND_OFF_ENTRIES = 4000;
 const HISTORY_CEILING = 10_240;
 /** A window hands over before its history reaches this many bytes (Temporal warns at 10 MB, fails at 50 MB). */
 const HISTORY_BYTES = 4 * 1024 * 1024;
-/** A lane lost to a worker is retried within this (its heartbeats come every 15 s once it has run that long). */
-const LANE_HEARTBEAT_TIMEOUT_MS = 45_000;
-
-/** Failures that end the batch itself, not an item: what the lane says can never be fixed by running it again. */
-const FATAL_TYPES: readonly string[] = [
-  FailureType.SourceChanged,
-  FailureType.ResultsMissing,
-  FailureType.InvalidInput,
-  FailureType.StorageUnavailable,
-  FailureType.PayloadUnavailable,
-];
-
-function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
-  const cause = error instanceof ActivityFailure ? error.cause : error;
-  if (cause instanceof ApplicationFailure) {
-    return {
-      type: cause.type ?? FailureType.Unknown,
-      message: cause.message,
-      retryable: isRetryableFailure(cause.type ?? undefined, cause.nonRetryable ?? false),
-    };
-  }
-  const timeout = cause instanceof Error && cause.name === 'TimeoutFailure';
-  return {
-    type: timeout ? FailureType.ActivityTimeout : FailureType.Unknown,
-    message: cause instanceof Error ? cause.message : String(cause),
-    retryable: true,
-  };
-}
 
 /**
  * One window of a batch: a sliding window of lanes over the task file from `cursor`, `concurrency` calls in flight (less
@@ -131,33 +61,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const parallel = laneParallelism(options.concurrency, MAX_LANES_PER_WINDOW);
   const lanesWide = Math.ceil(options.concurrency / parallel);
   const itemAttemptMs = runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS;
-  const heartbeatTimeout = Math.min(
-    LANE_HEARTBEAT_TIMEOUT_MS,
-    runOptions.heartbeatTimeoutMs ?? LANE_HEARTBEAT_TIMEOUT_MS,
-  );
-  const lanes = (maximumAttempts: number, items: number) =>
-    proxyActivities<Activities>({
-      startToCloseTimeout: Math.ceil(items / parallel) * itemAttemptMs,
-      heartbeatTimeout,
-      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-      retry: {
-        maximumAttempts,
-        initialInterval: runOptions.retry.initialIntervalMs,
-        backoffCoefficient: runOptions.retry.backoffCoefficient,
-        maximumInterval: runOptions.retry.maximumIntervalMs,
-        nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
-      },
-    });
-  const io = proxyActivities<Activities>({
-    startToCloseTimeout: '30 minutes',
-    heartbeatTimeout: '10 seconds',
-    retry: {
-      initialInterval: '1 second',
-      maximumInterval: '15 seconds',
-      maximumAttempts: options.storageAttempts,
-      nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
-    },
-  });
+  const lanes = laneActivities(runOptions, parallel, itemAttemptMs);
+  const io = storageActivities(options.storageAttempts);
 
   const counters = emptyCounters();
   const retries: LaneRetry[] = [...input.retries];
@@ -225,13 +130,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     wake();
   };
   const add = (result: LaneResult): void => {
-    counters.succeeded += result.succeeded;
-    counters.failed += result.failed;
-    counters.tokens.prompt += result.tokens.prompt;
-    counters.tokens.completion += result.tokens.completion;
-    counters.tokens.total += result.tokens.total;
-    counters.cost.usd = roundUsd(counters.cost.usd + result.costUsd);
-    counters.cost.unpricedCalls += result.unpricedCalls;
+    addLaneCounts(counters, result);
     if (result.calls > 0) {
       const laneMs = result.callMsTotal / result.calls;
       callMs = callMs === undefined ? laneMs : callMs * 0.8 + laneMs * 0.2;

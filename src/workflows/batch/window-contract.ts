@@ -1,0 +1,49 @@
+import type { BatchPage, LaneRetry } from '../../activities/batch-activities';
+import type { BatchOptions, BatchStopReason, emptyCounters } from '../../contract/batch';
+import type { PacingStatus } from '../../contract/pacing';
+
+/** What a window starts from. */
+export interface WindowInput {
+  batchId: string;
+  /** The batch workflow's id, which the window reports a hand-over to. */
+  batchWorkflowId: string;
+  window: number;
+  file: string;
+  fileBytes: number;
+  spool: string;
+  options: BatchOptions | undefined;
+  /** Byte offset of the first item this window may start. */
+  cursor: number;
+  firstPage?: BatchPage;
+  retries: LaneRetry[];
+  /** Calls the predecessor still has in flight. */
+  borrowed: number;
+  unstarted: number;
+  callMs?: number;
+  spent: { tokens: number; usd: number };
+  /** How lanes send their calls (flex, the Responses API). */
+  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
+}
+
+/** What a window reports when its last lane has ended. */
+export interface WindowResult {
+  /** Lanes started: lanes 0..lanes-1 of this window. */
+  lanes: number;
+  /** Lanes that did not seal their segment (cancelled before they ran, or stopped by a fatal error). */
+  unsealed: string[];
+  counters: ReturnType<typeof emptyCounters>;
+  stoppedBy?: BatchStopReason;
+  /** A failure that ends the batch (the task file changed, the store failing past its retries). */
+  fatal?: { type: string; message: string };
+  handedOver: boolean;
+  /** Events in the window's history when it ended. */
+  historyLength: number;
+  callMs?: number;
+  pacing?: PacingStatus;
+}
+
+/** Where a window starts in the batch: its input less what every window of the batch shares. */
+export type WindowStart = Omit<
+  WindowInput,
+  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'
+>;
