@@ -1,10 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { heartbeating } from './heartbeating';
-import { ApplicationFailure } from '@temporalio/common';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
-import type { PacingReport } from '../contract/pacing';
-import { FailureType, isRetryableFailure } from '../contract/failure-types';
 import { InvalidInputError } from '../contract/validation';
 import {
   assembleSink,
@@ -13,7 +10,6 @@ import {
   LaneJournal,
   probeWritable,
   removeLeftovers,
-  SegmentMissing,
   sealedLines,
   sealLane,
   todoFile,
@@ -29,15 +25,11 @@ import { withCost } from '../pricing/price-of';
 import { recordLaneCall } from '../metrics/activity-interceptor';
 import { completeTask, type AgentCallDependencies } from './agent-call';
 import { RecentCalls } from './recent-calls';
+import { asFailure, clipped, failureOf, mapped } from './batch-failures';
+import type { BatchPage, LaneInput, LaneResult, ScanResult } from './batch-activity-types';
+import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
 
-/** Longest error message kept in a result line: a gateway's HTML error page must not fill the sink or a payload. */
-export const MAX_ERROR_MESSAGE_CHARS = 1000;
-
-export function clipped(message: string): string {
-  return message.length <= MAX_ERROR_MESSAGE_CHARS
-    ? message
-    : `${message.slice(0, MAX_ERROR_MESSAGE_CHARS)}… (${message.length} characters)`;
-}
+export type { BatchPage, LaneInput, LaneResult, LaneRetry, ScanResult } from './batch-activity-types';
 
 /** Storage activities heartbeat every 3 s once they have run that long (their heartbeat timeout is 10 s). */
 const STORAGE_HEARTBEAT_MS = 3000;
@@ -46,156 +38,6 @@ const STORAGE_HEARTBEAT_MS = 3000;
  * dead worker's lane within a minute even when nothing else notices, and a lane shorter than 15 s sends none.
  */
 const LANE_HEARTBEAT_MS = 15_000;
-
-/** Maps what batch I/O throws to failures with stable types: bad input, changed files and lost results are never retried. */
-async function mapped<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    throw asFailure(error);
-  }
-}
-
-function asFailure(error: unknown): unknown {
-  // A stream's own error (a missing segment) comes back wrapped by the store that was writing it.
-  if (error instanceof StorageError && error.cause instanceof SegmentMissing) return asFailure(error.cause);
-  if (error instanceof InvalidInputError) {
-    return ApplicationFailure.create({
-      type: FailureType.InvalidInput,
-      message: error.message,
-      nonRetryable: true,
-      details: [error.issues],
-    });
-  }
-  if (error instanceof SourceChanged)
-    return ApplicationFailure.create({ type: FailureType.SourceChanged, message: error.message, nonRetryable: true });
-  if (error instanceof SegmentMissing)
-    return ApplicationFailure.create({ type: FailureType.ResultsMissing, message: error.message, nonRetryable: true });
-  if (error instanceof StorageError) {
-    return ApplicationFailure.create({
-      type: error.code === 'Unavailable' ? FailureType.StorageUnavailable : FailureType.PayloadUnavailable,
-      message: error.message,
-      // A missing object or a refused permission is worth a few retries (a store being set up); the policy bounds them.
-      nonRetryable: error.code === 'Invalid',
-    });
-  }
-  return error;
-}
-
-export interface ScanResult {
-  /** Items this batch (or this resume) runs. */
-  total: number;
-  /** Items already ok in the sink when a resume began. */
-  alreadyOk: number;
-  /** The file the batch runs: the source, or a resume's copy of the task lines still to run. */
-  file: string;
-  /** Its size when scanned: a batch runs exactly that, and a file that changes size fails it (SourceChanged). */
-  fileBytes: number;
-  /** The file's first page, so the batch starts without reading it. */
-  firstPage: BatchPage;
-  /** How long this worker's recent calls of the first task's model took, ms (RecentCalls), if it made enough lately. */
-  typicalCallMs?: number;
-}
-
-export interface BatchPage {
-  entries: BatchEntry[];
-  nextOffset: number;
-  eof: boolean;
-}
-
-/** An item a lane could not finish in this attempt for a reason worth another (a retryable failure). */
-export interface LaneRetry {
-  entry: BatchEntry;
-  /** Attempts made so far, this one included. */
-  attempts: number;
-}
-
-/** What a lane reports. Its result lines are in its segment of the spool, never here. */
-export interface LaneResult {
-  succeeded: number;
-  failed: number;
-  tokens: { prompt: number; completion: number; total: number };
-  costUsd: number;
-  unpricedCalls: number;
-  /** Items to run again, each as a lane of its own, with the attempts they have left. */
-  retry: LaneRetry[];
-  /** Items not run because the lane was cancelled: a resume runs them. */
-  notRun: number;
-  /** The lane's calls' total duration and count, ms, for the batch's moving average. */
-  callMsTotal: number;
-  calls: number;
-  /** The worker's pacing, when it moved or was last reported over 5 s ago (see AgentCallResult). */
-  pacing?: PacingReport;
-}
-
-export interface LaneInput {
-  /** The file the batch runs (ScanResult.file) and its scanned size. */
-  file: string;
-  fileBytes: number;
-  spool: string;
-  /** The lane's name (spool.laneName): its journal and segment. */
-  lane: string;
-  entries: BatchEntry[];
-  /** Calls at once: 1 but for very wide batches. */
-  parallel: number;
-  /** Each call's budget, ms: its request deadline plus the rate-limit wait (agentTimeoutMs + RATE_LIMIT_WAIT_MS). */
-  itemAttemptMs: number;
-  /** Attempts an item retried on its own had before this lane (its header then says its real attempt). */
-  priorAttempts?: number;
-  /** The run's maximumAttempts, so a lane knows when an item has none left. */
-  maximumAttempts: number;
-  /** The batch's id, which the lane's calls name in `x-fanout-workflow-id`. */
-  batchId: string;
-  /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
-  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
-}
-
-function emptyResult(): LaneResult {
-  return {
-    succeeded: 0,
-    failed: 0,
-    tokens: { prompt: 0, completion: 0, total: 0 },
-    costUsd: 0,
-    unpricedCalls: 0,
-    retry: [],
-    notRun: 0,
-    callMsTotal: 0,
-    calls: 0,
-  };
-}
-
-function tally(result: LaneResult, text: string): void {
-  tallyLine(result, JSON.parse(text) as BatchResultLine);
-}
-
-function tallyLine(result: LaneResult, line: BatchResultLine): void {
-  if (line.status === 'ok') result.succeeded += 1;
-  else result.failed += 1;
-  result.tokens.prompt += line.usage?.promptTokens ?? 0;
-  result.tokens.completion += line.usage?.completionTokens ?? 0;
-  result.tokens.total += line.usage?.totalTokens ?? 0;
-  result.costUsd += line.costUsd ?? 0;
-  if (line.unpriced) result.unpricedCalls += 1;
-}
-
-function failureOf(error: unknown): { type: string; message: string; retryable: boolean } {
-  const failure = error instanceof ApplicationFailure ? error : undefined;
-  const type = failure?.type ?? FailureType.Unknown;
-  return {
-    type,
-    message: clipped(error instanceof Error ? error.message : String(error)),
-    retryable: isRetryableFailure(type, failure?.nonRetryable ?? false),
-  };
-}
-
-function failedLine(
-  id: string,
-  error: { type: string; message: string },
-  attempts: number,
-  durationMs: number,
-): BatchResultLine {
-  return { id, status: 'failed', error: { type: error.type, message: error.message }, attempts, durationMs };
-}
 
 /** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
 export function createBatchActivities(

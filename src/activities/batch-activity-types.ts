@@ -1,0 +1,70 @@
+import type { BatchEntry } from '../contract/batch';
+import type { PacingReport } from '../contract/pacing';
+
+export interface ScanResult {
+  /** Items this batch (or this resume) runs. */
+  total: number;
+  /** Items already ok in the sink when a resume began. */
+  alreadyOk: number;
+  /** The file the batch runs: the source, or a resume's copy of the task lines still to run. */
+  file: string;
+  /** Its size when scanned: a batch runs exactly that, and a file that changes size fails it (SourceChanged). */
+  fileBytes: number;
+  /** The file's first page, so the batch starts without reading it. */
+  firstPage: BatchPage;
+  /** How long this worker's recent calls of the first task's model took, ms (RecentCalls), if it made enough lately. */
+  typicalCallMs?: number;
+}
+
+export interface BatchPage {
+  entries: BatchEntry[];
+  nextOffset: number;
+  eof: boolean;
+}
+
+/** An item a lane could not finish in this attempt for a reason worth another (a retryable failure). */
+export interface LaneRetry {
+  entry: BatchEntry;
+  /** Attempts made so far, this one included. */
+  attempts: number;
+}
+
+/** What a lane reports. Its result lines are in its segment of the spool, never here. */
+export interface LaneResult {
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  costUsd: number;
+  unpricedCalls: number;
+  /** Items to run again, each as a lane of its own, with the attempts they have left. */
+  retry: LaneRetry[];
+  /** Items not run because the lane was cancelled: a resume runs them. */
+  notRun: number;
+  /** The lane's calls' total duration and count, ms, for the batch's moving average. */
+  callMsTotal: number;
+  calls: number;
+  /** The worker's pacing, when it moved or was last reported over 5 s ago (see AgentCallResult). */
+  pacing?: PacingReport;
+}
+
+export interface LaneInput {
+  /** The file the batch runs (ScanResult.file) and its scanned size. */
+  file: string;
+  fileBytes: number;
+  spool: string;
+  /** The lane's name (spool.laneName): its journal and segment. */
+  lane: string;
+  entries: BatchEntry[];
+  /** Calls at once: 1 but for very wide batches. */
+  parallel: number;
+  /** Each call's budget, ms: its request deadline plus the rate-limit wait (agentTimeoutMs + RATE_LIMIT_WAIT_MS). */
+  itemAttemptMs: number;
+  /** Attempts an item retried on its own had before this lane (its header then says its real attempt). */
+  priorAttempts?: number;
+  /** The run's maximumAttempts, so a lane knows when an item has none left. */
+  maximumAttempts: number;
+  /** The batch's id, which the lane's calls name in `x-fanout-workflow-id`. */
+  batchId: string;
+  /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
+  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
+}
