@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { connectionClosed, deadlineExpired } from './server-errors';
 
 /**
  * Which workers are alive, for free. Temporal bills a heartbeat that reaches the server, not a poll, and records when
@@ -23,12 +24,6 @@ const FIRST_RETRY_MS = 500;
 const MAX_RETRY_MS = 5000;
 /** While polls keep failing, a warning at most this often. */
 const WARN_EVERY_MS = 60_000;
-
-/** What a closed connection rejects with: nothing will ever answer again, so polling ends quietly. */
-function connectionClosed(error: unknown): boolean {
-  const name = (error as { name?: unknown } | null)?.name;
-  return name === 'NativePromiseDroppedError' || name === 'IllegalStateError';
-}
 
 const { TaskQueueKind, TaskQueueType } = temporal.api.enums.v1;
 
@@ -120,11 +115,10 @@ export class Presence {
           if (failures > 0) this.events.recovered(failures);
           failures = 0;
         } catch (error) {
+          // A closed connection will never answer again: polling ends quietly.
           if (signal.aborted || connectionClosed(error)) return;
-          // An expired deadline is the normal end of an empty poll (DEADLINE_EXCEEDED, or CANCELLED from the worker's
-          // native connection), but proves no contact: a server that cannot be reached ends polls the same way.
-          const code = (error as { code?: unknown }).code;
-          if (code !== 4 && code !== 1) {
+          // An expired deadline is the normal end of an empty poll: no failure, though no proof of contact either.
+          if (!deadlineExpired(error)) {
             failures += 1;
             if (Date.now() - warnedAt >= WARN_EVERY_MS) {
               warnedAt = Date.now();

@@ -1,0 +1,173 @@
+import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { FailureType } from '../contract/failure-types';
+import type { CallWatchdogOptions, WatchdogLogger } from './call-watchdog';
+import { integer, type Describes } from './describes';
+import { isLost, timestampMillis, type Presence } from './presence';
+import { notFound } from './server-errors';
+
+const { PendingActivityState } = temporal.api.enums.v1;
+export type PendingActivity = temporal.api.workflow.v1.IPendingActivityInfo;
+
+/** The sweep lists at most this many running workflows, and describes at most SWEEP_BATCH of them per round, in turn. */
+const SWEEP_LIST_LIMIT = 100_000;
+const SWEEP_BATCH = 5000;
+
+/** What the calls of lost workers are judged with, beside the watchdog's own parts. */
+export interface LostCallsContext {
+  client: Client;
+  identity: string;
+  presence: Presence;
+  describes: Describes;
+  options: Pick<CallWatchdogOptions, 'lostAfterMs' | 'sweepIntervalMs' | 'sweepConcurrency'>;
+  logger: WatchdogLogger;
+  /** Whether the watchdog describes this run anyway (it has calls of its own there): the sweep leaves it out. */
+  watching(workflowId: string, runId: string): boolean;
+  /** Whether the watchdog was stopped: a sweep round ends early. */
+  stopped(): boolean;
+}
+
+/**
+ * Calls that lost workers were running are failed on their behalf (RespondActivityTaskFailedById, free), so Temporal
+ * retries them at once instead of at start-to-close; calls a lost worker was asked to cancel are reported cancelled, so
+ * a cancelled run does not wait on a dead worker. Judged in every workflow this worker describes anyway, and by the
+ * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in.
+ */
+export class LostCalls {
+  private readonly acted = new Map<string, number>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private queue: string | undefined;
+  private sweepCursor = 0;
+  private sweepFailures = 0;
+
+  constructor(private readonly context: LostCallsContext) {}
+
+  /** The task queue being swept, if any. */
+  get sweeping(): string | undefined {
+    return this.queue;
+  }
+
+  /** Fails (or reports cancelled) the calls of this workflow that lost workers were running. */
+  async judge(workflowId: string, runId: string, activities: readonly PendingActivity[]): Promise<void> {
+    const { client, identity, logger } = this.context;
+    const suspects = activities.filter(
+      (activity) =>
+        (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_STARTED ||
+          activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) &&
+        activity.lastWorkerIdentity &&
+        activity.lastWorkerIdentity !== identity,
+    );
+    if (suspects.length === 0) return;
+    const table = await this.context.presence.read().catch(() => undefined);
+    if (!table) return;
+    for (const activity of suspects) {
+      const worker = activity.lastWorkerIdentity ?? '';
+      const startedAt = timestampMillis(activity.lastStartedTime);
+      if (!isLost(table, worker, startedAt, this.context.options.lostAfterMs)) continue;
+      const activityId = activity.activityId ?? '';
+      const attempt = integer(activity.attempt);
+      const actedKey = `${workflowId}\u0000${runId}\u0000${activityId}\u0000${attempt}`;
+      if (this.acted.has(actedKey)) continue;
+      this.acted.set(actedKey, Date.now());
+      const silentForMs = table.self === undefined ? undefined : table.self - (table.lastPoll.get(worker) ?? 0);
+      const id = { workflowId, runId, activityId };
+      const logged = { workflowId, activityId, attempt, worker, silentForMs };
+      try {
+        if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
+          await client.activity.reportCancellation(id, undefined);
+          logger.info("reported a lost worker's cancelled call as cancelled", logged);
+        } else {
+          await client.activity.fail(
+            id,
+            ApplicationFailure.create({
+              type: FailureType.WorkerLost,
+              message: `worker ${worker} stopped polling ${silentForMs ?? '?'} ms before; attempt ${attempt} failed on its behalf so it is retried`,
+              details: [{ worker, attempt }],
+            }),
+          );
+          logger.info("failed a lost worker's call so Temporal retries it", logged);
+        }
+      } catch (error) {
+        // Usually a race with the call finishing or timing out meanwhile; either way nothing is left to do.
+        logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
+      }
+    }
+    this.forgetOldActions();
+  }
+
+  private forgetOldActions(): void {
+    const cutoff = Date.now() - 10 * 60_000;
+    for (const [key, at] of this.acted) if (at < cutoff) this.acted.delete(key);
+  }
+
+  /** Sweeps the running workflows of `taskQueue` every `sweepIntervalMs` until `stopSweeping`. */
+  startSweeping(taskQueue: string): void {
+    this.queue = taskQueue;
+    const tick = () => {
+      // Failing lists back off to four intervals; a working sweep keeps its interval.
+      const backoff = Math.min(4, 2 ** this.sweepFailures);
+      this.sweepTimer = setTimeout(
+        () => {
+          void this.sweep(taskQueue).finally(() => {
+            if (this.queue === taskQueue && !this.context.stopped()) tick();
+          });
+        },
+        this.context.options.sweepIntervalMs * backoff * (0.85 + Math.random() * 0.3),
+      );
+      this.sweepTimer.unref();
+    };
+    tick();
+  }
+
+  stopSweeping(): void {
+    this.queue = undefined;
+    clearTimeout(this.sweepTimer);
+  }
+
+  private async sweep(taskQueue: string): Promise<void> {
+    const { client, describes, logger } = this.context;
+    let listed: { workflowId: string; runId: string }[] = [];
+    try {
+      const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;
+      for await (const execution of client.workflow.list({ query, pageSize: 1000 })) {
+        if (!this.context.watching(execution.workflowId, execution.runId))
+          listed.push({ workflowId: execution.workflowId, runId: execution.runId });
+        if (listed.length >= SWEEP_LIST_LIMIT) break;
+      }
+    } catch (error) {
+      this.sweepFailures += 1;
+      if (this.sweepFailures === 1)
+        logger.warn('could not list running workflows for the lost-worker sweep; retrying with backoff', {
+          taskQueue,
+          error: String(error),
+        });
+      return;
+    }
+    if (this.sweepFailures > 0)
+      logger.info('the lost-worker sweep lists again', { taskQueue, failedLists: this.sweepFailures });
+    this.sweepFailures = 0;
+    // More than a round's worth: describe the next SWEEP_BATCH in turn, so every running workflow is reached.
+    if (listed.length > SWEEP_BATCH) {
+      const start = this.sweepCursor % listed.length;
+      listed = [...listed.slice(start), ...listed.slice(0, start)].slice(0, SWEEP_BATCH);
+      this.sweepCursor = start + SWEEP_BATCH;
+    }
+    const runs = listed;
+    const next = async (): Promise<void> => {
+      for (let run = runs.shift(); run !== undefined && !this.context.stopped(); run = runs.shift()) {
+        try {
+          const description = await describes.read(run.workflowId, run.runId);
+          await this.judge(run.workflowId, run.runId, description.pendingActivities ?? []);
+        } catch (error) {
+          // NOT_FOUND: closed or deleted meanwhile. Throttled or unreachable: the round ends here, the next one goes on.
+          if (!notFound(error)) {
+            describes.failed(error);
+            runs.length = 0;
+          }
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: this.context.options.sweepConcurrency }, next));
+  }
+}
