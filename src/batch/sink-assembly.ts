@@ -1,0 +1,137 @@
+import type { BatchResultLine } from '../contract/batch';
+import { laneName } from '../contract/lane-name';
+import { childOf } from '../contract/location';
+import { roundUsd } from '../contract/metrics';
+import type { ObjectStorage } from '../store';
+import { journaled, sealedLines } from './lane-journal';
+import { linesOf } from './lines';
+import { finishedMark, keptLines, segmentOf, todoFile } from './spool-layout';
+
+/** The lanes a batch ran, window by window: the sink is assembled from exactly these. */
+export interface LaneLedger {
+  /** Lanes per window: lanes 0..n-1 of window k were started; -1 when the window's own count was lost (it failed). */
+  windows: number[];
+  /** Lanes that did not end sealed (cancelled before they ran, or stopped by a fatal error): their journals are read. */
+  unsealed: string[];
+}
+
+/** What the sink holds from this batch (a resume's carried lines not counted). */
+export interface SinkCounts {
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  cost: { usd: number; unpricedCalls: number };
+}
+
+export interface AssembledSink {
+  sinkBytes: number;
+  counts: SinkCounts;
+}
+
+/** Every lane of a window the spool holds anything of (its count was lost with the window). */
+async function lanesFound(storage: ObjectStorage, spool: string, window: number): Promise<string[]> {
+  const prefix = laneName(window, 0).split('-')[0];
+  const names = new Set<string>();
+  for (const name of [
+    ...(await storage.list(childOf(spool, 'seg'))),
+    ...(await storage.list(childOf(spool, 'lanes'))),
+  ]) {
+    const lane = name.split('/')[0].replace(/\.jsonl$/, '');
+    if (lane.startsWith(`${prefix}-`)) names.add(lane);
+  }
+  return [...names].sort();
+}
+
+/** A lane's lines: its segment when sealed, else its journal. */
+async function laneLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[]> {
+  return (await sealedLines(storage, spool, lane)) ?? [...(await journaled(storage, spool, lane)).values()];
+}
+
+/** A segment the batch wrote is missing: the sink would be short, so nothing is written. */
+export class SegmentMissing extends Error {}
+
+function emptyCounts(): SinkCounts {
+  return {
+    succeeded: 0,
+    failed: 0,
+    tokens: { prompt: 0, completion: 0, total: 0 },
+    cost: { usd: 0, unpricedCalls: 0 },
+  };
+}
+
+function count(counts: SinkCounts, text: string): void {
+  let line: BatchResultLine;
+  try {
+    line = JSON.parse(text) as BatchResultLine;
+  } catch {
+    return;
+  }
+  if (line.status === 'ok') counts.succeeded += 1;
+  else counts.failed += 1;
+  counts.tokens.prompt += line.usage?.promptTokens ?? 0;
+  counts.tokens.completion += line.usage?.completionTokens ?? 0;
+  counts.tokens.total += line.usage?.totalTokens ?? 0;
+  counts.cost.usd += line.costUsd ?? 0;
+  if (line.unpriced) counts.cost.unpricedCalls += 1;
+}
+
+/**
+ * Writes the sink from the spool, streamed and atomically: the kept lines of a resume, every lane's segment (a lane in
+ * `unsealed` contributes its journal instead), and any `extra` segments (a provider batch's). A segment the ledger says
+ * exists and that is missing is an error, never skipped. Then marks the spool finished and removes the rest of it. A
+ * repeated finish (a retry, or a stale attempt) finds the mark and returns what the first one wrote.
+ */
+export async function assembleSink(
+  storage: ObjectStorage,
+  sink: string,
+  spool: string,
+  ledger: LaneLedger,
+  extra: readonly string[] = [],
+): Promise<AssembledSink> {
+  const mark = finishedMark(spool);
+  if ((await storage.size(mark)) !== undefined)
+    return JSON.parse((await storage.read(mark)).toString('utf8')) as AssembledSink;
+  const counts = emptyCounts();
+  const unsealed = new Set(ledger.unsealed);
+  async function* content(): AsyncGenerator<string | Buffer> {
+    if ((await storage.size(keptLines(spool))) !== undefined) yield* storage.readStream(keptLines(spool));
+    for (let window = 0; window < ledger.windows.length; window += 1) {
+      const lanes =
+        ledger.windows[window] >= 0
+          ? Array.from({ length: ledger.windows[window] }, (_, sequence) => laneName(window, sequence))
+          : await lanesFound(storage, spool, window);
+      for (const lane of lanes) {
+        const lines =
+          unsealed.has(lane) || ledger.windows[window] < 0
+            ? await laneLines(storage, spool, lane)
+            : await sealedLines(storage, spool, lane);
+        if (lines === undefined)
+          throw new SegmentMissing(
+            `${segmentOf(spool, lane)} is missing: lane ${lane} ended, but its results are not in the spool`,
+          );
+        for (const line of lines) count(counts, line);
+        if (lines.length > 0) yield `${lines.join('\n')}\n`;
+      }
+    }
+    // A provider batch's segments, whatever ended it (a cancelled one returns no list of them).
+    const provider = childOf(spool, 'provider');
+    const providerSegments = (await storage.list(provider))
+      .filter((name) => /^seg-part-\d+\.jsonl$/.test(name))
+      .map((name) => childOf(provider, name));
+    for (const uri of [...new Set([...extra, ...providerSegments])]) {
+      if ((await storage.size(uri)) === undefined) throw new SegmentMissing(`${uri} is missing`);
+      for await (const line of linesOf(storage, uri)) {
+        if (line.text === undefined || line.text.trim() === '') continue;
+        count(counts, line.text);
+        yield `${line.text}\n`;
+      }
+    }
+  }
+  const sinkBytes = await storage.writeStream(sink, content());
+  counts.cost.usd = roundUsd(counts.cost.usd);
+  const assembled: AssembledSink = { sinkBytes, counts };
+  await storage.write(mark, JSON.stringify(assembled));
+  for (const part of ['lanes', 'seg', 'provider']) await storage.removeTree(childOf(spool, part));
+  for (const file of [keptLines(spool), todoFile(spool)]) await storage.remove(file);
+  return assembled;
+}
