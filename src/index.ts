@@ -64,7 +64,8 @@ export type { InputIssue } from './contract/validation';
 export { computeMetrics } from './contract/metrics';
 export type { RunMetrics } from './contract/metrics';
 export { MAX_IN_FLIGHT_PER_RUN, MAX_TASKS_PER_FAN_OUT } from './contract/limits';
-export type { AgentCallResult, AgentResult, AgentStatus, AgentTask, TokenUsage } from './contract/agent-task';
+export type { AgentCallResult } from './contract/agent-call';
+export type { AgentResult, AgentStatus, AgentTask, TokenUsage } from './contract/agent-task';
 export type { FanOutInput, FanOutOptions, FanOutResult, RunProgress, StopReason, TaskState } from './contract/fan-out';
 export type { ErrorPolicy, RetryOptions, RunOptions } from './contract/run-options';
 // The dev server, the local stack and the simulator are in `temporal-fanout/local` (src/local/index.ts).

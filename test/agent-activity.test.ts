@@ -1,9 +1,10 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import OpenAI from 'openai';
 import { createActivities } from '../src/activities';
-import { completeTask, type AgentCallDependencies } from '../src/activities/agent-call';
+import type { ChatDependencies } from '../src/activities/send-chat';
+import { sendTaskChat } from '../src/activities/send-task-chat';
 import { createLlmClient } from '../src/activities/llm-client';
-import type { AgentCallResult } from '../src/contract/agent-task';
+import type { AgentCallResult } from '../src/contract/agent-call';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { waitFor } from './support/wait-for';
@@ -127,14 +128,14 @@ describe('the agent activity over real HTTP', () => {
 });
 
 describe('one call inside an activity that runs several (a batch lane)', () => {
-  function dependencies(llm = createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' })): AgentCallDependencies {
+  function dependencies(llm = createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' })): ChatDependencies {
     return { llm, defaultModel: 'sim-model', clock: () => performance.now(), heartbeatIntervalMs: 1000 };
   }
 
   it("sends and returns the item's own attempt when the caller names it", async () => {
     const environment = activityEnvironment({ attempt: 1 });
     const result: AgentCallResult = await environment.run(() =>
-      completeTask({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }),
+      sendTaskChat({ id: 'own-attempt', prompt: 'x' }, dependencies(), { attempt: 4 }),
     );
     expect(result.attempt).toBe(4);
     expect(
@@ -149,7 +150,7 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
     const environment = activityEnvironment();
     const lane = new AbortController();
     const running = environment.run(() =>
-      completeTask({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }),
+      sendTaskChat({ id: 'lane-ended', prompt: 'long [sim latency=60000]' }, dependencies(), { signal: lane.signal }),
     );
     await waitFor('the request to arrive', () => simulator.log().some((entry) => entry.taskId === 'lane-ended'));
     lane.abort(new Error('the lane ended'));
@@ -164,7 +165,7 @@ describe('one call inside an activity that runs several (a batch lane)', () => {
     const environment = activityEnvironment({ startToCloseTimeoutMs: 10_000 });
     const llm = new OpenAI({ baseURL: simulator.baseUrl, apiKey: 'k', maxRetries: 0, timeout: 300 });
     const result: AgentCallResult = await environment.run(() =>
-      completeTask({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)),
+      sendTaskChat({ id: 'past-client-timeout', prompt: 'x [sim latency=1000]' }, dependencies(llm)),
     );
     expect(result.output).toContain('[simulated]');
   });

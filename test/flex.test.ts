@@ -1,13 +1,15 @@
-import { completeTask, type AgentCallDependencies, type CompleteTaskOptions } from '../src/activities/agent-call';
+import type { ChatCallOptions, ChatDependencies } from '../src/activities/send-chat';
+import { sendTaskChat } from '../src/activities/send-task-chat';
 import { createLlmClient } from '../src/activities/llm-client';
-import type { AgentCallResult, AgentTask } from '../src/contract/agent-task';
+import type { AgentCallResult } from '../src/contract/agent-call';
+import type { AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
 import { BUILT_IN_PRICES, priceOf, withCost } from '../src/pricing';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { activityEnvironment } from './support/activity-environment';
 
 let simulator: Simulator;
-let dependencies: AgentCallDependencies;
+let dependencies: ChatDependencies;
 
 beforeAll(async () => {
   simulator = await startSimulator({ latency: { minMs: 10, maxMs: 10 } });
@@ -26,9 +28,9 @@ afterAll(async () => {
 beforeEach(() => simulator.reset());
 
 /** One call as an activity would make it, with a minute for the request and the usual rate-limit wait budget. */
-function call(task: AgentTask, options: CompleteTaskOptions): Promise<AgentCallResult> {
+function call(task: AgentTask, options: ChatCallOptions): Promise<AgentCallResult> {
   const environment = activityEnvironment({ startToCloseTimeoutMs: 60_000 + RATE_LIMIT_WAIT_MS });
-  return environment.run(() => completeTask(task, dependencies, options));
+  return environment.run(() => sendTaskChat(task, dependencies, options));
 }
 
 it('sends a flex call with service_tier "flex" and prices it at the flex price', async () => {

@@ -3,9 +3,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import OpenAI from 'openai';
-import { completeTask, type AgentCallDependencies } from '../src/activities/agent-call';
+import type { ChatDependencies } from '../src/activities/send-chat';
+import { sendTaskChat } from '../src/activities/send-task-chat';
 import { createLlmClient } from '../src/activities/llm-client';
-import type { AgentCallResult, AgentTask } from '../src/contract/agent-task';
+import type { AgentCallResult } from '../src/contract/agent-call';
+import type { AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
 import { KeyPacer, type PacedOutcome } from '../src/pacing/key-pacer';
 import { apiKeyId, Pacer, resolvePacerOptions } from '../src/pacing/pacer';
@@ -182,11 +184,7 @@ describe('agent calls against a rate-limited provider', () => {
     return instance;
   }
 
-  function dependencies(
-    sim: Simulator,
-    pacer: Pacer,
-    extra: Partial<AgentCallDependencies> = {},
-  ): AgentCallDependencies {
+  function dependencies(sim: Simulator, pacer: Pacer, extra: Partial<ChatDependencies> = {}): ChatDependencies {
     return {
       llm: createLlmClient({ baseURL: sim.baseUrl, apiKey: 'pacing' }),
       defaultModel: 'sim-model',
@@ -198,9 +196,9 @@ describe('agent calls against a rate-limited provider', () => {
   }
 
   /** One call as an activity attempt scheduled the way workflows schedule agent calls (with the wait budget). */
-  function call(task: AgentTask, deps: AgentCallDependencies): Promise<AgentCallResult> {
+  function call(task: AgentTask, deps: ChatDependencies): Promise<AgentCallResult> {
     const environment = activityEnvironment({ startToCloseTimeoutMs: 30_000 + RATE_LIMIT_WAIT_MS });
-    return environment.run(() => completeTask(task, deps));
+    return environment.run(() => sendTaskChat(task, deps));
   }
 
   it('keeps a burst of 40 calls within a 300-a-minute limit, with at most one 429', async () => {

@@ -23,7 +23,8 @@ import { retrying } from '../store/retrying-storage';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
 import { recordLaneCall } from '../metrics/activity-interceptor';
-import { completeTask, type AgentCallDependencies } from './agent-call';
+import type { ChatDependencies } from './send-chat';
+import { sendTaskChat } from './send-task-chat';
 import { RecentCalls } from './recent-calls';
 import { asFailure, clipped, failureOf, mapped } from './batch-failures';
 import type { BatchPage, LaneInput, LaneResult, ScanResult } from './batch-activity-types';
@@ -41,7 +42,7 @@ const LANE_HEARTBEAT_MS = 15_000;
 
 /** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
 export function createBatchActivities(
-  dependencies: AgentCallDependencies & PricingDependencies & { storage: ObjectStorage },
+  dependencies: ChatDependencies & PricingDependencies & { storage: ObjectStorage },
 ) {
   // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
   const storage = retrying(dependencies.storage);
@@ -173,7 +174,7 @@ export function createBatchActivities(
         let line: BatchResultLine;
         try {
           const call = withCost(
-            await completeTask(task, dependencies, {
+            await sendTaskChat(task, dependencies, {
               ...input.call,
               attemptMs: input.itemAttemptMs,
               attempt: attempts,

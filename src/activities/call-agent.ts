@@ -1,14 +1,15 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { AgentCallInput } from '../contract/agent-call';
-import type { AgentCallResult, AgentTask } from '../contract/agent-task';
+import type { AgentCallInput, AgentCallResult } from '../contract/agent-call';
+import type { AgentTask } from '../contract/agent-task';
 import { segmentName } from '../contract/location';
 import type { PayloadRef } from '../contract/payload-ref';
 import { FailureType } from '../contract/failure-types';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
 import { StorageError, type PayloadStore } from '../store';
-import { completeTask, type AgentCallDependencies } from './agent-call';
+import type { ChatDependencies } from './send-chat';
+import { sendTaskChat } from './send-task-chat';
 import { promptWithDependencies, synthesisPrompt, type ResolvedOutput } from './prompt-context';
 
 export interface StoreDependencies {
@@ -89,14 +90,14 @@ export async function materialise(input: AgentCallInput, store: PayloadStore): P
  * Runs one agent: resolves stored prompt and context, makes the chat completion (heartbeating, aborted on
  * cancellation), and puts a large answer in the store so the result in history is a reference.
  */
-export function createAgentCall(dependencies: AgentCallDependencies & StoreDependencies & PricingDependencies) {
+export function createCallAgent(dependencies: ChatDependencies & StoreDependencies & PricingDependencies) {
   return async function callAgent(request: AgentCallInput | AgentTask): Promise<AgentCallResult> {
     // Histories from before the payload store passed the task itself.
     const input: AgentCallInput =
       'task' in request ? request : { task: request, inlineOutputBytes: Number.MAX_SAFE_INTEGER };
     const task = await materialise(input, dependencies.store);
     // Priced here, on the worker: workflows cannot read the price table (FANOUT_PRICES, FANOUT_PRICES_FILE).
-    const call = withCost(await completeTask(task, dependencies), dependencies.prices);
+    const call = withCost(await sendTaskChat(task, dependencies), dependencies.prices);
     const output = call.output ?? '';
     const large = Buffer.byteLength(output, 'utf8') > input.inlineOutputBytes;
     if (!large && !input.storeOutput) return call;

@@ -1,6 +1,6 @@
 import { pricesFromEnvironment, type PriceTable } from '../pricing';
 import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
-import { createAgentCall } from './call-agent';
+import { createCallAgent } from './call-agent';
 import { createBatchActivities } from './batch-activities';
 import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from './llm-client';
 import { createAgentActivities } from './agent';
@@ -46,7 +46,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     prices: dependencies.prices ?? pricesFromEnvironment(),
   };
   return {
-    callAgent: createAgentCall(resolved),
+    callAgent: createCallAgent(resolved),
     ...createAgentActivities({ ...resolved, tools: dependencies.tools ?? new ToolRegistry() }),
     ...createBatchActivities(resolved),
     ...createProviderBatchActivities({ ...resolved, providerBatches: dependencies.providerBatches }),

@@ -1,4 +1,5 @@
-import type { AgentStatus, AgentTask } from './agent-task';
+import type { AgentStatus, AgentTask, TokenUsage } from './agent-task';
+import type { PacingReport } from './pacing';
 import type { PayloadRef } from './payload-ref';
 
 /** A finished dependency of a DAG node, by reference: the activity reads its output from the store. */
@@ -31,4 +32,30 @@ export interface AgentCallInput {
   dependencies?: DependencyOutput[];
   /** The fanned-out results a synthesis agent combines; the task's prompt holds its instructions. */
   synthesis?: SynthesisSection[];
+}
+
+/** What one successful agent activity returns. */
+export interface AgentCallResult {
+  /** The answer, when it is small enough to travel inline. */
+  output?: string;
+  /** The answer in the payload store, when it is large (or a later task reads it). */
+  outputRef?: PayloadRef;
+  finishReason: string | null;
+  model: string;
+  usage?: TokenUsage;
+  /** Temporal's attempt number of the call that succeeded (1 on the first try). */
+  attempt: number;
+  /** Duration of the successful HTTP call, in ms. */
+  durationMs: number;
+  /** What the call cost in US dollars, from the worker's price table (src/pricing). Absent when `unpriced`. */
+  costUsd?: number;
+  /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
+  unpriced?: boolean;
+  /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
+  serviceTier?: string;
+  /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */
+  pacing?: PacingReport;
+  /** An agent with tools: the model steps it took and its transcript in the payload store. */
+  steps?: number;
+  transcriptRef?: PayloadRef;
 }

@@ -1,4 +1,3 @@
-import type { PacingReport } from './pacing';
 import { z } from 'zod';
 import { MAX_TASK_ID_LENGTH } from './limits';
 import { payloadRefSchema, type PayloadRef } from './payload-ref';
@@ -64,32 +63,6 @@ export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
-}
-
-/** What one successful agent activity returns. */
-export interface AgentCallResult {
-  /** The answer, when it is small enough to travel inline. */
-  output?: string;
-  /** The answer in the payload store, when it is large (or a later task reads it). */
-  outputRef?: PayloadRef;
-  finishReason: string | null;
-  model: string;
-  usage?: TokenUsage;
-  /** Temporal's attempt number of the call that succeeded (1 on the first try). */
-  attempt: number;
-  /** Duration of the successful HTTP call, in ms. */
-  durationMs: number;
-  /** What the call cost in US dollars, from the worker's price table (src/pricing). Absent when `unpriced`. */
-  costUsd?: number;
-  /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
-  unpriced?: boolean;
-  /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
-  serviceTier?: string;
-  /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */
-  pacing?: PacingReport;
-  /** An agent with tools: the model steps it took and its transcript in the payload store. */
-  steps?: number;
-  transcriptRef?: PayloadRef;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';

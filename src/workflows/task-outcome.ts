@@ -1,5 +1,6 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure, isCancellation } from '@temporalio/workflow';
-import type { AgentCallResult, AgentResult, AgentTask } from '../contract/agent-task';
+import type { AgentCallResult } from '../contract/agent-call';
+import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { FailureType } from '../contract/failure-types';
 
 /** Reads the attempt number an agent activity attached to its failure, if it did. */

@@ -17,13 +17,13 @@ import {
   type ToolCallRequest,
 } from '../../workflows/agent/types';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { sendChat, type AgentCallDependencies } from '../agent-call';
+import { sendChat, type ChatDependencies } from '../send-chat';
 import { materialise, runPrefix, storageFailure } from '../call-agent';
 import type { ChatMessage, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
 
-/** The model call's (AgentCallDependencies: client, default model, clock, pacer, heartbeats), and the step's own. */
-export interface AgentStepDependencies extends AgentCallDependencies {
+/** The model call's (ChatDependencies: client, default model, clock, pacer, heartbeats), and the step's own. */
+export interface AgentStepDependencies extends ChatDependencies {
   store: PayloadStore;
   prices: PriceTable;
   tools: ToolRegistry;

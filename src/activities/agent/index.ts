@@ -10,7 +10,7 @@ export interface AgentActivityDependencies {
   llm: ChatClient;
   defaultModel: string;
   clock: () => number;
-  /** Heartbeat cadence of a model step in flight, where heartbeats are sent (AgentCallDependencies). */
+  /** Heartbeat cadence of a model step in flight, where heartbeats are sent (ChatDependencies). */
   heartbeatIntervalMs: number;
   store: PayloadStore;
   prices: PriceTable;

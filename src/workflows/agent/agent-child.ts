@@ -5,8 +5,8 @@ import {
   executeChild,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { AgentCallInput } from '../../contract/agent-call';
-import type { AgentCallResult, AgentResult, AgentTask } from '../../contract/agent-task';
+import type { AgentCallInput, AgentCallResult } from '../../contract/agent-call';
+import type { AgentResult, AgentTask } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 import type { agent } from './agent';

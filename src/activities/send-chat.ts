@@ -10,7 +10,6 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from '../provider-batch/responses-api';
-import type { AgentCallResult, AgentTask } from '../contract/agent-task';
 import { FailureType } from '../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
 import { integerFromEnvironment } from '../config/environment';
@@ -20,11 +19,13 @@ import { pacerKeyOf } from '../pacing/provider-key';
 import type { PacingReport } from '../contract/pacing';
 import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
+import { abortableDelay, linkAborts } from './abort-signals';
 import { deadlineSignal, watchForCancellation } from './agent/cancellation';
 import type { ChatClient } from './llm-client';
 import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
 
-export interface AgentCallDependencies {
+/** What sending a chat request needs from the worker. */
+export interface ChatDependencies {
   /** The OpenAI-compatible client; created once per worker. */
   llm: ChatClient;
   /** Model used when a task names none. */
@@ -46,7 +47,7 @@ export interface AgentCallDependencies {
 }
 
 /** How one call inside the current activity differs from the activity's own (a batch lane runs several items per activity). */
-export interface CompleteTaskOptions {
+export interface ChatCallOptions {
   /** The call's own start-to-close budget, ms (its request deadline plus rate-limit waits). Default: the activity's. */
   attemptMs?: number;
   /** The item's real attempt: sent as `x-fanout-attempt`, named in failures and returned. Default: the activity's. */
@@ -110,21 +111,6 @@ function workerIdentity(context: Context): string {
 /** How far past our own request deadline the HTTP client's timeout is set, so ours always fires first. */
 const CLIENT_TIMEOUT_MARGIN_MS = 5000;
 
-function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** One chat request: a plain task's prompt, or an agent step's transcript and tools. */
 export interface ChatRequest {
   /** The task the request is for: sent as `x-fanout-task-id` and named in failures. */
@@ -154,58 +140,15 @@ export interface ChatAnswer {
 }
 
 /**
- * One chat completion for a task inside the current activity. Paced at the provider's rate limits (it may wait for
- * admission); a 429 is waited out and the request sent again within the same attempt, up to the attempt's rate-limit
- * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
- * Other failures are mapped to Temporal failures, which decide retries.
- */
-export async function completeTask(
-  task: AgentTask,
-  dependencies: AgentCallDependencies,
-  call: CompleteTaskOptions = {},
-): Promise<AgentCallResult> {
-  const model = task.model ?? dependencies.defaultModel;
-  const messages = [
-    ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
-    { role: 'user' as const, content: task.prompt },
-  ];
-  const request = {
-    taskId: task.id,
-    model,
-    messages,
-    ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
-    ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
-  };
-  const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
-  const usage = completion.usage;
-  return {
-    output: choice.message.content ?? '',
-    finishReason: choice.finish_reason ?? null,
-    model: completion.model ?? model,
-    usage: usage
-      ? {
-          promptTokens: usage.prompt_tokens ?? 0,
-          completionTokens: usage.completion_tokens ?? 0,
-          totalTokens: usage.total_tokens ?? 0,
-        }
-      : undefined,
-    attempt,
-    durationMs,
-    ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
-    ...(pacing ? { pacing } : {}),
-  };
-}
-
-/**
- * The one way a model is called, by plain tasks, batch items and agent steps alike (completeTask above is the plain
- * task's shape of it): paced, 429s waited out within the attempt's rate-limit budget, the request given the attempt's
+ * The one way a model is called, by plain tasks, batch items and agent steps alike (sendTaskChat is the plain task's
+ * shape of it): paced, 429s waited out within the attempt's rate-limit budget, the request given the attempt's
  * own deadline (`attemptMs`, by default the activity's start-to-close less the rate-limit budget) rather than the HTTP
  * client's 600 s, and aborted by the activity's cancellation, the caller's signal or the watchdog.
  */
 export async function sendChat(
   chat: ChatRequest,
-  dependencies: AgentCallDependencies,
-  call: CompleteTaskOptions = {},
+  dependencies: ChatDependencies,
+  call: ChatCallOptions = {},
 ): Promise<ChatAnswer> {
   const context = Context.current();
   const { info } = context;
@@ -368,26 +311,10 @@ export async function sendChat(
   }
 }
 
-/** Aborts `target` when any source aborts, with its reason; the returned function removes the listeners. */
-function linkAborts(target: AbortController, sources: readonly (AbortSignal | undefined)[]): () => void {
-  const links: (() => void)[] = [];
-  for (const source of sources) {
-    if (!source) continue;
-    if (source.aborted) {
-      target.abort(source.reason);
-      break;
-    }
-    const onAbort = () => target.abort(source.reason);
-    source.addEventListener('abort', onAbort, { once: true });
-    links.push(() => source.removeEventListener('abort', onAbort));
-  }
-  return () => links.forEach((unlinkOne) => unlinkOne());
-}
-
 /** Sends the request to chat completions, or to the Responses API (answer shaped as a chat completion). */
 function sendRequest(
   llm: ChatClient,
-  api: CompleteTaskOptions['api'],
+  api: ChatCallOptions['api'],
   params: ChatCompletionCreateParamsNonStreaming,
   options: RequestOptions,
 ) {

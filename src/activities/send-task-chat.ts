@@ -1,0 +1,46 @@
+import type { AgentCallResult } from '../contract/agent-call';
+import type { AgentTask } from '../contract/agent-task';
+import { sendChat, type ChatCallOptions, type ChatDependencies } from './send-chat';
+
+/**
+ * One chat completion for a task inside the current activity. Paced at the provider's rate limits (it may wait for
+ * admission); a 429 is waited out and the request sent again within the same attempt, up to the attempt's rate-limit
+ * wait budget, so rate limits use up no attempts. Aborted by the activity's cancellation or the request's deadline.
+ * Other failures are mapped to Temporal failures, which decide retries.
+ */
+export async function sendTaskChat(
+  task: AgentTask,
+  dependencies: ChatDependencies,
+  call: ChatCallOptions = {},
+): Promise<AgentCallResult> {
+  const model = task.model ?? dependencies.defaultModel;
+  const messages = [
+    ...(task.system === undefined ? [] : [{ role: 'system' as const, content: task.system }]),
+    { role: 'user' as const, content: task.prompt },
+  ];
+  const request = {
+    taskId: task.id,
+    model,
+    messages,
+    ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
+    ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+  };
+  const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
+  const usage = completion.usage;
+  return {
+    output: choice.message.content ?? '',
+    finishReason: choice.finish_reason ?? null,
+    model: completion.model ?? model,
+    usage: usage
+      ? {
+          promptTokens: usage.prompt_tokens ?? 0,
+          completionTokens: usage.completion_tokens ?? 0,
+          totalTokens: usage.total_tokens ?? 0,
+        }
+      : undefined,
+    attempt,
+    durationMs,
+    ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
+    ...(pacing ? { pacing } : {}),
+  };
+}
