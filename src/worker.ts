@@ -10,7 +10,7 @@ import type { McpServerConfig } from './tools/mcp';
 import { closeToolsWhenStopped, toolRegistryFor } from './tools/worker-tools';
 import { superviseWorker } from './watchdog';
 import { agentMetricsInterceptor } from './metrics';
-import { explainConnectionFailure } from './config/connection-diagnosis';
+import { openConnection } from './config/open-connection';
 import { dataConverterFromEnvironment } from './codec';
 import {
   countFromEnvironment,
@@ -142,14 +142,7 @@ function definedOnly<T extends object>(options: T): Partial<T> {
 /** Opens a worker connection from options and environment. */
 export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
   const config = { ...temporalConnectionFromEnvironment(), ...temporal };
-  return NativeConnection.connect({
-    address: config.address,
-    tls: config.tls,
-    apiKey: config.apiKey,
-    metadata: config.metadata,
-  }).catch(async (error: unknown) => {
-    throw await explainConnectionFailure(error, config);
-  });
+  return openConnection((connectOptions) => NativeConnection.connect(connectOptions), config);
 }
 
 /**

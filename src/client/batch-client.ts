@@ -192,105 +192,107 @@ async function checkSink(storage: ObjectStorage, source: string, sink: string): 
   }
 }
 
-/**
- * Starts a batch, or attaches to the batch of that id if there is one (running or finished), so a retried start
- * never runs a batch twice. The task file is validated, every line, before anything starts.
- */
-export async function startBatch(
-  client: Client,
-  taskQueue: string,
-  request: StartBatchRequest,
-  newId: () => string,
-  searchAttributes: (name: string) => Promise<object>,
-  storage: ObjectStorage,
-): Promise<BatchHandle> {
-  const batchId = checkWorkflowId(request.batchId ?? newId(), 'the batch id');
-  if (await exists(client, batchId))
-    return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
-  const input: BatchInput = validateBatchInput({
-    batchId,
-    source: located(request.source),
-    sink: located(request.sink),
-    ...(request.options === undefined ? {} : { options: request.options }),
-  });
-  const scan = await scanTaskSource(storage, input.source);
-  await checkSink(storage, input.source, input.sink);
-  try {
+/** What a `BatchClient` starts batches with (a `FanoutClient` passes its own). */
+export interface BatchClientOptions {
+  client: Client;
+  /** The task queue batches run on. */
+  taskQueue: string;
+  /** Where task files are read and sinks written. */
+  storage: ObjectStorage;
+  /** The id of a batch started without one. */
+  newBatchId: () => string;
+  /** Search attributes of a new batch, found by `name` (its id). */
+  searchAttributes: (name: string) => Promise<object>;
+}
+
+/** Starts, resumes, reads and recovers batches; `FanoutClient`'s batch methods are these. */
+export class BatchClient {
+  constructor(private readonly options: BatchClientOptions) {}
+
+  /**
+   * Starts a batch, or attaches to the batch of that id if there is one (running or finished), so a retried start
+   * never runs a batch twice. The task file is validated, every line, before anything starts.
+   */
+  async start(request: StartBatchRequest): Promise<BatchHandle> {
+    const { client, storage } = this.options;
+    const batchId = checkWorkflowId(request.batchId ?? this.options.newBatchId(), 'the batch id');
+    if (await exists(client, batchId)) return this.get(batchId);
+    const input: BatchInput = validateBatchInput({
+      batchId,
+      source: located(request.source),
+      sink: located(request.sink),
+      ...(request.options === undefined ? {} : { options: request.options }),
+    });
+    const scan = await scanTaskSource(storage, input.source);
+    await checkSink(storage, input.source, input.sink);
+    try {
+      const workflow = await client.workflow.start<typeof batch>('batch', {
+        taskQueue: this.options.taskQueue,
+        workflowId: batchId,
+        args: [input],
+        memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
+        staticSummary: `Batch of ${scan.tasks} agents, concurrency ${input.options?.concurrency ?? BATCH_DEFAULTS.concurrency}`,
+        staticDetails: `Tasks: ${input.source}\nResults: ${input.sink}`,
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        ...(await this.options.searchAttributes(batchId)),
+      });
+      return toBatchHandle(client, workflow, false);
+    } catch (error) {
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return this.get(batchId);
+      throw error;
+    }
+  }
+
+  /**
+   * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
+   * only the failed and never-run items.
+   */
+  async resume(batchId: string, options?: BatchOptions): Promise<BatchHandle> {
+    const { client } = this.options;
+    const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
+    if (description.status.name === 'RUNNING')
+      throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
+    const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
+    if (!memo?.source || !memo.sink)
+      throw new InvalidInputError([
+        { path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' },
+      ]);
+    const input = validateBatchInput({
+      batchId,
+      source: memo.source,
+      sink: memo.sink,
+      options: { ...memo.options, ...options },
+      resume: true,
+    });
+    await scanTaskSource(this.options.storage, input.source);
     const workflow = await client.workflow.start<typeof batch>('batch', {
-      taskQueue,
+      taskQueue: this.options.taskQueue,
       workflowId: batchId,
       args: [input],
       memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
-      staticSummary: `Batch of ${scan.tasks} agents, concurrency ${input.options?.concurrency ?? BATCH_DEFAULTS.concurrency}`,
-      staticDetails: `Tasks: ${input.source}\nResults: ${input.sink}`,
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      ...(await searchAttributes(batchId)),
+      staticSummary: `Resume of batch ${batchId}`,
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
     return toBatchHandle(client, workflow, false);
-  } catch (error) {
-    if (error instanceof WorkflowExecutionAlreadyStartedError)
-      return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
-    throw error;
   }
-}
 
-/**
- * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
- * only the failed and never-run items.
- */
-export async function resumeBatch(
-  client: Client,
-  taskQueue: string,
-  batchId: string,
-  storage: ObjectStorage,
-  options?: BatchOptions,
-): Promise<BatchHandle> {
-  const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
-  if (description.status.name === 'RUNNING')
-    throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
-  const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
-  if (!memo?.source || !memo.sink)
-    throw new InvalidInputError([
-      { path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' },
-    ]);
-  const input = validateBatchInput({
-    batchId,
-    source: memo.source,
-    sink: memo.sink,
-    options: { ...memo.options, ...options },
-    resume: true,
-  });
-  await scanTaskSource(storage, input.source);
-  const workflow = await client.workflow.start<typeof batch>('batch', {
-    taskQueue,
-    workflowId: batchId,
-    args: [input],
-    memo: { source: input.source, sink: input.sink, options: input.options ?? {} },
-    staticSummary: `Resume of batch ${batchId}`,
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-  });
-  return toBatchHandle(client, workflow, false);
-}
+  /** A handle on the batch of that id. */
+  get(batchId: string): BatchHandle {
+    return toBatchHandle(this.options.client, this.options.client.workflow.getHandle<typeof batch>(batchId), true);
+  }
 
-export function getBatch(client: Client, batchId: string): BatchHandle {
-  return toBatchHandle(client, client.workflow.getHandle<typeof batch>(batchId), true);
-}
-
-/**
- * A batch terminated or timed out from outside never ran its own clean-up: this writes the results it had flushed into
- * its sink and removes its spool. Returns the sink's size, or undefined when there was nothing to recover.
- */
-export async function recoverStoppedBatch(
-  client: Client,
-  batchId: string,
-  storage: ObjectStorage,
-): Promise<{ sink: string; bytes: number } | undefined> {
-  const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
-  if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
-  const memo = description.memo as { sink?: string } | undefined;
-  const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
-  if (!memo?.sink || !firstRunId) return undefined;
-  const bytes = await assembleLeftover(storage, memo.sink, spoolOf(memo.sink, firstRunId));
-  return bytes === undefined ? undefined : { sink: memo.sink, bytes };
+  /**
+   * A batch terminated or timed out from outside never ran its own clean-up: this writes the results it had flushed
+   * into its sink and removes its spool. Returns the sink's size, or undefined when there was nothing to recover.
+   */
+  async recoverStopped(batchId: string): Promise<{ sink: string; bytes: number } | undefined> {
+    const description = await this.options.client.workflow.getHandle<typeof batch>(batchId).describe();
+    if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
+    const memo = description.memo as { sink?: string } | undefined;
+    const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
+    if (!memo?.sink || !firstRunId) return undefined;
+    const bytes = await assembleLeftover(this.options.storage, memo.sink, spoolOf(memo.sink, firstRunId));
+    return bytes === undefined ? undefined : { sink: memo.sink, bytes };
+  }
 }

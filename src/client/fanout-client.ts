@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import type { DataConverter, Workflow, WorkflowResultType } from '@temporalio/common';
+import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec';
 import type { AgentTask } from '../contract/agent-task';
-import type { FanOutOptions, FanOutResult, RunProgress } from '../contract/fan-out';
+import type { FanOutOptions, FanOutResult } from '../contract/fan-out';
 import { validateFanOutInput } from '../contract/validation';
 import {
   taskQueueFromEnvironment,
@@ -14,24 +14,19 @@ import type { BatchOptions } from '../contract/batch';
 import type { DagNode, DagResult, FanOutFanInResult, Synthesis } from '../contract/dag';
 import { validateDagInput, validateFanOutFanInInput } from '../contract/validation';
 import { FANOUT_NAME } from '../contract/search-attributes';
-import type { RunEventPage } from '../contract/events';
-import { eventsQuery, progressQuery } from '../workflows/messages';
 // Types only: the client starts workflows by name and never loads workflow code.
 import type { dag } from '../workflows/dag';
 import type { fanOut } from '../workflows/fan-out';
 import type { fanOutFanIn } from '../workflows/fan-out-fan-in';
-import { explainConnectionFailure } from '../config/connection-diagnosis';
+import { openConnection } from '../config/open-connection';
 import { storeFromEnvironment, type PayloadStore } from '../store';
-import {
-  getBatch,
-  recoverStoppedBatch,
-  resumeBatch,
-  startBatch,
-  type BatchHandle,
-  type StartBatchRequest,
-} from './batch-client';
-import { checkInputSize, offloadLargePrompts, resolveRunResult } from './payloads';
+import { BatchClient, type BatchHandle, type StartBatchRequest } from './batch-client';
+import { checkInputSize, offloadLargePrompts } from './payloads';
+import { toHandle, type RunHandle } from './run-handle';
 import { checkWorkflowId } from './workflow-id';
+
+// The handle is part of this client's surface: its users import it from here.
+export type { RunDescription, RunHandle } from './run-handle';
 
 /** What the client calls runs, and how many it lists, when the caller says nothing. */
 export const FANOUT_CLIENT_DEFAULTS = {
@@ -71,18 +66,6 @@ export interface StartRunOptions {
 /** A started fan-out. */
 export type FanOutHandle = RunHandle<FanOutResult>;
 
-/** A run's workflow type and state, from a describe (free on Temporal Cloud, unlike a query). */
-export interface RunDescription {
-  /** The workflow type: `fanOut`, `dag`, `fanOutFanIn` or `batch`. */
-  type: string;
-  /** The execution status by name: `RUNNING`, `COMPLETED`, `FAILED`, `CANCELLED`, `TERMINATED`, ... */
-  status: string;
-  /** The current run (it changes on continue-as-new). */
-  runId: string;
-  /** Events in the current run's history: it grows whenever anything happens in the run. */
-  historyLength: number;
-}
-
 /** One run in a listing. */
 export interface RunListing {
   workflowId: string;
@@ -103,51 +86,8 @@ export interface ListRunsOptions {
 /** The workflow types a run can have; `listRuns` lists these. */
 export const RUN_TYPES = ['fanOut', 'dag', 'fanOutFanIn', 'batch'] as const;
 
-/** A started run (fan-out, DAG, fan-out/fan-in) whose result is `R`. */
-export interface RunHandle<R> {
-  readonly workflowId: string;
-  readonly runId: string | undefined;
-  /** Counts and per-task states, live. */
-  progress(): Promise<RunProgress>;
-  /** The run's event log after `cursor` (start at 0; pass back `nextCursor`). A closed run still answers. */
-  events(cursor: number): Promise<RunEventPage>;
-  /** The run's type and state. */
-  describe(): Promise<RunDescription>;
-  /** Requests cancellation; the run cancels every agent it started and waits for them to stop. */
-  cancel(): Promise<void>;
-  /** Waits for the outcome: every result in input order (outputs read back from the store), and the run's metrics. */
-  result(): Promise<R>;
-  /** The underlying Temporal handle, for anything else. */
-  readonly workflow: WorkflowHandle;
-}
-
 export function newRunId(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 8)}`;
-}
-
-function toHandle<W extends Workflow>(
-  workflow: WorkflowHandle<W>,
-  store: PayloadStore,
-  runId?: string,
-): RunHandle<WorkflowResultType<W>> {
-  return {
-    workflowId: workflow.workflowId,
-    runId,
-    workflow,
-    progress: () => workflow.query(progressQuery),
-    events: (cursor) => workflow.query(eventsQuery, cursor),
-    describe: async () => {
-      const description = await workflow.describe();
-      return {
-        type: description.type,
-        status: description.status.name,
-        runId: description.runId,
-        historyLength: description.historyLength,
-      };
-    },
-    cancel: () => workflow.cancel().then(() => undefined),
-    result: async () => resolveRunResult(await workflow.result(), store),
-  };
 }
 
 /**
@@ -159,12 +99,22 @@ function toHandle<W extends Workflow>(
  * await fanout.close();
  */
 export class FanoutClient {
+  private readonly batches: BatchClient;
+
   private constructor(
     readonly client: Client,
     readonly taskQueue: string,
     private readonly ownedConnection: Connection | undefined,
     readonly store: PayloadStore,
-  ) {}
+  ) {
+    this.batches = new BatchClient({
+      client,
+      taskQueue,
+      storage: store.storage,
+      newBatchId: () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch),
+      searchAttributes: (name) => this.searchAttributesFor(name),
+    });
+  }
 
   static async connect(options: FanoutClientOptions = {}): Promise<FanoutClient> {
     const taskQueue = options.taskQueue ?? taskQueueFromEnvironment();
@@ -172,14 +122,7 @@ export class FanoutClient {
     if (options.client) return new FanoutClient(options.client, taskQueue, undefined, store);
     const config = { ...temporalConnectionFromEnvironment(), ...options.temporal };
     const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
-    const connection = await Connection.connect({
-      address: config.address,
-      tls: config.tls,
-      apiKey: config.apiKey,
-      metadata: config.metadata,
-    }).catch(async (error: unknown) => {
-      throw await explainConnectionFailure(error, config);
-    });
+    const connection = await openConnection((connectOptions) => Connection.connect(connectOptions), config);
     const client = new Client({
       connection,
       namespace: config.namespace,
@@ -315,28 +258,22 @@ export class FanoutClient {
 
   /** Starts a batch over a JSONL file, or attaches to the batch of that id if one exists. */
   startBatch(request: StartBatchRequest): Promise<BatchHandle> {
-    return startBatch(
-      this.client,
-      this.taskQueue,
-      request,
-      () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch),
-      (name) => this.searchAttributesFor(name),
-      this.store.storage,
-    );
+    return this.batches.start(request);
   }
 
   /** Re-runs the failed and never-run items of a finished or cancelled batch. */
   resumeBatch(batchId: string, options?: BatchOptions): Promise<BatchHandle> {
-    return resumeBatch(this.client, this.taskQueue, batchId, this.store.storage, options);
+    return this.batches.resume(batchId, options);
   }
 
   /** For a terminated or timed-out batch: writes the results it had flushed into its sink and removes its spool. */
   recoverStoppedBatch(batchId: string): Promise<{ sink: string; bytes: number } | undefined> {
-    return recoverStoppedBatch(this.client, batchId, this.store.storage);
+    return this.batches.recoverStopped(batchId);
   }
 
+  /** A handle on the batch of that id. */
   getBatch(batchId: string): BatchHandle {
-    return getBatch(this.client, batchId);
+    return this.batches.get(batchId);
   }
 
   /** Closes the connection if this client opened it. */
