@@ -1,19 +1,8 @@
 import type { AgentTask } from '../src/contract/agent-task';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
-
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
-  stack = await startTestWorker(servers);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useTestStack({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
 
 it('cancels a 10-agent fan-out whose agents each run three sub-agents, leaving no request open', async () => {
   const spawn = JSON.stringify({ tasks: [1, 2, 3].map((index) => ({ prompt: `part ${index}` })) });
@@ -26,22 +15,22 @@ it('cancels a 10-agent fan-out whose agents each run three sub-agents, leaving n
   const slow = Object.fromEntries(
     tasks.flatMap((task) => [1, 2, 3].map((index) => [`${task.id}.1-1-${index}`, 120_000])),
   );
-  servers.simulator.configure({ latency: { minMs: 10, maxMs: 10 }, latencyByTask: slow });
-  const handle = await stack.client.startParallel(tasks);
-  await waitFor('30 sub-agents to be calling the model', () => servers.simulator.stats().inFlight === 30, {
+  suite.servers.simulator.configure({ latency: { minMs: 10, maxMs: 10 }, latencyByTask: slow });
+  const handle = await suite.stack.client.startParallel(tasks);
+  await waitFor('30 sub-agents to be calling the model', () => suite.servers.simulator.stats().inFlight === 30, {
     timeoutMs: 60_000,
   });
 
   await handle.cancel();
   await expect(handle.result()).rejects.toThrow();
   // Cancellation waited for every child and activity; the last connections close within moments.
-  await waitFor('no request open at the simulator', () => servers.simulator.stats().inFlight === 0, {
+  await waitFor('no request open at the simulator', () => suite.servers.simulator.stats().inFlight === 0, {
     timeoutMs: 3000,
   });
-  const subAgents = servers.simulator.log().filter((request) => /^lead-\d\.1-1-\d$/.test(request.taskId));
+  const subAgents = suite.servers.simulator.log().filter((request) => /^lead-\d\.1-1-\d$/.test(request.taskId));
   expect(subAgents).toHaveLength(30);
   expect(subAgents.every((request) => request.clientClosedAt !== undefined)).toBe(true);
-  const client = stack.client.client.workflow;
+  const client = suite.stack.client.client.workflow;
   const ids = tasks.flatMap((task) => [
     `${handle.workflowId}/agent:${task.id}`,
     ...[1, 2, 3].map((index) => `${handle.workflowId}/agent:${task.id}/sub-1-1-${index}`),

@@ -1,35 +1,19 @@
 import path from 'node:path';
-import type { Tool } from '../src/tools/define-tool';
 import { agentProgressQuery } from '../src/workflows/agent/messages';
+import { useAgentStack } from './support/agents';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
-let connection: string[];
-
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
-  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
-  const tools = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools });
-  connection = ['--address', servers.server.address, '--task-queue', stack.taskQueue];
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useAgentStack();
 
 const waitingCall = (workflowId: string) =>
   waitFor(
     'a call to wait for approval',
-    async () => (await stack.client.client.workflow.getHandle(workflowId).query(agentProgressQuery)).waiting[0],
+    async () => (await suite.stack.client.client.workflow.getHandle(workflowId).query(agentProgressQuery)).waiting[0],
   );
 
 it('lists a call that waits in fanout status, approves it by the run id, and shows the steps in results --json', async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     {
       id: 'shipper',
       prompt: 'Ship [[tool:search {"q":"facts"}]] [[tool:publish {"title":"Report"}]]',
@@ -39,18 +23,18 @@ it('lists a call that waits in fanout status, approves it by the run id, and sho
   const child = `${handle.workflowId}/agent:shipper`;
   await waitingCall(child);
 
-  const status = await runCli(['status', handle.workflowId, ...connection]);
+  const status = await runCli(['status', handle.workflowId, ...suite.connectionArgs]);
   expect(status.code).toBe(0);
   expect(status.stdout).toContain(`agent shipper (${child}): 2 steps, 1 tool calls`);
   expect(status.stdout).toContain(`waiting for approval: call_2_1 publish("Report") (step 2;`);
   expect(status.stdout).toContain(`-> fanout approve ${child} call_2_1`);
 
-  const approve = await runCli(['approve', handle.workflowId, 'call_2_1', ...connection]);
+  const approve = await runCli(['approve', handle.workflowId, 'call_2_1', ...suite.connectionArgs]);
   expect(approve.stderr).toBe('');
   expect(approve.stdout).toBe(`approved call_2_1 of ${child}\n`);
   await handle.result();
 
-  const results = await runCli(['results', handle.workflowId, '--json', ...connection]);
+  const results = await runCli(['results', handle.workflowId, '--json', ...suite.connectionArgs]);
   expect(results.code).toBe(0);
   const [agent] = (
     JSON.parse(results.stdout) as {
@@ -70,22 +54,22 @@ it('lists a call that waits in fanout status, approves it by the run id, and sho
 });
 
 it('denies a call with fanout approve --deny, and refuses a call that does not wait', async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     { id: 'held', prompt: 'Ship [[tool:publish {"title":"Draft"}]]', tools: ['publish'] },
   ]);
   const child = `${handle.workflowId}/agent:held`;
   await waitingCall(child);
-  const wrong = await runCli(['approve', child, 'call_7_7', ...connection]);
+  const wrong = await runCli(['approve', child, 'call_7_7', ...suite.connectionArgs]);
   expect(wrong.code).not.toBe(0);
   expect(wrong.stderr).toContain('no call "call_7_7" waits for approval');
-  const denied = await runCli(['approve', child, 'call_1_1', '--deny', 'needs legal review', ...connection]);
+  const denied = await runCli(['approve', child, 'call_1_1', '--deny', 'needs legal review', ...suite.connectionArgs]);
   expect(denied.stdout).toBe(`denied call_1_1 of ${child}\n`);
   const { results } = await handle.result();
   expect(results[0].output).toContain('denied: a person denied the call: needs legal review');
 });
 
 it("shows the steps and tool calls of a run's agents in fanout watch", async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     { id: 'plain', prompt: 'hello [sim latency=1500]' },
     {
       id: 'digger',
@@ -99,7 +83,7 @@ it("shows the steps and tool calls of a run's agents in fanout watch", async () 
       tools: ['spawn_agents', 'search'],
     },
   ]);
-  const watch = await runCli(['watch', handle.workflowId, ...connection]);
+  const watch = await runCli(['watch', handle.workflowId, ...suite.connectionArgs]);
   expect(watch.code).toBe(0);
   for (const line of [
     'digger step 1 tool-call: search("one")',
@@ -117,7 +101,7 @@ it("shows the steps and tool calls of a run's agents in fanout watch", async () 
 
 it('refuses to start a worker whose --tools module exports no tool, naming the module', async () => {
   const module = path.join(__dirname, 'support', 'mcp-server.js');
-  const worker = await runCli(['worker', '--tools', module, ...connection]);
+  const worker = await runCli(['worker', '--tools', module, ...suite.connectionArgs]);
   expect(worker.code).not.toBe(0);
   expect(worker.stderr).toContain(`tools module ${module} exports no tool made by defineTool`);
 });

@@ -1,28 +1,12 @@
-import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
-import type { Tool } from '../src/tools/define-tool';
-import { modelCalls, toolCalls } from './support/agents';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
-
-let servers: TestServers;
-let stack: TestWorker;
+import { modelCalls, toolCalls, useAgentStack } from './support/agents';
+import { uniqueName } from './support/test-stack';
 
 /** Temporal suggests continue-as-new once a run's history holds this many events (4,096 by default). */
 const SUGGEST_AT_EVENTS = 40;
 
-beforeAll(async () => {
-  servers = await startTestServers({
-    simulator: { latency: { minMs: 20, maxMs: 20 } },
-    server: { dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': SUGGEST_AT_EVENTS } },
-  });
-  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
-  const tools = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
+const suite = useAgentStack({
+  server: { dynamicConfig: { 'limit.historyCount.suggestContinueAsNew': SUGGEST_AT_EVENTS } },
 });
 
 /** Every run of a workflow's continue-as-new chain, first to last: each run's history length and how it closed. */
@@ -30,7 +14,7 @@ async function runsOf(handle: WorkflowHandle, firstRunId: string): Promise<{ eve
   const runs: { events: number; continued: boolean }[] = [];
   let runId: string | undefined = firstRunId;
   while (runId !== undefined) {
-    const history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>> = await stack.client.client.workflow
+    const history: Awaited<ReturnType<WorkflowHandle['fetchHistory']>> = await suite.stack.client.client.workflow
       .getHandle(handle.workflowId, runId)
       .fetchHistory();
     const events = history.events ?? [];
@@ -46,8 +30,8 @@ async function runsOf(handle: WorkflowHandle, firstRunId: string): Promise<{ eve
 it('continues as new when Temporal suggests it, keeping its place: no model or tool call sent twice', async () => {
   const workflowId = uniqueName('suggested');
   // Nine steps with a tool call each but the last: about 110 events in one run, far under the 100 steps per run.
-  const handle = await stack.client.client.workflow.start('agent', {
-    taskQueue: stack.taskQueue,
+  const handle = await suite.stack.client.client.workflow.start('agent', {
+    taskQueue: suite.stack.taskQueue,
     workflowId,
     args: [
       {
@@ -67,10 +51,10 @@ it('continues as new when Temporal suggests it, keeping its place: no model or t
   expect(runs.every((run) => run.events < 2 * SUGGEST_AT_EVENTS)).toBe(true);
 
   // Each model step and tool call reached the simulator once, on its first attempt.
-  const steps = modelCalls(servers.simulator, 'suggested').filter((call) => call.workflowId === workflowId);
+  const steps = modelCalls(suite.servers.simulator, 'suggested').filter((call) => call.workflowId === workflowId);
   expect(steps).toHaveLength(9);
   expect(steps.every((call) => call.attempt === 1 && call.outcome === 200)).toBe(true);
-  const searches = toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === workflowId);
+  const searches = toolCalls(suite.servers.simulator, 'search').filter((call) => call.workflowId === workflowId);
   expect(searches.map((call) => call.taskId)).toEqual(
     [1, 2, 3, 4, 5, 6, 7, 8].map((step) => `tool:search:call_${step}_1`),
   );

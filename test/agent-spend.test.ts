@@ -1,35 +1,19 @@
-import path from 'node:path';
 import type { AgentResult } from '../src/contract/agent-task';
 import { roundUsd } from '../src/contract/metrics';
-import type { Tool } from '../src/tools/define-tool';
 import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
-import { modelCalls, toolCalls } from './support/agents';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { modelCalls, toolCalls, useAgentStack } from './support/agents';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
-
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
-  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
-  const tools = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useAgentStack();
 
 /** What an agent reports it spent (its query answers after it closed too). */
 const spendOf = (runId: string, taskId: string) =>
-  stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`).query(agentProgressQuery);
+  suite.stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`).query(agentProgressQuery);
 
 const titled = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
 
 it("adds what a failed agent and an agent stopped by its step budget spent to the run's totals", async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     { id: 'answers', prompt: 'just answer' },
     { id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output: titled, outputRepairs: 1 },
     { id: 'looper', prompt: 'Loop [[repeat 5 tool:search {"q":"again"}]]', tools: ['search'], maxSteps: 2 },
@@ -41,10 +25,10 @@ it("adds what a failed agent and an agent stopped by its step budget spent to th
     ['looper', 'failed', 'BudgetExhausted'],
   ]);
   expect(
-    modelCalls(servers.simulator, 'stubborn').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    modelCalls(suite.servers.simulator, 'stubborn').filter((call) => call.workflowId.startsWith(handle.workflowId)),
   ).toHaveLength(2);
   expect(
-    modelCalls(servers.simulator, 'looper').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    modelCalls(suite.servers.simulator, 'looper').filter((call) => call.workflowId.startsWith(handle.workflowId)),
   ).toHaveLength(2);
 
   for (const id of ['stubborn', 'looper']) {
@@ -64,7 +48,7 @@ it("adds what a failed agent and an agent stopped by its step budget spent to th
 });
 
 it("counts a failed agent's spend against the run's budget: the next agent is not started", async () => {
-  const handle = await stack.client.startParallel(
+  const handle = await suite.stack.client.startParallel(
     [
       { id: 'spends', prompt: 'Report [[invalid-json 5]]', output: titled, outputRepairs: 0 },
       { id: 'next', prompt: 'never sent' },
@@ -78,7 +62,7 @@ it("counts a failed agent's spend against the run's budget: the next agent is no
   ]);
   expect(stoppedBy).toBe('budget');
   expect(
-    modelCalls(servers.simulator, 'next').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+    modelCalls(suite.servers.simulator, 'next').filter((call) => call.workflowId.startsWith(handle.workflowId)),
   ).toHaveLength(0);
 });
 
@@ -86,7 +70,7 @@ it("adds what agents cancelled by the run's budget had spent, their sub-agents' 
   const dig = JSON.stringify({
     tasks: [{ prompt: 'dig [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] }],
   });
-  const handle = await stack.client.startParallel(
+  const handle = await suite.stack.client.startParallel(
     [
       // 3,000 words of prompt: its first step alone spends the run's budget, counted once it ends.
       { id: 'big', prompt: `Check ${'word '.repeat(3000)} [[tool:publish {"title":"Q"}]]`, tools: ['publish'] },
@@ -94,8 +78,9 @@ it("adds what agents cancelled by the run's budget had spent, their sub-agents' 
     ],
     { tokenBudget: 1000 },
   );
-  const agent = (taskId: string) => stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:${taskId}`);
-  const sub = stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:lead/sub-1-1-1`);
+  const agent = (taskId: string) =>
+    suite.stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:${taskId}`);
+  const sub = suite.stack.client.client.workflow.getHandle(`${handle.workflowId}/agent:lead/sub-1-1-1`);
   // The lead's sub-agent has taken a step and is in its long tool call; the big agent waits for a person.
   await waitFor('the sub-agent to be in its tool call', async () => {
     const progress = await sub.query(agentProgressQuery).catch(() => undefined);
@@ -116,7 +101,7 @@ it("adds what agents cancelled by the run's budget had spent, their sub-agents' 
   ]);
   expect((await sub.describe()).status.name).toBe('CANCELLED');
   expect(
-    toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === sub.workflowId)[0].clientClosedAt,
+    toolCalls(suite.servers.simulator, 'search').filter((call) => call.workflowId === sub.workflowId)[0].clientClosedAt,
   ).toBeDefined();
 
   const [lead, dug] = [await agent('lead').query(agentProgressQuery), await sub.query(agentProgressQuery)];

@@ -1,30 +1,12 @@
-import path from 'node:path';
 import type { AgentResult } from '../src/contract/agent-task';
 import { withTranscripts } from '../src/cli/agent-view';
 import { storeFromEnvironment } from '../src/store';
-import type { Tool } from '../src/tools/define-tool';
 import { agentProgressQuery } from '../src/workflows/agent/messages';
-import { toolCalls } from './support/agents';
+import { toolCalls, useAgentStack } from './support/agents';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
-let connection: string[];
-
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
-  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
-  const tools = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools });
-  connection = ['--address', servers.server.address, '--task-queue', stack.taskQueue];
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useAgentStack();
 
 /** A lead agent that hands each prompt to a sub-agent, in one spawn_agents call. */
 const lead = (id: string, prompts: string[]) => ({
@@ -35,7 +17,7 @@ const lead = (id: string, prompts: string[]) => ({
 
 const waitsOn = (workflowId: string, callId: string) =>
   waitFor(`${workflowId} to wait for approval of ${callId}`, async () => {
-    const progress = await stack.client.client.workflow
+    const progress = await suite.stack.client.client.workflow
       .getHandle(workflowId)
       .query(agentProgressQuery)
       .catch(() => undefined);
@@ -54,7 +36,7 @@ async function spawnedAnswers(result: AgentResult): Promise<{ id: string; status
 }
 
 it("lists the calls sub-agents wait on in fanout status, and reaches them through the run's id and the lead agent's", async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     lead('lead', [
       'one [[tool:publish {"title":"A"}]]',
       'two [[tool:search {"q":"x"}]] [[tool:publish {"title":"B"}]]',
@@ -65,7 +47,7 @@ it("lists the calls sub-agents wait on in fanout status, and reaches them throug
   await waitsOn(first, 'call_1_1');
   await waitsOn(second, 'call_2_1');
 
-  const status = await runCli(['status', handle.workflowId, ...connection]);
+  const status = await runCli(['status', handle.workflowId, ...suite.connectionArgs]);
   expect(status.code).toBe(0);
   expect(status.stdout).toContain(`agent lead.1-1-1 (${first}): 1 steps, 0 tool calls`);
   expect(status.stdout).toContain(`waiting for approval: call_1_1 publish("A") (step 1;`);
@@ -74,9 +56,9 @@ it("lists the calls sub-agents wait on in fanout status, and reaches them throug
   expect(status.stdout).toContain(`-> fanout approve ${second} call_2_1`);
 
   // The run's id reaches the sub-agent that waits on the call; so does the lead agent's own id.
-  const approved = await runCli(['approve', handle.workflowId, 'call_1_1', ...connection]);
+  const approved = await runCli(['approve', handle.workflowId, 'call_1_1', ...suite.connectionArgs]);
   expect([approved.code, approved.stdout, approved.stderr]).toEqual([0, `approved call_1_1 of ${first}\n`, '']);
-  const denied = await runCli(['approve', leadId, 'call_2_1', '--deny', 'not B', ...connection]);
+  const denied = await runCli(['approve', leadId, 'call_2_1', '--deny', 'not B', ...suite.connectionArgs]);
   expect([denied.code, denied.stdout, denied.stderr]).toEqual([0, `denied call_2_1 of ${second}\n`, '']);
 
   const { results } = await handle.result();
@@ -89,28 +71,30 @@ it("lists the calls sub-agents wait on in fanout status, and reaches them throug
   expect(answers[0].output).toContain('publish found: A');
   expect(answers[1].output).toContain('denied: a person denied the call: not B');
   // Only the approved call ran.
-  const published = toolCalls(servers.simulator, 'publish').filter((call) =>
+  const published = toolCalls(suite.servers.simulator, 'publish').filter((call) =>
     call.workflowId.startsWith(handle.workflowId),
   );
   expect(published.map((call) => call.workflowId)).toEqual([first]);
 });
 
 it('refuses a call id two sub-agents wait on, naming both, and takes each by its own id', async () => {
-  const handle = await stack.client.startParallel([
+  const handle = await suite.stack.client.startParallel([
     lead('twins', ['left [[tool:publish {"title":"L"}]]', 'right [[tool:publish {"title":"R"}]]']),
   ]);
   const [left, right] = [1, 2].map((n) => `${handle.workflowId}/agent:twins/sub-1-1-${n}`);
   await waitsOn(left, 'call_1_1');
   await waitsOn(right, 'call_1_1');
 
-  const ambiguous = await runCli(['approve', handle.workflowId, 'call_1_1', ...connection]);
+  const ambiguous = await runCli(['approve', handle.workflowId, 'call_1_1', ...suite.connectionArgs]);
   expect(ambiguous.code).not.toBe(0);
   expect(ambiguous.stderr).toContain('call call_1_1 waits in 2 agents; name one: ');
   expect(ambiguous.stderr).toContain(left);
   expect(ambiguous.stderr).toContain(right);
 
-  expect((await runCli(['approve', right, 'call_1_1', ...connection])).stdout).toBe(`approved call_1_1 of ${right}\n`);
-  expect((await runCli(['approve', left, 'call_1_1', '--deny', 'no', ...connection])).stdout).toBe(
+  expect((await runCli(['approve', right, 'call_1_1', ...suite.connectionArgs])).stdout).toBe(
+    `approved call_1_1 of ${right}\n`,
+  );
+  expect((await runCli(['approve', left, 'call_1_1', '--deny', 'no', ...suite.connectionArgs])).stdout).toBe(
     `denied call_1_1 of ${left}\n`,
   );
   const { results } = await handle.result();
@@ -118,7 +102,7 @@ it('refuses a call id two sub-agents wait on, naming both, and takes each by its
   expect(answers[0].output).toContain('denied: a person denied the call: no');
   expect(answers[1].output).toContain('publish found: R');
   expect(
-    toolCalls(servers.simulator, 'publish')
+    toolCalls(suite.servers.simulator, 'publish')
       .filter((call) => call.workflowId.startsWith(handle.workflowId))
       .map((call) => call.workflowId),
   ).toEqual([right]);

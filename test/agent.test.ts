@@ -1,16 +1,12 @@
-import path from 'node:path';
 import { z } from 'zod';
 import type { AgentResult, AgentTask } from '../src/contract/agent-task';
 import { withTranscripts } from '../src/cli/agent-view';
 import { storeFromEnvironment } from '../src/store';
-import { defineTool, type Tool } from '../src/tools/define-tool';
+import { defineTool } from '../src/tools/define-tool';
 import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
-import { activityInputText, modelCalls, scheduledActivities, toolCalls } from './support/agents';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { activityInputText, modelCalls, scheduledActivities, toolCalls, useAgentStack } from './support/agents';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
-
-let servers: TestServers;
-let stack: TestWorker;
 
 /** A tool whose approval times out quickly (the shared test tools wait a minute). */
 const hastyApproval = defineTool({
@@ -37,19 +33,10 @@ const sluggish = defineTool({
     }),
 });
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
-  process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
-  const shared = Object.values(require(path.join(__dirname, 'support', 'agent-tools.js')) as Record<string, Tool>);
-  stack = await startTestWorker(servers, { tools: [...shared, hastyApproval, sluggish] });
-});
+const suite = useAgentStack({ tools: [hastyApproval, sluggish] });
 
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
-
-const childOf = (runId: string, taskId: string) => stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`);
+const childOf = (runId: string, taskId: string) =>
+  suite.stack.client.client.workflow.getHandle(`${runId}/agent:${taskId}`);
 
 describe('agents with tools', () => {
   it('runs a tool-using task as a durable loop beside a plain task that stays one activity', async () => {
@@ -62,7 +49,7 @@ describe('agents with tools', () => {
         tools: ['search', 'fetch_page'],
       },
     ];
-    const handle = await stack.client.startParallel(tasks, undefined, { workflowId: uniqueName('agents') });
+    const handle = await suite.stack.client.startParallel(tasks, undefined, { workflowId: uniqueName('agents') });
     const { results } = await handle.result();
 
     expect(results.map((result) => [result.id, result.status])).toEqual([
@@ -74,17 +61,17 @@ describe('agents with tools', () => {
       'from 3 tool results: search found: temporal batch | fetch_page found: https://temporal.io | search found: durable agents',
     );
     expect(results[1].steps).toBe(3);
-    expect(modelCalls(servers.simulator, 'researcher')).toHaveLength(3);
+    expect(modelCalls(suite.servers.simulator, 'researcher')).toHaveLength(3);
     expect(
-      toolCalls(servers.simulator, 'search').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+      toolCalls(suite.servers.simulator, 'search').filter((call) => call.workflowId.startsWith(handle.workflowId)),
     ).toHaveLength(2);
-    const [slow, page] = servers.simulator
+    const [slow, page] = suite.servers.simulator
       .log()
       .filter((request) => request.taskId === 'tool:search:call_1_1' || request.taskId === 'tool:fetch_page:call_1_2');
     expect(slow.arrivedAt).toBeLessThan((page.respondedAt ?? 0) + 1); // both ran at once
 
     // The plain task kept today's shape: one callAgent activity and no child workflow.
-    const parent = await scheduledActivities(stack.client.client.workflow.getHandle(handle.workflowId));
+    const parent = await scheduledActivities(suite.stack.client.client.workflow.getHandle(handle.workflowId));
     expect(parent.map((activity) => activity.id)).toEqual(['agent:plain']);
     const child = childOf(handle.workflowId, 'researcher');
     expect((await scheduledActivities(child)).map((activity) => [activity.type, activity.summary])).toEqual([
@@ -104,7 +91,7 @@ describe('agents with tools', () => {
 
   it('sends a failing tool, a timed-out tool and input that fails the schema back to the model as tool results', async () => {
     const prompt = 'Try [[tool:broken {}]] [[tool:sluggish {}]] [[tool:search {"query":"wrong field"}]]';
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'clumsy', prompt, tools: ['broken', 'sluggish', 'search'] },
     ]);
     const { results } = await handle.result();
@@ -121,7 +108,7 @@ describe('agents with tools', () => {
   });
 
   it('cancels an agent and its tool call in flight when another agent fails the run fast', async () => {
-    const handle = await stack.client.startParallel(
+    const handle = await suite.stack.client.startParallel(
       [
         { id: 'doomed', prompt: 'no [sim latency=500 fault=403]' },
         { id: 'busy', prompt: 'Work [[tool:search {"q":"forever","ms":60000}]]', tools: ['search'] },
@@ -131,7 +118,7 @@ describe('agents with tools', () => {
     const { results, stoppedBy } = await handle.result();
     expect(stoppedBy).toBe('fail-fast');
     expect(results.map((result) => result.status)).toEqual(['failed', 'cancelled']);
-    const [call] = toolCalls(servers.simulator, 'search').filter(
+    const [call] = toolCalls(suite.servers.simulator, 'search').filter(
       (request) => request.workflowId === `${handle.workflowId}/agent:busy`,
     );
     expect(call.clientClosedAt).toBeDefined();
@@ -139,7 +126,7 @@ describe('agents with tools', () => {
   });
 
   it('runs agents as DAG nodes and fan-in members, with dependency outputs in the prompt', async () => {
-    const dag = await stack.client.startDag([
+    const dag = await suite.stack.client.startDag([
       { id: 'root', prompt: 'root facts', dependsOn: [] },
       { id: 'user', prompt: 'Use {{deps.root}} [[tool:search {"q":"more"}]]', tools: ['search'], dependsOn: ['root'] },
     ]);
@@ -149,7 +136,7 @@ describe('agents with tools', () => {
       ['user', 'ok', 2],
     ]);
     expect(results[1].output).toContain('answer to: Use [simulated] answer to: root facts');
-    const fanIn = await stack.client.startFanOutFanIn(
+    const fanIn = await suite.stack.client.startFanOutFanIn(
       [{ id: 'part', prompt: 'Part [[tool:search {"q":"p"}]]', tools: ['search'] }],
       { prompt: 'Combine.' },
     );
@@ -167,17 +154,17 @@ describe('agents with tools', () => {
       properties: { title: { type: 'string' }, sources: { type: 'integer' } },
       required: ['title', 'sources'],
     };
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'structured', prompt: 'Report [[invalid-json 1]] [[answer-json {"title":"Agents","sources":2}]]', output },
     ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('ok');
     expect(JSON.parse(results[0].output ?? '')).toEqual({ title: 'Agents', sources: 2 });
-    expect(modelCalls(servers.simulator, 'structured')).toHaveLength(2);
+    expect(modelCalls(suite.servers.simulator, 'structured')).toHaveLength(2);
   });
 
   it("waits out the provider's rate limit inside a step's attempt, as plain calls do", async () => {
-    servers.simulator.configure({
+    suite.servers.simulator.configure({
       latency: { minMs: 20, maxMs: 20 },
       rateLimits: { requestsPerMinute: 60, burstSeconds: 1 },
     });
@@ -192,63 +179,67 @@ describe('agents with tools', () => {
         prompt: `Count ${n === 1 ? '[sim fault=429 times=1 retry-after=1] ' : ''}[[invalid-json 1]] [[answer-json {"n":${n}}]]`,
         output,
       }));
-      const handle = await stack.client.startParallel(tasks);
+      const handle = await suite.stack.client.startParallel(tasks);
       const { results } = await handle.result();
       expect(results.map((result) => [result.status, result.output])).toEqual([
         ['ok', '{"n":1}'],
         ['ok', '{"n":2}'],
         ['ok', '{"n":3}'],
       ]);
-      const requests = servers.simulator.log().filter((request) => request.taskId.startsWith('limited-'));
+      const requests = suite.servers.simulator.log().filter((request) => request.taskId.startsWith('limited-'));
       expect(requests.filter((request) => request.outcome === 200)).toHaveLength(6);
       // Some were refused (429), and every request went out on the steps' first attempts: the limit cost time, not attempts.
       expect(requests.filter((request) => request.outcome === 429).length).toBeGreaterThan(0);
       expect(requests.every((request) => request.attempt === 1)).toBe(true);
     } finally {
-      servers.simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
+      suite.servers.simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
     }
   });
 
   it('fails an agent whose answer stays invalid after its repairs, naming the last error', async () => {
     const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'stubborn', prompt: 'Report [[invalid-json 5]]', output, outputRepairs: 1 },
     ]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('failed');
     expect(results[0].error?.type).toBe('OutputInvalid');
     expect(results[0].error?.message).toMatch(/after 1 repairs: the answer is not JSON/);
-    expect(modelCalls(servers.simulator, 'stubborn')).toHaveLength(2);
+    expect(modelCalls(suite.servers.simulator, 'stubborn')).toHaveLength(2);
   });
 
   it('stops an agent at its step budget with its transcript kept', async () => {
     const prompt = 'Loop [[repeat 5 tool:search {"q":"again"}]]';
-    const handle = await stack.client.startParallel([{ id: 'looper', prompt, tools: ['search'], maxSteps: 2 }]);
+    const handle = await suite.stack.client.startParallel([{ id: 'looper', prompt, tools: ['search'], maxSteps: 2 }]);
     const { results } = await handle.result();
     expect(results[0].status).toBe('failed');
     expect(results[0].error?.type).toBe('BudgetExhausted');
     expect(results[0].error?.message).toMatch(
       /stopped after 2 steps: its step budget \(2\) is spent; its transcript so far is kept at /,
     );
-    expect(modelCalls(servers.simulator, 'looper')).toHaveLength(2);
+    expect(modelCalls(suite.servers.simulator, 'looper')).toHaveLength(2);
   });
 
   it('stops an agent at its token budget', async () => {
     const prompt = 'Loop [[repeat 5 tool:search {"q":"again and again"}]]';
-    const handle = await stack.client.startParallel([{ id: 'spender', prompt, tools: ['search'], tokenBudget: 30 }]);
+    const handle = await suite.stack.client.startParallel([
+      { id: 'spender', prompt, tools: ['search'], tokenBudget: 30 },
+    ]);
     const { results } = await handle.result();
     expect(results[0].error?.type).toBe('BudgetExhausted');
     expect(results[0].error?.message).toMatch(/token budget \(30\) is spent/);
-    expect(modelCalls(servers.simulator, 'spender').length).toBeLessThan(5);
+    expect(modelCalls(suite.servers.simulator, 'spender').length).toBeLessThan(5);
   });
 
   it("stops an agent at what is left of its run's token budget", async () => {
     const prompt = 'Loop [[repeat 8 tool:search {"q":"again and again"}]]';
-    const handle = await stack.client.startParallel([{ id: 'shared', prompt, tools: ['search'] }], { tokenBudget: 40 });
+    const handle = await suite.stack.client.startParallel([{ id: 'shared', prompt, tools: ['search'] }], {
+      tokenBudget: 40,
+    });
     const { results } = await handle.result();
     expect(results[0].error?.type).toBe('BudgetExhausted');
     expect(results[0].error?.message).toMatch(/its token budget \(40\) is spent/);
-    expect(modelCalls(servers.simulator, 'shared').length).toBeLessThan(8);
+    expect(modelCalls(suite.servers.simulator, 'shared').length).toBeLessThan(8);
   });
 
   it('runs sub-agents of spawn_agents in parallel and returns their answers in task order', async () => {
@@ -259,7 +250,7 @@ describe('agents with tools', () => {
         { prompt: 'third [sim latency=10]' },
       ],
     });
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents', 'search'] },
     ]);
     const { results } = await handle.result();
@@ -279,9 +270,9 @@ describe('agents with tools', () => {
       ['lead.1-1-3', 'ok'],
     ]);
     expect(spawned[1].output).toContain('search found: sub');
-    expect(modelCalls(servers.simulator, 'lead.1-1-2')).toHaveLength(2);
+    expect(modelCalls(suite.servers.simulator, 'lead.1-1-2')).toHaveLength(2);
     const [first, , third] = ['lead.1-1-1', 'lead.1-1-2', 'lead.1-1-3'].map(
-      (id) => modelCalls(servers.simulator, id)[0],
+      (id) => modelCalls(suite.servers.simulator, id)[0],
     );
     expect(third.arrivedAt).toBeLessThan(first.respondedAt ?? 0); // in parallel
   });
@@ -291,8 +282,8 @@ describe('agents with tools', () => {
     const outer = JSON.stringify({
       tasks: [{ prompt: `nest [[tool:spawn_agents ${inner}]]`, tools: ['spawn_agents'] }],
     });
-    const handle = await stack.client.client.workflow.start('agent', {
-      taskQueue: stack.taskQueue,
+    const handle = await suite.stack.client.client.workflow.start('agent', {
+      taskQueue: suite.stack.taskQueue,
       workflowId: uniqueName('deep'),
       args: [
         {
@@ -305,7 +296,7 @@ describe('agents with tools', () => {
     const outcome = (await handle.result()) as { status: string; output: string };
     expect(outcome.status).toBe('ok');
     // The sub-agent at depth 1 is not offered spawn_agents; its call is answered with why.
-    const nested = (await stack.client.client.workflow.getHandle(`${handle.workflowId}/sub-1-1-1`).result()) as {
+    const nested = (await suite.stack.client.client.workflow.getHandle(`${handle.workflowId}/sub-1-1-1`).result()) as {
       output: string;
     };
     expect(nested.output).toContain('error: there is no tool "spawn_agents"');
@@ -325,12 +316,12 @@ describe('approvals', () => {
   }
 
   it('runs a call once a person approves it', async () => {
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] },
     ]);
     const callId = await waitingCall(handle.workflowId, 'approved');
     expect(
-      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
     ).toHaveLength(0);
     const refused = await childOf(handle.workflowId, 'approved')
       .executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })
@@ -343,12 +334,12 @@ describe('approvals', () => {
     const { results } = await handle.result();
     expect(results[0].output).toContain('publish found: Report A');
     expect(
-      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
     ).toHaveLength(1);
   });
 
   it('sends a denial and its reason to the model instead of running the call', async () => {
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'denied', prompt: 'Ship [[tool:publish {"title":"Report B"}]]', tools: ['publish'] },
     ]);
     const callId = await waitingCall(handle.workflowId, 'denied');
@@ -358,12 +349,12 @@ describe('approvals', () => {
     const { results } = await handle.result();
     expect(results[0].output).toContain('denied: a person denied the call: not before review');
     expect(
-      toolCalls(servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
     ).toHaveLength(0);
   });
 
   it('denies a call nobody approves within its timeout', async () => {
-    const handle = await stack.client.startParallel([
+    const handle = await suite.stack.client.startParallel([
       { id: 'ignored', prompt: 'Go [[tool:launch {"what":"rocket"}]]', tools: ['launch'] },
     ]);
     const { results } = await handle.result();
@@ -373,8 +364,8 @@ describe('approvals', () => {
 
 it('continues as new in a long loop without repeating a step or a tool call', async () => {
   const workflowId = uniqueName('long');
-  const handle = await stack.client.client.workflow.start('agent', {
-    taskQueue: stack.taskQueue,
+  const handle = await suite.stack.client.client.workflow.start('agent', {
+    taskQueue: suite.stack.taskQueue,
     workflowId,
     args: [
       {
@@ -388,8 +379,10 @@ it('continues as new in a long loop without repeating a step or a tool call', as
   expect(outcome.status).toBe('ok');
   expect(outcome.steps).toBe(6);
   expect(outcome.output).toContain('from 5 tool results');
-  expect(modelCalls(servers.simulator, 'long').filter((call) => call.workflowId === workflowId)).toHaveLength(6);
-  expect(toolCalls(servers.simulator, 'search').filter((call) => call.workflowId === workflowId)).toHaveLength(5);
-  const first = await stack.client.client.workflow.getHandle(workflowId, handle.firstExecutionRunId).fetchHistory();
+  expect(modelCalls(suite.servers.simulator, 'long').filter((call) => call.workflowId === workflowId)).toHaveLength(6);
+  expect(toolCalls(suite.servers.simulator, 'search').filter((call) => call.workflowId === workflowId)).toHaveLength(5);
+  const first = await suite.stack.client.client.workflow
+    .getHandle(workflowId, handle.firstExecutionRunId)
+    .fetchHistory();
   expect(first.events?.some((event) => event.workflowExecutionContinuedAsNewEventAttributes)).toBe(true);
 });

@@ -13,24 +13,15 @@ import {
 } from './support/request-ledger';
 import { runCli, spawnWorker } from './support/processes';
 import { FanoutClient } from '../src/client/fanout-client';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
 const directory = batchDirectory();
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
-  stack = await startTestWorker(servers);
-});
+const suite = useTestStack({ simulator: { latency: { minMs: 10, maxMs: 10 } } });
 
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
-
-const requestsOf = (batchId: string) => requestsOfRun(servers.simulator.log(), batchId);
+const requestsOf = (batchId: string) => requestsOfRun(suite.servers.simulator.log(), batchId);
 
 /** The lane activities the batch's windows scheduled: id and how many items each took. */
 async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: number }[]> {
@@ -57,7 +48,7 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('runs short calls many to an activity, within the concurrency, each id written once', async () => {
     const source = writeTasks(directory, 600, () => 'short', 'short');
     const sink = path.join(directory, 'short.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 600, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 600, ids: 600, ok: 600 });
     const requests = requestsOf(handle.batchId);
@@ -71,7 +62,7 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('keeps its calls in flight across hand-overs between windows: never zero while items remain, never over the concurrency', async () => {
     const source = writeTasks(directory, 240, (index) => `x [sim latency=${200 + (index % 5) * 100}]`, 'window');
     const sink = path.join(directory, 'window.jsonl');
-    const handle = await stack.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { concurrency: 12, pageSize: 20, pagesPerRun: 2 },
@@ -89,15 +80,15 @@ describe('batch lanes: several calls one after another per activity, each answer
   it("spreads a concurrency above one worker's slots over the workers polling the queue: 40 in flight on four workers of 10", async () => {
     const taskQueue = uniqueName('spread');
     const env = {
-      OPENAI_BASE_URL: servers.simulator.baseUrl,
+      OPENAI_BASE_URL: suite.servers.simulator.baseUrl,
       OPENAI_API_KEY: 'test-key',
       FANOUT_MAX_CONCURRENT_ACTIVITIES: '10',
     };
     const workers = await Promise.all(
-      Array.from({ length: 4 }, () => spawnWorker({ address: servers.server.address, taskQueue, env })),
+      Array.from({ length: 4 }, () => spawnWorker({ address: suite.servers.server.address, taskQueue, env })),
     );
     try {
-      const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+      const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
       const source = writeTasks(directory, 160, () => 'x [sim latency=1500]', 'spread');
       const sink = path.join(directory, 'spread.jsonl');
       const handle = await client.startBatch({ source, sink, options: { concurrency: 40 } });
@@ -115,7 +106,7 @@ describe('batch lanes: several calls one after another per activity, each answer
       index === 150 || index === 170 ? 'x [sim fault=500 times=1]' : index === 160 ? 'x [sim fault=401]' : 'x';
     const source = writeTasks(directory, 200, prompt, 'mixed');
     const sink = path.join(directory, 'mixed.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
     expect(await handle.result()).toMatchObject({ succeeded: 199, failed: 1 });
     const lines = new Map(readSink(sink).map((line) => [line.id, line]));
     expect(lines.size).toBe(200);
@@ -135,7 +126,7 @@ describe('batch lanes: several calls one after another per activity, each answer
     const prompt = (index: number) => (index === 7 ? 'slow [sim latency=4000]' : 'x');
     const source = writeTasks(directory, 40, prompt, 'deadline');
     const sink = path.join(directory, 'deadline.jsonl');
-    const handle = await stack.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { concurrency: 2, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } },
@@ -149,7 +140,7 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it('runs an activity per item with itemsPerActivity 1', async () => {
     const source = writeTasks(directory, 60, () => 'x', 'single');
-    const handle = await stack.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink: path.join(directory, 'single.jsonl'),
       options: { concurrency: 20, itemsPerActivity: 1 },
@@ -163,7 +154,7 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('cancelled mid-lane, keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after', async () => {
     const source = writeTasks(directory, 300, () => 'x [sim latency=250]', 'cancelled');
     const sink = path.join(directory, 'cancelled.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 8 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 8 } });
     await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
     expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(1);
     const cancelledAt = Date.now();
@@ -178,7 +169,7 @@ describe('batch lanes: several calls one after another per activity, each answer
       expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
     expect(droppedAnswers(atCancel, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
 
-    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed.succeeded + resumed.alreadyOk).toBe(300);
     expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
     expect(faultCost(requestsOf(handle.batchId), cancelledAt).answeredThenResent).toEqual([]);
@@ -188,7 +179,7 @@ describe('batch lanes: several calls one after another per activity, each answer
     const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
     const source = writeTasks(directory, 400, prompt, 'failfast');
     const sink = path.join(directory, 'failfast.jsonl');
-    const handle = await stack.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { concurrency: 8, errorPolicy: 'fail-fast' },
@@ -209,7 +200,11 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('stops at its cost budget with lanes in flight: every answered call counted, a resume pays for none of them again', async () => {
     const source = writeTasks(directory, 300, () => 'budget words [sim latency=120]', 'lanebudget');
     const sink = path.join(directory, 'lanebudget.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 6, tokenBudget: 1500 } });
+    const handle = await suite.stack.client.startBatch({
+      source,
+      sink,
+      options: { concurrency: 6, tokenBudget: 1500 },
+    });
     const summary = await handle.result();
     const stoppedAt = Date.now();
     expect(summary.stoppedBy).toBe('budget');
@@ -218,7 +213,7 @@ describe('batch lanes: several calls one after another per activity, each answer
     const written = new Set(readSink(sink).map((line) => line.id));
     expect(droppedAnswers(requests, written)).toEqual([]);
     expect(summary.succeeded).toBe(written.size);
-    const resumed = await (await stack.client.resumeBatch(handle.batchId, { tokenBudget: 10_000_000 })).result();
+    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId, { tokenBudget: 10_000_000 })).result();
     expect(resumed.alreadyOk).toBe(summary.succeeded);
     expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
     // Calls answered while the stop was aborting them were in flight at the stop; anything answered before it is never paid again.
@@ -239,9 +234,9 @@ describe('batch lanes: several calls one after another per activity, each answer
       '--items-per-activity',
       '101',
       '--address',
-      servers.server.address,
+      suite.servers.server.address,
       '--task-queue',
-      stack.taskQueue,
+      suite.stack.taskQueue,
     ]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toContain('--items-per-activity');

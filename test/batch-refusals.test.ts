@@ -5,22 +5,13 @@ import { describeError } from '../src/cli/errors';
 import { batchDirectory, readSink, writeTasks } from './support/batch-files';
 import { runCli } from './support/processes';
 import { answeredIds, droppedAnswers, requestsOfRun } from './support/request-ledger';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let stack: TestWorker;
 const directory = batchDirectory();
 
-beforeAll(async () => {
-  servers = await startTestServers();
-  stack = await startTestWorker(servers);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
-});
+const suite = useTestStack();
 
 describe('a batch refuses what can never work, before it pays for a call', () => {
   it('started directly with a sink whose directory does not exist, ends FAILED within 30 s naming the sink, with no call made', async () => {
@@ -28,8 +19,8 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     const sink = path.join(directory, 'no-such-directory', 'out.jsonl');
     const batchId = uniqueName('unwritable');
     const startedAt = Date.now();
-    const workflow = await servers.server.client.workflow.start('batch', {
-      taskQueue: stack.taskQueue,
+    const workflow = await suite.servers.server.client.workflow.start('batch', {
+      taskQueue: suite.stack.taskQueue,
       workflowId: batchId,
       args: [{ batchId, source, sink }],
     });
@@ -37,7 +28,7 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(Date.now() - startedAt).toBeLessThan(30_000);
     expect(describeError(failure)).toContain(sink);
-    expect(requestsOfRun(servers.simulator.log(), batchId)).toEqual([]);
+    expect(requestsOfRun(suite.servers.simulator.log(), batchId)).toEqual([]);
   });
 
   it('refuses, with exit code 2 and nothing started, a sink under a file and a sink the permission bits call writable but is not', async () => {
@@ -55,13 +46,13 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
         '--id',
         id,
         '--address',
-        servers.server.address,
+        suite.servers.server.address,
         '--task-queue',
-        stack.taskQueue,
+        suite.stack.taskQueue,
       ]);
       expect({ out, code: cli.code }).toEqual({ out, code: 2 });
       expect(cli.stderr).toContain(out);
-      const started = await servers.server.client.workflow
+      const started = await suite.servers.server.client.workflow
         .getHandle(id)
         .describe()
         .then(
@@ -78,7 +69,7 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
       source,
       `${JSON.stringify({ id: 'a', prompt: 'x' })}\n${JSON.stringify({ id: 'b', prompt: 'x', tools: ['search'] })}\n`,
     );
-    const error = await stack.client
+    const error = await suite.stack.client
       .startBatch({ source, sink: path.join(directory, 'agents.out.jsonl') })
       .catch((caught: unknown) => caught);
     expect(String(error)).toContain('agents.jsonl line 2: tools: agents (tools, output) are not run by batches yet');
@@ -87,10 +78,10 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
   it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {
     const source = writeTasks(directory, 60, () => 'x [sim latency=200]', 'appended');
     const sink = path.join(directory, 'appended.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
     await waitFor(
       'a few answers',
-      () => answeredIds(requestsOfRun(servers.simulator.log(), handle.batchId)).size >= 4,
+      () => answeredIds(requestsOfRun(suite.servers.simulator.log(), handle.batchId)).size >= 4,
       { timeoutMs: 30_000 },
     );
     // A duplicate of an id the batch already has: appended lines are never run, the batch says why it stops.
@@ -98,7 +89,7 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     const failure = await handle.result().catch((error: unknown) => error);
     expect(failure).toBeInstanceOf(WorkflowFailedError);
     expect(describeError(failure)).toContain('changed while the batch ran');
-    const requests = requestsOfRun(servers.simulator.log(), handle.batchId);
+    const requests = requestsOfRun(suite.servers.simulator.log(), handle.batchId);
     expect(requests.filter((request) => request.taskId === 'appended-0')).toHaveLength(1);
     expect(droppedAnswers(requests, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
   });
@@ -108,7 +99,7 @@ describe("a provider's long error pages", () => {
   it('are cut to 1,000 characters in the sink: 600 failures with a 5 KB page each still end in one small sink', async () => {
     const source = writeTasks(directory, 600, () => 'x [sim fault=400 error-bytes=5000]', 'pages');
     const sink = path.join(directory, 'pages.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 0, failed: 600 });
     const lines = readSink(sink);
     expect(lines).toHaveLength(600);

@@ -1,17 +1,10 @@
 import path from 'node:path';
-import Anthropic from '@anthropic-ai/sdk';
-import OpenAI from 'openai';
-import { AnthropicBatches } from '../src/provider-batch/anthropic-batches';
-import { OpenAiBatches } from '../src/provider-batch/openai-batches';
 import type { SimulatorConfigInput } from '../src/sim/config';
-import { Storage } from '../src/store';
 import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
 import { runCli } from './support/processes';
 import { requestsOfRun } from './support/request-ledger';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useProviderBatchStack } from './support/provider-batch-stack';
 
-let servers: TestServers;
-let worker: TestWorker;
 const directory = batchDirectory();
 
 /** Simulated time at 1,000 x: a provider batch of 100-300 simulated seconds answers in 0.1-0.3 s; one with an expiring item ends at 1.5 s. */
@@ -19,30 +12,7 @@ const FAST: SimulatorConfigInput = {
   providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
 };
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: FAST });
-  const storage = new Storage();
-  const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  const anthropic = new Anthropic({
-    apiKey: 'test-key',
-    baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
-    maxRetries: 0,
-  });
-  worker = await startTestWorker(servers, {
-    activities: {
-      storage,
-      providerBatches: {
-        openai: new OpenAiBatches(storage, openai),
-        anthropic: new AnthropicBatches(storage, anthropic),
-      },
-    },
-  });
-});
-
-afterAll(async () => {
-  await worker?.stop();
-  await servers?.stop();
-});
+const suite = useProviderBatchStack(FAST);
 
 describe('a batch chooses its route', () => {
   it('provider-batch: answers at the batch price, sends what expired or failed retryably in a second provider batch, and only what that hands back sync', async () => {
@@ -50,7 +20,7 @@ describe('a batch chooses its route', () => {
       index === 3 || index === 11 ? ' [sim batch=expired]' : index === 7 ? ' [sim batch=error-500]' : '';
     const source = writeTasks(directory, 30, (index) => `route item ${index}${fate(index)}`, 'routed');
     const sink = path.join(directory, 'routed.jsonl');
-    const handle = await worker.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { route: 'provider-batch', providerPollSeconds: 0.05, concurrency: 5 },
@@ -62,9 +32,13 @@ describe('a batch chooses its route', () => {
     expect(summary.savingsUsd).toBeGreaterThan(0);
     // The first provider batch answered 27 and the second, of the three it handed back, none (their markers hold);
     // those three went as chat completions, and nothing else did.
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 33, itemsAnswered: 27 });
+    expect(suite.servers.simulator.batchStats()).toMatchObject({
+      batchesCreated: 2,
+      itemsSubmitted: 33,
+      itemsAnswered: 27,
+    });
     expect(
-      requestsOfRun(servers.simulator.log(), handle.batchId)
+      requestsOfRun(suite.servers.simulator.log(), handle.batchId)
         .map((request) => request.taskId)
         .sort(),
     ).toEqual(['routed-11', 'routed-3', 'routed-7']);
@@ -77,13 +51,13 @@ describe('a batch chooses its route', () => {
 
   it('auto: a small batch with a short deadline goes sync', async () => {
     const source = writeTasks(directory, 8, () => 'x', 'auto');
-    const handle = await worker.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink: path.join(directory, 'auto.jsonl'),
       options: { route: 'auto', deadlineMs: 60_000 },
     });
     expect(await handle.result()).toMatchObject({ route: 'sync', succeeded: 8 });
-    expect(requestsOfRun(servers.simulator.log(), handle.batchId)).toHaveLength(8);
+    expect(requestsOfRun(suite.servers.simulator.log(), handle.batchId)).toHaveLength(8);
   });
 
   it('refuses an unknown route or deadline before starting, naming the option', async () => {
@@ -101,9 +75,9 @@ describe('a batch chooses its route', () => {
         flag,
         value,
         '--address',
-        servers.server.address,
+        suite.servers.server.address,
         '--task-queue',
-        worker.taskQueue,
+        suite.stack.taskQueue,
       ]);
       expect({ flag, code: cli.code }).toEqual({ flag, code: 2 });
       expect(cli.stderr).toContain(value);

@@ -5,26 +5,20 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
 import { maxOverlap } from './support/overlap';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useTestStack } from './support/suite-stack';
+import { startTestServers, startTestWorker, uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 import { droppedAnswers } from './support/request-ledger';
 
-let servers: TestServers;
-let stack: TestWorker;
 const directory = batchDirectory();
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: { latency: { minMs: 10, maxMs: 60 } } });
-  stack = await startTestWorker(servers, { heartbeatThrottleMs: 500 });
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await servers?.stop();
+const suite = useTestStack({
+  simulator: { latency: { minMs: 10, maxMs: 60 } },
+  worker: { heartbeatThrottleMs: 500 },
 });
 
 function requestsOf(batchId: string) {
-  return servers.simulator.log().filter((request) => request.workflowId === batchId);
+  return suite.servers.simulator.log().filter((request) => request.workflowId === batchId);
 }
 
 /** Ids answered (200) before `at`, each with how many requests the simulator saw for it over the whole run. */
@@ -42,7 +36,7 @@ describe('batch', () => {
   it('runs 1,000 items with never more than 50 calls in flight and writes exactly one line per id', async () => {
     const source = writeTasks(directory, 1000, () => 'x [sim latency=200]', 'thousand');
     const sink = path.join(directory, 'thousand.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 50 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 50 } });
     const summary = await handle.result();
 
     expect(summary).toMatchObject({ total: 1000, succeeded: 1000, failed: 0, notRun: 0 });
@@ -58,7 +52,7 @@ describe('batch', () => {
   it('hands over to a new window several times and still answers progress across windows', async () => {
     const source = writeTasks(directory, 300, () => 'slow [sim latency=150]', 'rolling');
     const sink = path.join(directory, 'rolling.jsonl');
-    const handle = await stack.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { concurrency: 10, pageSize: 25, pagesPerRun: 2 },
@@ -92,11 +86,11 @@ describe('batch', () => {
     const source = writeTasks(directory, 20, () => 'x [sim latency=300]', 'attach');
     const sink = path.join(directory, 'attach.jsonl');
     const batchId = uniqueName('attach');
-    const first = await stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
-    const second = await stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
+    const first = await suite.stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
+    const second = await suite.stack.client.startBatch({ source, sink, batchId, options: { concurrency: 5 } });
     expect([first.attached, second.attached]).toEqual([false, true]);
     await second.result();
-    const third = await stack.client.startBatch({ source, sink, batchId });
+    const third = await suite.stack.client.startBatch({ source, sink, batchId });
     expect(third.attached).toBe(true);
     expect(requestsOf(batchId)).toHaveLength(20);
     expect(sinkCounts(sink).lines).toBe(20);
@@ -146,7 +140,7 @@ describe('batch', () => {
   it('keeps every finished result when cancelled, and a resume runs only the rest', async () => {
     const source = writeTasks(directory, 40, () => 'x [sim latency=3000]', 'cancel');
     const sink = path.join(directory, 'cancel.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
     await waitFor('about a quarter done', async () => (await handle.progress()).done >= 10);
     const cancelledAt = Date.now();
     await handle.cancel();
@@ -173,7 +167,7 @@ describe('batch', () => {
     const answered = answeredBefore(handle.batchId, cancelledAt);
     expect(droppedAnswers(requestsOf(handle.batchId), new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
 
-    const resumed = await stack.client.resumeBatch(handle.batchId);
+    const resumed = await suite.stack.client.resumeBatch(handle.batchId);
     const summary = await resumed.result();
     expect(summary).toMatchObject({ alreadyOk: afterCancel.ok, total: 40 - afterCancel.ok, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
@@ -189,13 +183,13 @@ describe('batch', () => {
       'failures',
     );
     const sink = path.join(directory, 'failures.jsonl');
-    const handle = await stack.client.startBatch({ source, sink });
+    const handle = await suite.stack.client.startBatch({ source, sink });
     const summary = await handle.result();
     expect(summary).toMatchObject({ succeeded: 27, failed: 3 });
     const failedLines = readSink(sink).filter((line) => line.status === 'failed');
     expect(failedLines.map((line) => line.id).sort()).toEqual(['failures-13', 'failures-23', 'failures-3']);
     expect(failedLines[0].error?.type).toBe('Unauthorized');
-    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed).toMatchObject({ total: 3, succeeded: 3, alreadyOk: 27 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
   });
@@ -208,7 +202,7 @@ describe('batch', () => {
       'budget',
     );
     const sink = path.join(directory, 'budget.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 4, tokenBudget: 60 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 4, tokenBudget: 60 } });
     const summary = await handle.result();
     expect(summary.stoppedBy).toBe('budget');
     expect(summary.tokens.total).toBeGreaterThanOrEqual(60);
@@ -221,7 +215,7 @@ describe('batch', () => {
     expect(droppedAnswers(requestsOf(handle.batchId), new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
     expect(summary.tokens.total).toBe(readSink(sink).reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
 
-    const resumed = await (await stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000 })).result();
+    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000 })).result();
     expect(resumed.stoppedBy).toBeUndefined();
     expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
   });
@@ -229,7 +223,7 @@ describe('batch', () => {
   it('fails with SourceChanged, keeping what it finished, when the task file is rewritten under it', async () => {
     const source = writeTasks(directory, 60, () => 'x [sim latency=300]', 'changing');
     const sink = path.join(directory, 'changing.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
     await waitFor('a few results', async () => (await handle.progress()).done >= 4, { timeoutMs: 30_000 });
     // Same offsets, other ids: an item reading its line now finds a task the page never named.
     writeTasks(directory, 60, () => 'x [sim latency=300]', 'changinG');
@@ -249,17 +243,17 @@ describe('batch', () => {
   it('recovers every answered result of a terminated batch into its sink when its status is asked', async () => {
     const source = writeTasks(directory, 80, () => 'x [sim latency=250]', 'terminated');
     const sink = path.join(directory, 'terminated.jsonl');
-    const handle = await stack.client.startBatch({ source, sink, options: { concurrency: 4 } });
+    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 4 } });
     await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
     await handle.workflow.terminate('operator stopped it');
     expect(existsSync(sink)).toBe(false);
-    const recovered = await stack.client.recoverStoppedBatch(handle.batchId);
+    const recovered = await suite.stack.client.recoverStoppedBatch(handle.batchId);
     expect(recovered?.sink).toBe(sink);
     const counts = sinkCounts(sink);
     expect(counts.ok).toBeGreaterThanOrEqual(8);
     expect(counts.ids).toBe(counts.lines);
     expect(existsSync(`${sink}.parts`)).toBe(false);
-    const resumed = await (await stack.client.resumeBatch(handle.batchId)).result();
+    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed.alreadyOk).toBe(counts.ok);
     expect(sinkCounts(sink)).toEqual({ lines: 80, ids: 80, ok: 80 });
   });
@@ -267,7 +261,7 @@ describe('batch', () => {
   it('refuses a malformed task file before starting, naming the line', async () => {
     const bad = path.join(directory, 'bad.jsonl');
     require('node:fs').writeFileSync(bad, '{"id":"a","prompt":"x"}\n{"id":"b"}\n{"id":"a","prompt":"y"}\nnot json\n');
-    const error = await stack.client
+    const error = await suite.stack.client
       .startBatch({ source: bad, sink: path.join(directory, 'bad-out.jsonl') })
       .catch((caught: unknown) => caught);
     expect(String(error)).toContain('bad.jsonl line 2: prompt: is required');

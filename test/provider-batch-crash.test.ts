@@ -4,21 +4,11 @@ import path from 'node:path';
 import type { ProviderBatchStats } from '../src/sim/provider-batches';
 import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
 import { batchDirectory, readSink } from './support/batch-files';
-import { spawnWorker, type WorkerProcess } from './support/processes';
-import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { useWorkerProcesses } from './support/suite-stack';
+import { uniqueName, type TestServers } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-const workers: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  servers = await startTestServers();
-});
-
-afterAll(async () => {
-  for (const worker of workers) await worker.stop();
-  await servers?.stop();
-});
+const suite = useWorkerProcesses();
 
 const ITEMS = 20;
 
@@ -36,14 +26,9 @@ async function crashAt(
   { model, options }: { model?: string; options?: ProviderBatchInput['options'] } = {},
 ) {
   const taskQueue = uniqueName(`pb-crash-${phase}`);
-  const env = {
-    OPENAI_BASE_URL: servers.simulator.baseUrl,
-    OPENAI_API_KEY: 'test-key',
-    ANTHROPIC_BASE_URL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
-    ANTHROPIC_API_KEY: 'test-key',
-  };
-  const first = await spawnWorker({ address: servers.server.address, taskQueue, env });
-  workers.push(first);
+  const { server, simulator } = suite.servers;
+  const env = { ANTHROPIC_BASE_URL: simulator.baseUrl.replace(/\/v1$/, ''), ANTHROPIC_API_KEY: 'test-key' };
+  const first = await suite.spawnWorker(taskQueue, env);
   const directory = batchDirectory();
   const source = path.join(directory, 'tasks.jsonl');
   const tasks = Array.from({ length: ITEMS }, (_, index) => ({
@@ -53,7 +38,7 @@ async function crashAt(
   }));
   writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
   const batchId = uniqueName(`pb-${phase}`);
-  const handle = await servers.server.client.workflow.start('providerBatch', {
+  const handle = await server.client.workflow.start('providerBatch', {
     taskQueue,
     workflowId: batchId,
     args: [
@@ -67,58 +52,55 @@ async function crashAt(
   });
   await waitFor(
     `the ${phase} phase`,
-    () =>
-      killWhen(
-        servers.simulator.batchStats(),
-        () => handle.query<ProviderBatchProgress>('providerBatchProgress'),
-        handle,
-      ),
+    () => killWhen(simulator.batchStats(), () => handle.query<ProviderBatchProgress>('providerBatchProgress'), handle),
     { timeoutMs: 60_000 },
   );
   await first.kill();
-  workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+  await suite.spawnWorker(taskQueue, env);
   const result = (await handle.result()) as ProviderBatchResult;
   const lines = result.segments.flatMap((segment) => readSink(segment));
-  return { result, lines, ids: tasks.map((task) => task.id), stats: servers.simulator.batchStats(), handle };
+  return { result, lines, ids: tasks.map((task) => task.id), stats: simulator.batchStats(), handle };
 }
 
 function configure(
   providerBatches: NonNullable<Parameters<TestServers['simulator']['configure']>[0]>['providerBatches'],
 ): void {
-  servers.simulator.configure({ providerBatches });
-  servers.simulator.reset();
+  suite.servers.simulator.configure({ providerBatches });
+  suite.servers.simulator.reset();
+}
+
+/** 1,000 simulated seconds per real one, and 4 s for the provider's answers to one kind of request: the phase to crash in. */
+function slowPhase(phase: 'upload' | 'create' | 'download'): void {
+  configure({
+    speed: 1000,
+    processingSeconds: { min: 100, max: 300 },
+    latencyMs: { upload: 0, create: 0, download: 0, [phase]: 4000 },
+  });
+}
+
+/** Asserts the lines hold every id once. */
+function expectEachIdOnce(lines: { id: string }[], ids: string[]): void {
+  expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
 }
 
 describe('a worker SIGKILLed during the provider-batch route', () => {
   it('while uploading: the upload it finished is used, one provider batch is created, every id written once', async () => {
-    configure({
-      speed: 1000,
-      processingSeconds: { min: 100, max: 300 },
-      latencyMs: { upload: 4000, create: 0, download: 0 },
-    });
+    slowPhase('upload');
     const { lines, ids, stats } = await crashAt('upload', (stats) => stats.filesUploaded >= 1);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 
   it('while creating: the retried submit finds the batch by its metadata instead of creating a second', async () => {
-    configure({
-      speed: 1000,
-      processingSeconds: { min: 100, max: 300 },
-      latencyMs: { upload: 0, create: 4000, download: 0 },
-    });
+    slowPhase('create');
     const { lines, ids, stats } = await crashAt('create', (stats) => stats.batchesCreated >= 1);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 
   it('while creating an Anthropic batch: the retried submit finds it by its recorded intent, one batch per part', async () => {
     // Two parts of the same size, created one at a time: the batch made before the kill is the only unrecorded one.
-    configure({
-      speed: 1000,
-      processingSeconds: { min: 100, max: 300 },
-      latencyMs: { upload: 0, create: 4000, download: 0 },
-    });
+    slowPhase('create');
     const { lines, ids, stats, result } = await crashAt(
       'anthropic-create',
       (stats) => stats.byProvider.anthropic.batchesCreated >= 1,
@@ -135,7 +117,7 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
       [0, 'ended'],
       [1, 'ended'],
     ]);
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 
   it('while waiting between polls: the next worker goes on polling the same batch', async () => {
@@ -148,7 +130,7 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
     );
     expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     expect(result.providerBatches).toHaveLength(1);
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 
   it('while a run that continued as new polls: the next worker goes on from the carried state, one batch, each id once', async () => {
@@ -170,19 +152,15 @@ describe('a worker SIGKILLed during the provider-batch route', () => {
     expect(result.runs).toBeGreaterThanOrEqual(3);
     expect(stats).toMatchObject({ filesUploaded: 1, batchesCreated: 1, itemsAnswered: ITEMS });
     expect(result.providerBatches).toHaveLength(1);
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 
   it('while downloading: the results are downloaded again and the part segment rewritten, each id once', async () => {
-    configure({
-      speed: 1000,
-      processingSeconds: { min: 100, max: 300 },
-      latencyMs: { upload: 0, create: 0, download: 4000 },
-    });
+    slowPhase('download');
     const { lines, ids, stats } = await crashAt('download', (stats) => stats.downloadsStarted >= 1);
     expect(stats.downloadsStarted).toBeGreaterThanOrEqual(2);
     expect(stats).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     expect(lines).toHaveLength(ITEMS);
-    expect(lines.map((line) => line.id).sort()).toEqual([...ids].sort());
+    expectEachIdOnce(lines, ids);
   });
 });

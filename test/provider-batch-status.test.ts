@@ -1,32 +1,14 @@
 import path from 'node:path';
-import OpenAI from 'openai';
 import type { BatchProgress, BatchSummary } from '../src/contract/batch';
-import { OpenAiBatches } from '../src/provider-batch/openai-batches';
-import { Storage } from '../src/store';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { runCli } from './support/processes';
-import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
+import { useProviderBatchStack } from './support/provider-batch-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-let worker: TestWorker;
-
-beforeAll(async () => {
-  // 10 simulated seconds per real one, 150 per batch: the provider batch runs for 15 s, items answering all along.
-  servers = await startTestServers({
-    simulator: { providerBatches: { speed: 10, processingSeconds: { min: 150, max: 150 } } },
-  });
-  const storage = new Storage();
-  const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  worker = await startTestWorker(servers, {
-    activities: { storage, providerBatches: { openai: new OpenAiBatches(storage, openai) } },
-  });
-});
-
-afterAll(async () => {
-  await worker?.stop();
-  await servers?.stop();
-});
+// 10 simulated seconds per real one, 150 per batch: the provider batch runs for 15 s, items answering all along.
+const suite = useProviderBatchStack({ providerBatches: { speed: 10, processingSeconds: { min: 150, max: 150 } } }, [
+  'openai',
+]);
 
 const ITEMS = 40;
 
@@ -35,7 +17,7 @@ describe('batch status of a provider-batch route', () => {
     const directory = batchDirectory();
     const source = writeTasks(directory, ITEMS, (index) => `status item ${index}`, 'status');
     const sink = path.join(directory, 'status.jsonl');
-    const handle = await worker.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink,
       options: { route: 'provider-batch', providerPollSeconds: 0.2 },
@@ -47,9 +29,9 @@ describe('batch status of a provider-batch route', () => {
         handle.batchId,
         ...flags,
         '--address',
-        servers.server.address,
+        suite.servers.server.address,
         '--task-queue',
-        worker.taskQueue,
+        suite.stack.taskQueue,
       ]);
 
     // The provider batch is seen part-way, in both forms of the same look: created, running, some items answered and
@@ -73,7 +55,7 @@ describe('batch status of a provider-batch route', () => {
       },
       { timeoutMs: 60_000 },
     );
-    const created = servers.simulator.batchStats().batches;
+    const created = suite.servers.simulator.batchStats().batches;
     expect(created).toHaveLength(1);
     expect(running?.route).toBe('provider-batch');
     expect(running?.providerBatches).toEqual([
@@ -103,16 +85,16 @@ describe('batch status of a provider-batch route', () => {
       },
     ]);
     expect(sinkCounts(sink)).toEqual({ lines: ITEMS, ids: ITEMS, ok: ITEMS });
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(suite.servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
     // Every answer came through the provider batch: no chat completion was sent.
-    expect(servers.simulator.log()).toHaveLength(0);
+    expect(suite.servers.simulator.log()).toHaveLength(0);
   });
 
   it('--watch refreshes the provider batch as it goes, though the history of the batch itself does not move meanwhile', async () => {
-    servers.simulator.reset();
+    suite.servers.simulator.reset();
     const directory = batchDirectory();
     const source = writeTasks(directory, ITEMS, (index) => `watched item ${index}`, 'watched');
-    const handle = await worker.client.startBatch({
+    const handle = await suite.stack.client.startBatch({
       source,
       sink: path.join(directory, 'watched.jsonl'),
       options: { route: 'provider-batch', providerPollSeconds: 0.2 },
@@ -124,9 +106,9 @@ describe('batch status of a provider-batch route', () => {
       '--watch',
       '--json',
       '--address',
-      servers.server.address,
+      suite.servers.server.address,
       '--task-queue',
-      worker.taskQueue,
+      suite.stack.taskQueue,
     ]);
     expect(code).toBe(0);
     const lines = stdout
@@ -139,6 +121,6 @@ describe('batch status of a provider-batch route', () => {
       .map((line) => line.providerBatches?.[0]?.counts.succeeded);
     expect(new Set(answeredSoFar).size).toBeGreaterThanOrEqual(2);
     expect(lines.at(-1)).toMatchObject({ route: 'provider-batch', succeeded: ITEMS, failed: 0 });
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
+    expect(suite.servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsAnswered: ITEMS });
   });
 });

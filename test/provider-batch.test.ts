@@ -1,53 +1,23 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import Anthropic from '@anthropic-ai/sdk';
-import OpenAI from 'openai';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { BatchResultLine } from '../src/contract/batch';
 import { BUILT_IN_PRICES, priceOf } from '../src/pricing';
-import { AnthropicBatches } from '../src/provider-batch/anthropic-batches';
-import { OpenAiBatches } from '../src/provider-batch/openai-batches';
 import type { SimulatorConfigInput } from '../src/sim/config';
-import { Storage } from '../src/store';
 import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
 import { batchDirectory, readSink } from './support/batch-files';
-import { startTestServers, startTestWorker, uniqueName, type TestServers, type TestWorker } from './support/test-stack';
+import { useProviderBatchStack } from './support/provider-batch-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
-
-let servers: TestServers;
-let worker: TestWorker;
 
 /** Simulated time at 1,000 x: a batch of 100-300 simulated seconds answers in 0.1-0.3 s. */
 const FAST: SimulatorConfigInput = { providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 } } };
 
-beforeAll(async () => {
-  servers = await startTestServers({ simulator: FAST });
-  const storage = new Storage();
-  const openai = new OpenAI({ apiKey: 'test-key', baseURL: servers.simulator.baseUrl, maxRetries: 0 });
-  const anthropic = new Anthropic({
-    apiKey: 'test-key',
-    baseURL: servers.simulator.baseUrl.replace(/\/v1$/, ''),
-    maxRetries: 0,
-  });
-  worker = await startTestWorker(servers, {
-    activities: {
-      storage,
-      providerBatches: {
-        openai: new OpenAiBatches(storage, openai),
-        anthropic: new AnthropicBatches(storage, anthropic),
-      },
-    },
-  });
-});
-
-afterAll(async () => {
-  await worker?.stop();
-  await servers?.stop();
-});
+const suite = useProviderBatchStack(FAST);
 
 beforeEach(() => {
-  servers.simulator.configure(FAST);
-  servers.simulator.reset();
+  suite.servers.simulator.configure(FAST);
+  suite.servers.simulator.reset();
 });
 
 function writeTaskFile(directory: string, tasks: { id: string; prompt: string; model?: string }[]): string {
@@ -71,8 +41,8 @@ function retryIds(result: ProviderBatchResult): string[] {
 async function start(input: Omit<ProviderBatchInput, 'batchId' | 'spool'> & { spool?: string }) {
   const batchId = uniqueName('pb');
   const spool = input.spool ?? path.join(batchDirectory(), 'spool');
-  const handle = await servers.server.client.workflow.start('providerBatch', {
-    taskQueue: worker.taskQueue,
+  const handle = await suite.servers.server.client.workflow.start('providerBatch', {
+    taskQueue: suite.stack.taskQueue,
     workflowId: batchId,
     args: [
       {
@@ -112,14 +82,14 @@ it('answers every item exactly once through OpenAI batches split by part, at hal
   expect(result.cost.usd).toBeCloseTo(standard / 2, 9);
   expect(result.savingsUsd).toBeCloseTo(standard / 2, 9);
   expect(result.tokens.total).toBe(lines.reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
-  const stats = servers.simulator.batchStats();
+  const stats = suite.servers.simulator.batchStats();
   expect(stats).toMatchObject({ batchesCreated: 3, filesUploaded: 3, itemsAnswered: 25 });
   // No chat completion was sent: every answer came through the batch API.
-  expect(servers.simulator.log()).toHaveLength(0);
+  expect(suite.servers.simulator.log()).toHaveLength(0);
 });
 
 it('hands expired and retryably errored items back for a sync retry, and writes items that failed for good once', async () => {
-  servers.simulator.configure({
+  suite.servers.simulator.configure({
     providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
   });
   const directory = batchDirectory();
@@ -165,7 +135,7 @@ describe('items a provider batch hands back', () => {
 
   it('go into a new provider batch when the deadline leaves twice the time the first round took', async () => {
     // The first batch ends when its expired item's window closes: 1,500 simulated seconds, 1.5 s; 24 h are left.
-    servers.simulator.configure({
+    suite.servers.simulator.configure({
       providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
     });
     const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks) });
@@ -185,19 +155,23 @@ describe('items a provider batch hands back', () => {
       [0, 'expired', 5],
       [1, 'completed', 2],
     ]);
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 2, itemsSubmitted: 7, itemsAnswered: 4 });
+    expect(suite.servers.simulator.batchStats()).toMatchObject({
+      batchesCreated: 2,
+      itemsSubmitted: 7,
+      itemsAnswered: 4,
+    });
     expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({
       parts: 2,
       collected: 2,
       retried: 0,
     });
     // Nothing went the sync way.
-    expect(servers.simulator.log()).toHaveLength(0);
+    expect(suite.servers.simulator.log()).toHaveLength(0);
   });
 
   it('are handed back to be sent sync when the deadline is nearer than twice the time the first round took', async () => {
     // The first batch takes 40 simulated seconds at 10 x, 4 s; a 7 s deadline leaves about 3 s after it, short of 8.
-    servers.simulator.configure({
+    suite.servers.simulator.configure({
       providerBatches: { speed: 10, processingSeconds: { min: 10, max: 20 }, expiresAfterSeconds: 40 },
     });
     const { handle } = await start({ source: writeTaskFile(batchDirectory(), tasks), options: { deadlineMs: 7000 } });
@@ -214,7 +188,11 @@ describe('items a provider batch hands back', () => {
       ['fine-2', 'ok'],
     ]);
     expect(result.providerBatches).toHaveLength(1);
-    expect(servers.simulator.batchStats()).toMatchObject({ batchesCreated: 1, itemsSubmitted: 5, itemsAnswered: 2 });
+    expect(suite.servers.simulator.batchStats()).toMatchObject({
+      batchesCreated: 1,
+      itemsSubmitted: 5,
+      itemsAnswered: 2,
+    });
     expect(await handle.query<ProviderBatchProgress>('providerBatchProgress')).toMatchObject({ parts: 1, retried: 2 });
   });
 });
@@ -222,7 +200,7 @@ describe('items a provider batch hands back', () => {
 it('continues as new during a long wait, carrying its parts: each provider batch created once, every result written once', async () => {
   // Batches of 20-30 simulated seconds at 10 x (2-3 s; the part with an expiring item 4 s), polled every 0.2-1 s, three
   // polls a run: a run hands over several times per batch, between submits, mid-round and between rounds.
-  servers.simulator.configure({
+  suite.servers.simulator.configure({
     providerBatches: { speed: 10, processingSeconds: { min: 20, max: 30 }, expiresAfterSeconds: 40 },
   });
   const tasks = Array.from({ length: 12 }, (_, index) => ({
@@ -243,7 +221,7 @@ it('continues as new during a long wait, carrying its parts: each provider batch
   expect(result).toMatchObject({ succeeded: 12, failed: 0 });
   expect(result.retry).toBeUndefined();
   // Three parts and one of the item the first round handed back: four batches, each created once and listed once.
-  const stats = servers.simulator.batchStats();
+  const stats = suite.servers.simulator.batchStats();
   expect(stats).toMatchObject({ filesUploaded: 4, batchesCreated: 4, itemsSubmitted: 13, itemsAnswered: 12 });
   expect(result.providerBatches.map((batch) => [batch.part, batch.id])).toEqual(
     stats.batches
@@ -256,7 +234,7 @@ it('continues as new during a long wait, carrying its parts: each provider batch
     [2, 4],
     [3, 1],
   ]);
-  expect(servers.simulator.log()).toHaveLength(0);
+  expect(suite.servers.simulator.log()).toHaveLength(0);
 });
 
 it('runs claude-* tasks through Anthropic Message Batches and the rest through OpenAI, one model per part', async () => {
@@ -270,7 +248,7 @@ it('runs claude-* tasks through Anthropic Message Batches and the rest through O
     ...Array.from({ length: 4 }, (_, index) => ({ id: `o-${index}`, prompt: `openai ${index}`, model: 'gpt-4o-mini' })),
     { id: 'c-late', prompt: 'late [sim batch=expired]', model: 'claude-haiku-4-5' },
   ];
-  servers.simulator.configure({
+  suite.servers.simulator.configure({
     providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
   });
   const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { retryRounds: 0 } });
@@ -289,7 +267,7 @@ it('runs claude-* tasks through Anthropic Message Batches and the rest through O
     ['anthropic', 'ended'],
     ['openai', 'completed'],
   ]);
-  expect(servers.simulator.batchStats().byProvider).toEqual({
+  expect(suite.servers.simulator.batchStats().byProvider).toEqual({
     openai: { batchesCreated: 1, itemsAnswered: 4 },
     anthropic: { batchesCreated: 1, itemsAnswered: 6 },
   });
@@ -299,7 +277,7 @@ it('runs claude-* tasks through Anthropic Message Batches and the rest through O
 
 it('waits out token_limit_exceeded and submits the refused part again once earlier batches have drained', async () => {
   // Each task's prompt is 2 words: a part of 5 enqueues 10 tokens, and the limit holds one part at a time.
-  servers.simulator.configure({
+  suite.servers.simulator.configure({
     providerBatches: { speed: 1000, processingSeconds: { min: 500, max: 800 }, enqueuedTokenLimit: 12 },
   });
   const directory = batchDirectory();
@@ -318,12 +296,12 @@ it('waits out token_limit_exceeded and submits the refused part again once earli
   const refused = result.providerBatches.filter((batch) => batch.status === 'failed');
   expect(refused.length).toBeGreaterThanOrEqual(1);
   expect(result.providerBatches.filter((batch) => batch.status === 'completed')).toHaveLength(2);
-  expect(servers.simulator.batchStats().itemsAnswered).toBe(10);
+  expect(suite.servers.simulator.batchStats().itemsAnswered).toBe(10);
 });
 
 it('past its deadline cancels the provider batch, keeps what it answered and hands the rest back', async () => {
   // 40 s of simulated time per batch at 10 x: 4 s; the deadline comes after about half of it.
-  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
+  suite.servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 40 }, (_, index) => ({ id: `d-${index}`, prompt: `item ${index}` }));
   const { handle } = await start({ source: writeTaskFile(directory, tasks), options: { deadlineMs: 2000 } });
@@ -335,11 +313,11 @@ it('past its deadline cancels the provider batch, keeps what it answered and han
   expect(handedBack.length).toBeGreaterThan(0);
   expect([...answered, ...handedBack].sort()).toEqual(tasks.map((task) => task.id).sort());
   expect(result.providerBatches[0].status).toBe('cancelled');
-  expect(servers.simulator.batchStats()).toMatchObject({ cancelled: 1, itemsAnswered: answered.length });
+  expect(suite.servers.simulator.batchStats()).toMatchObject({ cancelled: 1, itemsAnswered: answered.length });
 });
 
 it('takes the deadline as a time too (a batch passing its own deadline to the route)', async () => {
-  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
+  suite.servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 40, max: 40 } } });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 20 }, (_, index) => ({ id: `t-${index}`, prompt: `item ${index}` }));
   const { handle } = await start({
@@ -352,7 +330,7 @@ it('takes the deadline as a time too (a batch passing its own deadline to the ro
 });
 
 it('cancelled, cancels its provider batches and writes every result that came back before it ends', async () => {
-  servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
+  suite.servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
   const directory = batchDirectory();
   const tasks = Array.from({ length: 30 }, (_, index) => ({ id: `x-${index}`, prompt: `item ${index}` }));
   const { handle, spool } = await start({
@@ -368,7 +346,7 @@ it('cancelled, cancels its provider batches and writes every result that came ba
   await handle.cancel();
   await expect(handle.result()).rejects.toThrow(WorkflowFailedError);
 
-  const stats = servers.simulator.batchStats();
+  const stats = suite.servers.simulator.batchStats();
   expect(stats.cancelled).toBe(2);
   expect(stats.batches.map((batch) => batch.status)).toEqual(['cancelled', 'cancelled']);
   const segments = ['seg-part-00000.jsonl', 'seg-part-00001.jsonl']
@@ -397,5 +375,5 @@ it('skips the ids a resume already has ok', async () => {
       .map((line) => line.id)
       .sort(),
   ).toEqual(['r-2', 'r-3', 'r-4', 'r-5']);
-  expect(servers.simulator.batchStats().itemsSubmitted).toBe(4);
+  expect(suite.servers.simulator.batchStats().itemsSubmitted).toBe(4);
 });

@@ -1,29 +1,15 @@
 import type { AgentTask } from '../src/contract/agent-task';
 import { FanoutClient } from '../src/client/fanout-client';
-import { spawnWorker, type WorkerProcess } from './support/processes';
-import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
+import { useWorkerProcesses } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-let servers: TestServers;
-const workers: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  servers = await startTestServers();
-});
-
-afterAll(async () => {
-  for (const worker of workers) await worker.stop();
-  await servers?.stop();
-});
+const suite = useWorkerProcesses();
 
 it('completes a fan-out after its worker process is SIGKILLed and restarted, sending no finished call again', async () => {
   const taskQueue = uniqueName('crash');
-  const env = {
-    OPENAI_BASE_URL: servers.simulator.baseUrl,
-    OPENAI_API_KEY: 'test-key',
-    FANOUT_HEARTBEAT_THROTTLE_MS: '500',
-  };
-  workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+  const env = { FANOUT_HEARTBEAT_THROTTLE_MS: '500' };
+  const first = await suite.spawnWorker(taskQueue, env);
 
   const fast: AgentTask[] = Array.from({ length: 10 }, (_, index) => ({
     id: `fast-${index}`,
@@ -33,22 +19,22 @@ it('completes a fan-out after its worker process is SIGKILLed and restarted, sen
     id: `slow-${index}`,
     prompt: `slow [sim latency=6000]`,
   }));
-  const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const handle = await client.startParallel([...fast, ...slow], { heartbeatTimeoutMs: 2000 });
 
   await waitFor('the fast agents to finish and the slow ones to be in flight', async () => {
     const progress = await handle.progress();
     return progress.succeeded === 10 && progress.running === 10;
   });
-  await workers[0].kill();
+  await first.kill();
   const killedAt = Date.now();
 
-  workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
+  await suite.spawnWorker(taskQueue, env);
   const { results } = await handle.result();
 
   expect(results.map((result) => result.id)).toEqual([...fast, ...slow].map((task) => task.id));
   expect(results.every((result) => result.status === 'ok')).toBe(true);
-  const log = servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
+  const log = suite.servers.simulator.log().filter((request) => request.workflowId === handle.workflowId);
   for (const task of fast) {
     // Finished before the kill: its result is in history, so it is never sent again.
     expect(log.filter((request) => request.taskId === task.id)).toHaveLength(1);

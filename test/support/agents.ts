@@ -1,6 +1,9 @@
+import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { SimulatedRequest, Simulator } from '../../src/sim/simulator';
+import type { Tool } from '../../src/tools/define-tool';
 import { decodePayload } from './history';
+import { useTestStack, type TestServersOptions } from './suite-stack';
 
 /** The model calls (steps) the simulator saw for one agent task: requests sent with its task id. */
 export function modelCalls(simulator: Simulator, taskId: string): SimulatedRequest[] {
@@ -37,4 +40,25 @@ export async function activityInputText(workflow: WorkflowHandle): Promise<strin
     .flatMap((event) => event.activityTaskScheduledEventAttributes?.input?.payloads ?? [])
     .map((payload) => JSON.stringify(decodePayload(payload)))
     .join('\n');
+}
+
+/** The shared test tools (`agent-tools.js`), as an in-process worker registers them. */
+export function sharedTestTools(): Tool[] {
+  return Object.values(require(path.join(__dirname, 'agent-tools.js')) as Record<string, Tool>);
+}
+
+/**
+ * `useTestStack` for agents: a simulator answering in 20 ms, and a worker with the shared test tools (and `tools`).
+ * The tools report each call to this simulator, so a test counts tool calls where it counts model calls.
+ */
+export function useAgentStack(options: { server?: TestServersOptions['server']; tools?: Tool[] } = {}) {
+  return useTestStack({
+    simulator: { latency: { minMs: 20, maxMs: 20 } },
+    server: options.server,
+    worker: (servers) => {
+      // agent-tools.js reads it at each call.
+      process.env.FANOUT_TEST_SIM_URL = servers.simulator.baseUrl;
+      return { tools: [...sharedTestTools(), ...(options.tools ?? [])] };
+    },
+  });
 }

@@ -1,3 +1,5 @@
+import type { Simulator } from '../../src/sim/simulator';
+import { spawnWorker, type WorkerProcess } from './processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './test-stack';
 
 /** What `useTestServers` starts: a dev server and a simulator (options as `startTestServers` takes them). */
@@ -8,9 +10,12 @@ export interface TestServersOptions {
   beforeStop?: () => Promise<void>;
 }
 
+type TestWorkerOptions = NonNullable<Parameters<typeof startTestWorker>[1]>;
+
 /** What `useTestStack` starts: the servers, and a worker in this process (options as `startTestWorker` takes them). */
 export interface TestStackOptions extends TestServersOptions {
-  worker?: Parameters<typeof startTestWorker>[1];
+  /** The worker's options, or a function of the started servers for options that need their addresses. */
+  worker?: TestWorkerOptions | ((servers: TestServers) => TestWorkerOptions);
 }
 
 function started<T>(value: T | undefined, what: string): T {
@@ -52,6 +57,8 @@ export function useTestServers(options: TestServersOptions = {}): { readonly ser
 export function useTestStack(options: TestStackOptions = {}): {
   readonly servers: TestServers;
   readonly stack: TestWorker;
+  /** The `fanout` CLI's flags for this dev server and the worker's task queue. */
+  readonly connectionArgs: string[];
 } {
   let stack: TestWorker | undefined;
   // The worker stops before the servers do.
@@ -63,7 +70,8 @@ export function useTestStack(options: TestStackOptions = {}): {
     },
   });
   beforeAll(async () => {
-    stack = await startTestWorker(suite.servers, options.worker);
+    const worker = typeof options.worker === 'function' ? options.worker(suite.servers) : options.worker;
+    stack = await startTestWorker(suite.servers, worker);
   });
   return {
     get servers() {
@@ -71,6 +79,51 @@ export function useTestStack(options: TestStackOptions = {}): {
     },
     get stack() {
       return started(stack, 'the test worker');
+    },
+    get connectionArgs() {
+      return ['--address', suite.servers.server.address, '--task-queue', started(stack, 'the test worker').taskQueue];
+    },
+  };
+}
+
+/** What a `fanout worker` process needs to call the simulator: its OpenAI endpoint and a key. */
+export function simulatorEnvironment(simulator: Simulator): Record<string, string> {
+  return { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'test-key' };
+}
+
+/**
+ * `useTestServers` and `fanout worker` processes on top, stopped after the tests: `spawnWorker` starts one on
+ * `taskQueue` that calls the simulator (`simulatorEnvironment`, plus `env`).
+ *
+ * @example
+ * const suite = useWorkerProcesses();
+ * it('survives a SIGKILL', async () => (await suite.spawnWorker(taskQueue)).kill());
+ */
+export function useWorkerProcesses(options: TestServersOptions = {}): {
+  readonly servers: TestServers;
+  spawnWorker(taskQueue: string, env?: Record<string, string>): Promise<WorkerProcess>;
+} {
+  const workers: WorkerProcess[] = [];
+  const suite = useTestServers({
+    ...options,
+    beforeStop: async () => {
+      await options.beforeStop?.();
+      for (const worker of workers) await worker.stop();
+    },
+  });
+  return {
+    get servers() {
+      return suite.servers;
+    },
+    async spawnWorker(taskQueue, env = {}) {
+      const { server, simulator } = suite.servers;
+      const worker = await spawnWorker({
+        address: server.address,
+        taskQueue,
+        env: { ...simulatorEnvironment(simulator), ...env },
+      });
+      workers.push(worker);
+      return worker;
     },
   };
 }
