@@ -1,29 +1,19 @@
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { execFile } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Connection, type TLSConfig } from '@temporalio/client';
+import type { TLSConfig } from '@temporalio/client';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { generateServerCertificates, type ServerCertificates } from './certificates';
-import { diesWithParent, exitOf } from './child-processes';
-import { FatalWaitError, waitFor } from './wait-for';
-import {
-  DEFAULT_DATABASE,
-  dynamicConfig,
-  freeClusterPorts,
-  serverConfig,
-  VISIBILITY_DATABASE,
-  type ClusterPorts,
-} from './cluster-config';
+import { ensureTool } from './ensure-tool';
+import { waitFor } from './wait-for';
+import { DEFAULT_DATABASE, dynamicConfig, freeClusterPorts, serverConfig, VISIBILITY_DATABASE } from './cluster-config';
 import { startPostgres, type PostgresServer } from './postgres';
+import { startServerProcess, waitUntilServing, type ServerProcess } from './server-process';
 import { findTemporalCli } from './temporal-cli';
 
 const run = promisify(execFile);
-
-/** The script that finds or builds temporal-server and temporal-sql-tool; beside src/ and dist/ in the package. */
-export const ENSURE_TEMPORAL_SERVER_SCRIPT = path.resolve(__dirname, '../../scripts/ensure-temporal-server.sh');
 
 export interface TemporalClusterOptions {
   /**
@@ -62,19 +52,14 @@ export interface TemporalCluster {
 
 /** Where temporal-server, temporal-sql-tool and the PostgreSQL schema are, building them once if needed. */
 export function findTemporalServer(): string {
-  try {
-    return execFileSync('bash', [ENSURE_TEMPORAL_SERVER_SCRIPT], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    }).trim();
-  } catch {
-    throw new Error('no Temporal server is available (see the messages above); set TEMPORAL_SERVER_HOME to one');
-  }
+  return ensureTool(
+    'ensure-temporal-server.sh',
+    'no Temporal server is available (see the messages above); set TEMPORAL_SERVER_HOME to one',
+  );
 }
 
 const NAMESPACE = 'default';
 const HISTORY_SHARDS = 4;
-const SERVER_START_TIMEOUT_MS = 90_000;
 
 /**
  * Starts PostgreSQL and a Temporal server on it (frontend, history, matching and worker services in one process),
@@ -203,101 +188,6 @@ async function setUpSchema(install: string, postgres: PostgresServer): Promise<v
       '--schema-dir',
       path.join(install, 'schema', 'postgresql', 'v12', schema, 'versioned'),
     );
-  }
-}
-
-interface ServerProcess {
-  readonly child: ChildProcess;
-  exited(): boolean;
-  /** The end of the server's log, for error messages. */
-  logTail(): string;
-  stop(signal: 'SIGTERM' | 'SIGKILL'): Promise<void>;
-}
-
-function startServerProcess(install: string, directory: string): ServerProcess {
-  const [command, args] = diesWithParent(
-    path.join(install, 'temporal-server'),
-    ['--root', directory, '--config', 'config', '--env', 'cluster', '--allow-no-auth', 'start'],
-    'TERM',
-  );
-  const child = spawn(command, args, { cwd: directory, stdio: ['ignore', 'pipe', 'pipe'] });
-  const log = createWriteStream(path.join(directory, 'temporal-server.log'), { flags: 'a' });
-  let tail = '';
-  const record = (chunk: Buffer) => {
-    log.write(chunk);
-    tail = (tail + chunk.toString()).slice(-4000);
-  };
-  child.stdout?.on('data', record);
-  child.stderr?.on('data', record);
-  const exit = exitOf(child).then(() => new Promise<void>((resolve) => log.end(resolve)));
-  return {
-    child,
-    exited: () => child.exitCode !== null || child.signalCode !== null,
-    logTail: () => tail,
-    stop: async (signal) => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-      // The server drains its services on SIGTERM; one that hangs is killed rather than waited on forever.
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-      await exit;
-      clearTimeout(timer);
-    },
-  };
-}
-
-function portAccepts(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-/**
- * Resolves once the frontend answers its health check. Waits for the port first: a gRPC channel that dials too early
- * backs off for seconds between retries, while the server takes about as long to bind.
- */
-async function waitUntilServing(
-  server: ServerProcess,
-  ports: ClusterPorts,
-  address: string,
-  tls: TLSConfig | undefined,
-): Promise<void> {
-  const alive = () => {
-    if (server.exited()) {
-      throw new FatalWaitError(
-        new Error(`temporal-server exited during start-up (code ${server.child.exitCode}): ${server.logTail().trim()}`),
-      );
-    }
-  };
-  const deadline = Date.now() + SERVER_START_TIMEOUT_MS;
-  await waitFor(
-    `temporal-server to listen on ${address}`,
-    async () => {
-      alive();
-      return portAccepts(ports.frontend);
-    },
-    { timeoutMs: SERVER_START_TIMEOUT_MS },
-  );
-  // Lazy: a connect() that meets a server dying during start-up would wait out its own 10 s deadline.
-  const connection = Connection.lazy({ address, tls });
-  try {
-    await waitFor(
-      `temporal-server on ${address} to serve`,
-      async () => {
-        alive();
-        const response = await connection.withDeadline(Date.now() + 2_000, () =>
-          connection.healthService.check({ service: 'temporal.api.workflowservice.v1.WorkflowService' }),
-        );
-        // 1 is SERVING in grpc.health.v1.
-        return response.status === 1;
-      },
-      { timeoutMs: Math.max(deadline - Date.now(), 1_000), intervalMs: 250 },
-    );
-  } finally {
-    await connection.close();
   }
 }
 

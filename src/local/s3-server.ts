@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,10 +10,8 @@ import {
   PutObjectCommand,
   S3Client,
 } from '@aws-sdk/client-s3';
+import { ensureTool } from './ensure-tool';
 import { freePort } from './free-port';
-
-/** The script that finds or builds SeaweedFS's `weed`; it lives in the package, beside src/ and dist/. */
-export const ENSURE_SEAWEEDFS_SCRIPT = path.resolve(__dirname, '../../scripts/ensure-seaweedfs.sh');
 
 export interface S3ServerOptions {
   /** Where SeaweedFS keeps volumes and metadata; default a directory inside the server's private temp dir. */
@@ -45,14 +43,10 @@ const STOP_GRACE_MS = 5_000;
  * (several minutes) when none exists. Throws with the user's options when none can be had.
  */
 export function findWeed(): string {
-  try {
-    return execFileSync('bash', [ENSURE_SEAWEEDFS_SCRIPT], {
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'inherit'],
-    }).trim();
-  } catch {
-    throw new Error('no SeaweedFS weed binary is available (see the messages above); set SEAWEEDFS_WEED to one');
-  }
+  return ensureTool(
+    'ensure-seaweedfs.sh',
+    'no SeaweedFS weed binary is available (see the messages above); set SEAWEEDFS_WEED to one',
+  );
 }
 
 /**
