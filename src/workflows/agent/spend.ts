@@ -1,0 +1,63 @@
+import type { TokenUsage } from '../../contract/agent-task';
+import { roundUsd } from '../../contract/metrics';
+import type { FailureSpend } from './child-failure';
+import type { AgentSpend, AgentStopReason } from './types';
+
+/** An agent's spend before its first step. */
+export const emptySpend = (): AgentSpend => ({
+  steps: 0,
+  toolCalls: 0,
+  usage: { promptTokens: 0, completionTokens: 0, totalTokens: 0 },
+  costUsd: 0,
+  unpricedSteps: 0,
+});
+
+/** Adds what a model step, or a sub-agent, spent to the agent's spend. */
+export function addSpend(state: AgentSpend, spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean }): void {
+  state.usage = {
+    promptTokens: state.usage.promptTokens + (spend.usage?.promptTokens ?? 0),
+    completionTokens: state.usage.completionTokens + (spend.usage?.completionTokens ?? 0),
+    totalTokens: state.usage.totalTokens + (spend.usage?.totalTokens ?? 0),
+  };
+  state.costUsd = roundUsd(state.costUsd + (spend.costUsd ?? 0));
+  if (spend.unpriced) state.unpricedSteps += 1;
+}
+
+/** What the agent reports it spent to the workflow that started it, when it fails or is cancelled. */
+export function spendOf(state: AgentSpend): FailureSpend {
+  return {
+    usage: state.usage,
+    costUsd: state.costUsd,
+    ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
+  };
+}
+
+/** The limits an agent stops at: its steps, and the tokens and dollars its task or its caller allow (none if undefined). */
+export interface AgentBudgets {
+  maxSteps: number;
+  tokenLimit: number | undefined;
+  costLimit: number | undefined;
+}
+
+/** The budget the agent has spent, if any, and why in words. */
+export function budgetReached(
+  state: AgentSpend,
+  { maxSteps, tokenLimit, costLimit }: AgentBudgets,
+): { reason: AgentStopReason; message: string } | undefined {
+  if (state.steps >= maxSteps) return { reason: 'steps', message: `its step budget (${maxSteps}) is spent` };
+  if (tokenLimit !== undefined && state.usage.totalTokens >= tokenLimit)
+    return {
+      reason: 'tokens',
+      message: `its token budget (${tokenLimit}) is spent: ${state.usage.totalTokens} used`,
+    };
+  if (costLimit !== undefined && state.costUsd >= costLimit)
+    return { reason: 'cost', message: `its cost budget ($${costLimit}) is spent: $${state.costUsd} used` };
+  return undefined;
+}
+
+/** The smaller of two limits, either of which may be absent. */
+export function minimum(first: number | undefined, second: number | undefined): number | undefined {
+  if (first === undefined) return second;
+  if (second === undefined) return first;
+  return Math.min(first, second);
+}

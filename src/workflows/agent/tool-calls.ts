@@ -1,0 +1,145 @@
+import {
+  ChildWorkflowCancellationType,
+  ParentClosePolicy,
+  condition,
+  executeChild,
+  patched,
+} from '@temporalio/workflow';
+import type { AgentTask } from '../../contract/agent-task';
+import type { agent } from './agent';
+import type { AgentActivities } from './activity-options';
+import { childFailure, spendOfFailure } from './child-failure';
+import { addSpend, type AgentBudgets } from './spend';
+import type { AgentTracker } from './tracker';
+import type { AgentInput, AgentState, AgentStepResult, SpawnedAgent, ToolCallRequest, ToolCallResult } from './types';
+
+/** What the tool calls of a step need of the agent that runs them. */
+export interface ToolCallContext {
+  task: AgentTask;
+  input: AgentInput;
+  depth: number;
+  maxDepth: number;
+  /** The agent's workflow id: its sub-agents' ids are derived from it. */
+  selfId: string;
+  state: AgentState;
+  budgets: AgentBudgets;
+  tracker: AgentTracker;
+  toolCall: AgentActivities['toolCall'];
+  /** Sets the agent's current details (the Temporal UI) to what it does now. */
+  describe(now: string): void;
+  /** The `agent` workflow, which sub-agents run as (handed in: agent.ts imports this file). */
+  agentWorkflow: typeof agent;
+}
+
+/** Runs the sub-agents of a `spawn_agents` call as child workflows, sharing what is left of this agent's budgets. */
+async function spawn(
+  context: ToolCallContext,
+  call: ToolCallRequest,
+  step: number,
+  index: number,
+): Promise<SpawnedAgent[]> {
+  const { task, input, depth, maxDepth, selfId, state, tracker } = context;
+  const { tokenLimit, costLimit } = context.budgets;
+  const tasks = call.spawn ?? [];
+  const share = (limit: number | undefined, used: number) =>
+    limit === undefined ? undefined : Math.max(0, (limit - used) / tasks.length);
+  const tokens = share(tokenLimit, state.usage.totalTokens);
+  const costUsd = share(costLimit, state.costUsd);
+  tracker.emit('spawned', step, `${tasks.length} sub-agents: ${tasks.map((spawned) => spawned.id).join(', ')}`);
+  return Promise.all(
+    tasks.map(async (child, position): Promise<SpawnedAgent> => {
+      const workflowId = `${selfId}/sub-${step}-${index + 1}-${position + 1}`;
+      tracker.children.add(workflowId);
+      try {
+        const result = await executeChild(context.agentWorkflow, {
+          workflowId,
+          args: [
+            {
+              task: child,
+              ...(input.options === undefined ? {} : { options: input.options }),
+              inlineOutputBytes: input.inlineOutputBytes,
+              depth: depth + 1,
+              maxDepth,
+              sharedBudget: {
+                ...(tokens === undefined ? {} : { tokens: Math.floor(tokens) }),
+                ...(costUsd === undefined ? {} : { costUsd }),
+              },
+            },
+          ],
+          // The parent's scope cancels them; should the parent's run end anyway, the server asks them to cancel.
+          cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+          parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+          staticSummary: `sub-agent of ${task.name ?? task.id}: ${child.prompt.slice(0, 80)}`,
+        });
+        addSpend(state, {
+          usage: result.usage,
+          costUsd: result.costUsd,
+          ...(result.unpriced ? { unpriced: true } : {}),
+        });
+        return {
+          id: child.id,
+          status: result.status,
+          ...(result.output === undefined ? {} : { output: result.output }),
+          ...(result.outputRef === undefined ? {} : { outputRef: result.outputRef }),
+          ...(result.message === undefined ? {} : { error: result.message }),
+        };
+      } catch (error) {
+        const failure = childFailure(error);
+        if (failure.cancelled) throw error;
+        // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
+        const spent = spendOfFailure(error);
+        if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spent);
+        return { id: child.id, status: 'failed', error: failure.message };
+      } finally {
+        tracker.childEnded(workflowId);
+      }
+    }),
+  );
+}
+
+/** One tool call of a step, through approval when the tool needs it; resolves to its stored result. */
+export async function runToolCall(
+  context: ToolCallContext,
+  result: AgentStepResult,
+  call: ToolCallRequest,
+  index: number,
+  step: number,
+): Promise<ToolCallResult> {
+  const { task, selfId, state, tracker } = context;
+  const base = { taskId: task.id, step, assistant: result.assistant, index };
+  let extra: { denied?: string; spawned?: SpawnedAgent[]; invalid?: string } = {};
+  tracker.emit('tool-call', step, call.summary);
+  if (call.invalid !== undefined) extra = { invalid: call.invalid };
+  else if (call.spawn !== undefined) extra = { spawned: await spawn(context, call, step, index) };
+  else if (call.approvalTimeoutMs !== undefined) {
+    const since = Date.now();
+    tracker.waiting.set(call.id, {
+      callId: call.id,
+      tool: call.name,
+      summary: call.summary,
+      step,
+      since,
+      deadline: since + call.approvalTimeoutMs,
+    });
+    tracker.emit('approval-waiting', step, `${call.id} ${call.summary}`);
+    context.describe(`waiting for approval of ${call.summary} (fanout approve ${selfId} ${call.id})`);
+    // A durable timer: the wait holds no activity slot and costs nothing while it lasts.
+    const answered = await condition(() => tracker.decisions.has(call.id), call.approvalTimeoutMs);
+    tracker.waiting.delete(call.id);
+    const decision = tracker.decisions.get(call.id);
+    if (!answered || !decision) {
+      extra = { denied: `no one approved the call within ${call.approvalTimeoutMs} ms` };
+      tracker.emit('denied', step, `${call.id}: approval timed out`);
+    } else if (!decision.approve) {
+      extra = { denied: `a person denied the call${decision.reason ? `: ${decision.reason}` : ''}` };
+      tracker.emit('denied', step, `${call.id}${decision.reason ? `: ${decision.reason}` : ''}`);
+    } else tracker.emit('approved', step, call.id);
+  }
+  const done = await context.toolCall.executeWithOptions(
+    { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },
+    [{ ...base, ...extra }],
+  );
+  state.toolCalls += 1;
+  tracker.emit('tool-result', step, `${call.summary} ${done.detail}`);
+  return done;
+}
