@@ -9,6 +9,7 @@ import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { waitFor } from './support/wait-for';
 import { activityEnvironment } from './support/activity-environment';
+import { rejectionOf } from './support/rejection';
 
 let simulator: Simulator;
 
@@ -26,15 +27,6 @@ function activities() {
     defaultModel: 'sim-model',
     heartbeatIntervalMs: 50,
   });
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
-  const error = await promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  expect(error).toBeInstanceOf(ApplicationFailure);
-  return error as ApplicationFailure;
 }
 
 describe('the agent activity over real HTTP', () => {
@@ -87,8 +79,9 @@ describe('the agent activity over real HTTP', () => {
     ['malformed', 'MalformedResponse', false],
   ])('maps a simulated %s to %s (non-retryable: %s)', async (fault, type, nonRetryable) => {
     const environment = activityEnvironment();
-    const failure = await failureOf(
+    const failure = await rejectionOf(
       environment.run(activities().callAgent, { id: `fault-${fault}`, prompt: `x [sim fault=${fault}]` }),
+      ApplicationFailure,
     );
     expect(failure.type).toBe(type);
     expect(failure.nonRetryable).toBe(nonRetryable);
@@ -99,8 +92,9 @@ describe('the agent activity over real HTTP', () => {
 
   it('turns Retry-After into the next retry delay', async () => {
     const environment = activityEnvironment();
-    const failure = await failureOf(
+    const failure = await rejectionOf(
       environment.run(activities().callAgent, { id: 'ra', prompt: 'x [sim fault=429 retry-after=7]' }),
+      ApplicationFailure,
     );
     expect(failure.nextRetryDelay).toBe(7000);
     expect(failure.message).toContain('retry after 7000 ms');
@@ -108,8 +102,9 @@ describe('the agent activity over real HTTP', () => {
 
   it('times out a hung request at the attempt deadline as a retryable Timeout', async () => {
     const environment = activityEnvironment({ startToCloseTimeoutMs: 300 });
-    const failure = await failureOf(
+    const failure = await rejectionOf(
       environment.run(activities().callAgent, { id: 'hang', prompt: 'x [sim fault=hang]' }),
+      ApplicationFailure,
     );
     expect(failure.type).toBe('Timeout');
     expect(failure.nonRetryable).toBe(false);
@@ -121,7 +116,10 @@ describe('the agent activity over real HTTP', () => {
     await closed.close();
     const environment = activityEnvironment();
     const refused = createActivities({ llm: createLlmClient({ baseURL, apiKey: 'k' }) });
-    const failure = await failureOf(environment.run(refused.callAgent, { id: 'refused', prompt: 'x' }));
+    const failure = await rejectionOf(
+      environment.run(refused.callAgent, { id: 'refused', prompt: 'x' }),
+      ApplicationFailure,
+    );
     expect(failure.type).toBe('ConnectionError');
     expect(failure.nonRetryable).toBe(false);
   });
@@ -175,11 +173,12 @@ describe('a stored prompt that cannot be read', () => {
   it('fails PayloadUnavailable and is retried (bounded by the policy), as an item of a chunk is', async () => {
     const environment = activityEnvironment();
     const missing = { uri: '/nonexistent/temporal-fanout/prompt', bytes: 10, sha256: 'a'.repeat(64) };
-    const failure = await failureOf(
+    const failure = await rejectionOf(
       environment.run(activities().callAgent, {
         task: { id: 'gone', prompt: '', contentRef: missing },
         inlineOutputBytes: 1000,
       }),
+      ApplicationFailure,
     );
     expect(failure.type).toBe('PayloadUnavailable');
     expect(failure.nonRetryable).toBe(false);

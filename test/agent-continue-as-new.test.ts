@@ -1,5 +1,5 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import { modelCalls, toolCalls, useAgentStack } from './support/agents';
+import { modelCalls, startAgent, toolCalls, useAgentStack } from './support/agents';
 import { uniqueName } from './support/test-stack';
 
 /** Temporal suggests continue-as-new once a run's history holds this many events (4,096 by default). */
@@ -30,15 +30,10 @@ async function runsOf(handle: WorkflowHandle, firstRunId: string): Promise<{ eve
 it('continues as new when Temporal suggests it, keeping its place: no model or tool call sent twice', async () => {
   const workflowId = uniqueName('suggested');
   // Nine steps with a tool call each but the last: about 110 events in one run, far under the 100 steps per run.
-  const handle = await suite.stack.client.client.workflow.start('agent', {
-    taskQueue: suite.stack.taskQueue,
-    workflowId,
-    args: [
-      {
-        task: { id: 'suggested', prompt: 'Go [[repeat 8 tool:search {"q":"step"}]]', tools: ['search'] },
-        inlineOutputBytes: 16_384,
-      },
-    ],
+  const handle = await startAgent(suite.stack, workflowId, {
+    id: 'suggested',
+    prompt: 'Go [[repeat 8 tool:search {"q":"step"}]]',
+    tools: ['search'],
   });
   const outcome = (await handle.result()) as { status: string; steps: number; toolCalls: number; output: string };
   expect([outcome.status, outcome.steps, outcome.toolCalls]).toEqual(['ok', 9, 8]);

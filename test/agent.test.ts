@@ -4,7 +4,14 @@ import { withTranscripts } from '../src/cli/agent-view';
 import { storeFromEnvironment } from '../src/store';
 import { defineTool } from '../src/tools/define-tool';
 import { agentProgressQuery, approveUpdate } from '../src/workflows/agent/messages';
-import { activityInputText, modelCalls, scheduledActivities, toolCalls, useAgentStack } from './support/agents';
+import {
+  activityInputText,
+  modelCalls,
+  scheduledActivities,
+  startAgent,
+  toolCalls,
+  useAgentStack,
+} from './support/agents';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -282,17 +289,12 @@ describe('agents with tools', () => {
     const outer = JSON.stringify({
       tasks: [{ prompt: `nest [[tool:spawn_agents ${inner}]]`, tools: ['spawn_agents'] }],
     });
-    const handle = await suite.stack.client.client.workflow.start('agent', {
-      taskQueue: suite.stack.taskQueue,
-      workflowId: uniqueName('deep'),
-      args: [
-        {
-          task: { id: 'deep', prompt: `Go [[tool:spawn_agents ${outer}]]`, tools: ['spawn_agents'] },
-          inlineOutputBytes: 16_384,
-          maxDepth: 1,
-        },
-      ],
-    });
+    const handle = await startAgent(
+      suite.stack,
+      uniqueName('deep'),
+      { id: 'deep', prompt: `Go [[tool:spawn_agents ${outer}]]`, tools: ['spawn_agents'] },
+      { maxDepth: 1 },
+    );
     const outcome = (await handle.result()) as { status: string; output: string };
     expect(outcome.status).toBe('ok');
     // The sub-agent at depth 1 is not offered spawn_agents; its call is answered with why.
@@ -304,6 +306,9 @@ describe('agents with tools', () => {
 });
 
 describe('approvals', () => {
+  const publishCalls = (runId: string) =>
+    toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(runId));
+
   async function waitingCall(runId: string, taskId: string): Promise<string> {
     const child = childOf(runId, taskId);
     const progress = await waitFor('the call to wait for approval', async () => {
@@ -320,9 +325,7 @@ describe('approvals', () => {
       { id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] },
     ]);
     const callId = await waitingCall(handle.workflowId, 'approved');
-    expect(
-      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
-    ).toHaveLength(0);
+    expect(publishCalls(handle.workflowId)).toHaveLength(0);
     const refused = await childOf(handle.workflowId, 'approved')
       .executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })
       .then(
@@ -333,9 +336,7 @@ describe('approvals', () => {
     await childOf(handle.workflowId, 'approved').executeUpdate(approveUpdate, { args: [{ callId, approve: true }] });
     const { results } = await handle.result();
     expect(results[0].output).toContain('publish found: Report A');
-    expect(
-      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
-    ).toHaveLength(1);
+    expect(publishCalls(handle.workflowId)).toHaveLength(1);
   });
 
   it('sends a denial and its reason to the model instead of running the call', async () => {
@@ -348,9 +349,7 @@ describe('approvals', () => {
     });
     const { results } = await handle.result();
     expect(results[0].output).toContain('denied: a person denied the call: not before review');
-    expect(
-      toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
-    ).toHaveLength(0);
+    expect(publishCalls(handle.workflowId)).toHaveLength(0);
   });
 
   it('denies a call nobody approves within its timeout', async () => {
@@ -364,17 +363,12 @@ describe('approvals', () => {
 
 it('continues as new in a long loop without repeating a step or a tool call', async () => {
   const workflowId = uniqueName('long');
-  const handle = await suite.stack.client.client.workflow.start('agent', {
-    taskQueue: suite.stack.taskQueue,
+  const handle = await startAgent(
+    suite.stack,
     workflowId,
-    args: [
-      {
-        task: { id: 'long', prompt: 'Go [[repeat 5 tool:search {"q":"step"}]]', tools: ['search'] },
-        inlineOutputBytes: 16_384,
-        stepsPerRun: 2,
-      },
-    ],
-  });
+    { id: 'long', prompt: 'Go [[repeat 5 tool:search {"q":"step"}]]', tools: ['search'] },
+    { stepsPerRun: 2 },
+  );
   const outcome = (await handle.result()) as { status: string; steps: number; output: string };
   expect(outcome.status).toBe('ok');
   expect(outcome.steps).toBe(6);

@@ -233,10 +233,7 @@ describe('batch lanes: several calls one after another per activity, each answer
       path.join(directory, 'refused.jsonl'),
       '--items-per-activity',
       '101',
-      '--address',
-      suite.servers.server.address,
-      '--task-queue',
-      suite.stack.taskQueue,
+      ...suite.connectionArgs,
     ]);
     expect(cli.code).toBe(2);
     expect(cli.stderr).toContain('--items-per-activity');

@@ -37,19 +37,7 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     writeFileSync(file, 'not a directory');
     for (const out of [path.join(file, 'out.jsonl'), '/proc/out.jsonl']) {
       const id = uniqueName('refused');
-      const cli = await runCli([
-        'batch',
-        'start',
-        source,
-        '--out',
-        out,
-        '--id',
-        id,
-        '--address',
-        suite.servers.server.address,
-        '--task-queue',
-        suite.stack.taskQueue,
-      ]);
+      const cli = await runCli(['batch', 'start', source, '--out', out, '--id', id, ...suite.connectionArgs]);
       expect({ out, code: cli.code }).toEqual({ out, code: 2 });
       expect(cli.stderr).toContain(out);
       const started = await suite.servers.server.client.workflow

@@ -74,10 +74,7 @@ describe('a batch chooses its route', () => {
         path.join(directory, 'bad-route.jsonl'),
         flag,
         value,
-        '--address',
-        suite.servers.server.address,
-        '--task-queue',
-        suite.stack.taskQueue,
+        ...suite.connectionArgs,
       ]);
       expect({ flag, code: cli.code }).toEqual({ flag, code: 2 });
       expect(cli.stderr).toContain(value);

@@ -121,8 +121,6 @@ describe('fanout CLI input errors (nothing is started)', () => {
 describe('fanout run against a real dev server', () => {
   const suite = useTestStack();
 
-  const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
-
   it('prints results in input order and metrics, and exits 0 when every agent succeeds', async () => {
     const tasks = file(
       'ok.jsonl',
@@ -132,7 +130,7 @@ describe('fanout run against a real dev server', () => {
         )
         .join('\n'),
     );
-    const { code, stdout, stderr } = await runCli(['run', tasks, ...connection()]);
+    const { code, stdout, stderr } = await runCli(['run', tasks, ...suite.connectionArgs]);
     expect(stderr).toContain('Temporal UI: http');
     expect(code).toBe(0);
     const rows = stdout.split('\n').filter((line) => /^\d+\s/.test(line));
@@ -149,7 +147,7 @@ describe('fanout run against a real dev server', () => {
         { id: 'bad', prompt: 'x [sim fault=403]' },
       ]),
     );
-    const { code, stdout } = await runCli(['run', tasks, '--json', ...connection()]);
+    const { code, stdout } = await runCli(['run', tasks, '--json', ...suite.connectionArgs]);
     expect(code).toBe(1);
     const printed = JSON.parse(stdout) as { results: { id: string; status: string; error?: { type: string } }[] };
     expect(printed.results.map((result) => [result.id, result.status, result.error?.type])).toEqual([
@@ -166,7 +164,7 @@ describe('fanout run against a real dev server', () => {
         JSON.stringify({ id: 'long', prompt: 'x [sim latency=60000]' }),
       ].join('\n'),
     );
-    const { code, stdout } = await runCli(['run', tasks, '--fail-fast', '--json', ...connection()]);
+    const { code, stdout } = await runCli(['run', tasks, '--fail-fast', '--json', ...suite.connectionArgs]);
     expect(code).toBe(1);
     const printed = JSON.parse(stdout) as { results: { status: string }[]; stoppedBy: string };
     expect(printed.results.map((result) => result.status)).toEqual(['failed', 'cancelled']);
@@ -200,7 +198,6 @@ describe('fanout demo (what npm start runs)', () => {
 
 describe('fanout batch', () => {
   const suite = useTestStack();
-  const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
   it('refuses a malformed task file with the line named and exit code 2', async () => {
     const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');
@@ -210,7 +207,7 @@ describe('fanout batch', () => {
       tasks,
       '--out',
       path.join(directory, 'never.jsonl'),
-      ...connection(),
+      ...suite.connectionArgs,
     ]);
     expect(code).toBe(2);
     expect(stderr).toContain('batch-bad.jsonl line 2: prompt: must not be empty');
@@ -224,7 +221,7 @@ describe('fanout batch', () => {
       [tasks, 'is the task file itself'],
     ];
     for (const [out, message] of cases) {
-      const { code, stdout, stderr } = await runCli(['batch', 'start', tasks, '--out', out, ...connection()]);
+      const { code, stdout, stderr } = await runCli(['batch', 'start', tasks, '--out', out, ...suite.connectionArgs]);
       expect([code, stdout]).toEqual([2, '']);
       expect(stderr.trim().split('\n')).toHaveLength(1);
       expect(stderr).toContain(message);
@@ -237,7 +234,7 @@ describe('fanout batch', () => {
       path.join(directory, 'x.jsonl'),
       '--id',
       '',
-      ...connection(),
+      ...suite.connectionArgs,
     ]);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('the batch id: must not be empty');
@@ -262,20 +259,20 @@ describe('fanout batch', () => {
       '--concurrency',
       '5',
       '--json',
-      ...connection(),
+      ...suite.connectionArgs,
     ]);
     expect(started.code).toBe(0);
     expect(JSON.parse(started.stdout)).toEqual({ batchId: 'cli-batch', attached: false });
 
-    const status = await runCli(['batch', 'status', 'cli-batch', '--json', ...connection()]);
+    const status = await runCli(['batch', 'status', 'cli-batch', '--json', ...suite.connectionArgs]);
     expect(JSON.parse(status.stdout)).toMatchObject({ batchId: 'cli-batch', total: 30 });
 
-    const cancelled = await runCli(['batch', 'cancel', 'cli-batch', ...connection()]);
+    const cancelled = await runCli(['batch', 'cancel', 'cli-batch', ...suite.connectionArgs]);
     expect(cancelled.code).toBe(0);
-    const afterCancel = await runCli(['batch', 'status', 'cli-batch', '--watch', ...connection()]);
+    const afterCancel = await runCli(['batch', 'status', 'cli-batch', '--watch', ...suite.connectionArgs]);
     expect(afterCancel.stderr).toContain('cancelled');
 
-    const resumed = await runCli(['batch', 'resume', 'cli-batch', '--watch', ...connection()]);
+    const resumed = await runCli(['batch', 'resume', 'cli-batch', '--watch', ...suite.connectionArgs]);
     expect(resumed.code).toBe(0);
     expect(resumed.stdout).toMatch(/batch cli-batch finished\n\s+ok \d+, failed 0, not run 0, already ok \d+ of \d+/);
     const lines = readFileSync(out, 'utf8')

@@ -202,7 +202,6 @@ describe('costs of a run', () => {
         .join('\n'),
     );
     const workflowId = uniqueName('cli-budget');
-    const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
     const run = await runCli([
       'run',
       tasks,
@@ -212,7 +211,7 @@ describe('costs of a run', () => {
       '0.001',
       '--id',
       workflowId,
-      ...connection,
+      ...suite.connectionArgs,
     ]);
     expect(run.code).toBe(1);
     expect(run.stdout).toMatch(/quick\s+ok\s+1\s+\S+\s+\$0\.\d{6}\s/);
@@ -221,11 +220,11 @@ describe('costs of a run', () => {
     expect(run.stdout).toMatch(/^cost: \$0\.\d{6}$/m);
     expect(run.stdout).toContain('stopped early: budget');
 
-    const status = await runCli(['status', workflowId, ...connection]);
+    const status = await runCli(['status', workflowId, ...suite.connectionArgs]);
     expect(status.stdout).toMatch(/^cost so far: \$0\.\d{6}$/m);
-    const results = await runCli(['results', workflowId, ...connection]);
+    const results = await runCli(['results', workflowId, ...suite.connectionArgs]);
     expect(results.stdout).toMatch(/^cost: \$0\.\d{6}$/m);
-    const bad = await runCli(['run', tasks, '--budget-usd', '0', ...connection]);
+    const bad = await runCli(['run', tasks, '--budget-usd', '0', ...suite.connectionArgs]);
     expect(bad.code).toBe(2);
   });
 
@@ -235,7 +234,6 @@ describe('costs of a run', () => {
     writeFileSync(source, prompts.map((prompt, index) => JSON.stringify({ id: `item-${index}`, prompt })).join('\n'));
     const sink = path.join(directory, 'batch-results.jsonl');
     const batchId = uniqueName('batch-budget');
-    const connection = ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
     const started = await runCli([
       'batch',
       'start',
@@ -250,7 +248,7 @@ describe('costs of a run', () => {
       '0.001',
       '--watch',
       '--json',
-      ...connection,
+      ...suite.connectionArgs,
     ]);
     expect(started.code).toBe(1);
     const summary = JSON.parse(started.stdout.trim().split('\n').pop() ?? '') as BatchSummary;
@@ -263,7 +261,7 @@ describe('costs of a run', () => {
     expect([...requests.keys()].sort()).toEqual(['item-0', 'item-1', 'item-2']);
     expect(requests.get('item-1')?.clientClosedAt).toBeDefined();
     expect(requests.get('item-2')?.clientClosedAt).toBeDefined();
-    const status = await runCli(['batch', 'status', batchId, ...connection]);
+    const status = await runCli(['batch', 'status', batchId, ...suite.connectionArgs]);
     expect(status.stdout).toContain('(stopped early: budget)');
     expect(status.stdout).toMatch(/cost \$0\.\d{6},/);
   });

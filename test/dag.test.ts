@@ -158,14 +158,7 @@ describe('dag and fanOutFanIn on a real dev server', () => {
         .map((value) => JSON.stringify(value))
         .join('\n'),
     );
-    const ran = await runCli([
-      'run',
-      good,
-      '--address',
-      suite.servers.server.address,
-      '--task-queue',
-      suite.stack.taskQueue,
-    ]);
+    const ran = await runCli(['run', good, ...suite.connectionArgs]);
     expect(ran.code).toBe(0);
     expect(ran.stdout).toContain('parallel groups: [r] -> [a, f] -> [w]');
     expect(ran.stdout).toMatch(/critical path: r -> (a|f) -> w/);

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { NativeConnection, type Worker } from '@temporalio/worker';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { createLlmClient } from '../src/activities/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import {
@@ -16,6 +16,7 @@ import {
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { createFanoutWorker } from '../src/worker';
+import { launchChromium } from './support/browser';
 import { spawnCodecServer, spawnDevServerWithCodec, runTemporalCli, type RunningProcess } from './support/codec-stack';
 import { screenshotPath } from './support/screenshots';
 import { runCli } from './support/processes';
@@ -330,12 +331,9 @@ describe('an encrypted fan-out', () => {
     await codecServer?.stop();
   });
 
-  it('returns decrypted outputs to a client that has the key', () => {
-    expect(results.map((result) => result.output)).toEqual(prompts.map((prompt) => `[simulated] answer to: ${prompt}`));
-  });
-
-  it('leaves no prompt or output in clear, nor in base64, in history read with the plain temporal CLI', async () => {
-    const { code, stdout, stderr } = await runTemporalCli([
+  /** The run's history as the plain temporal CLI shows it (JSON), with `flags` added. */
+  const showHistory = (...flags: string[]) =>
+    runTemporalCli([
       'workflow',
       'show',
       '--workflow-id',
@@ -344,7 +342,15 @@ describe('an encrypted fan-out', () => {
       server.address,
       '--output',
       'json',
+      ...flags,
     ]);
+
+  it('returns decrypted outputs to a client that has the key', () => {
+    expect(results.map((result) => result.output)).toEqual(prompts.map((prompt) => `[simulated] answer to: ${prompt}`));
+  });
+
+  it('leaves no prompt or output in clear, nor in base64, in history read with the plain temporal CLI', async () => {
+    const { code, stdout, stderr } = await showHistory();
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
     const history = JSON.parse(stdout) as unknown;
     const everything = stringsIn(history).join('\n').toLowerCase();
@@ -368,18 +374,7 @@ describe('an encrypted fan-out', () => {
   });
 
   it('shows the prompts to the temporal CLI pointed at the codec server', async () => {
-    const { code, stdout } = await runTemporalCli([
-      'workflow',
-      'show',
-      '--workflow-id',
-      workflowId,
-      '--address',
-      server.address,
-      '--output',
-      'json',
-      '--codec-endpoint',
-      codecServer.url,
-    ]);
+    const { code, stdout } = await showHistory('--codec-endpoint', codecServer.url);
     expect(code).toBe(0);
     // The CLI shows decoded payloads as base64 of their JSON, like any payload.
     const decoded = stringsIn(JSON.parse(stdout)).join('\n');
@@ -392,18 +387,7 @@ describe('an encrypted fan-out', () => {
   });
 
   it('shows the decrypted prompts in the Temporal UI pointed at the codec server', async () => {
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
     const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
     await page.goto(`${server.uiUrl}/namespaces/default/workflows/${workflowId}`);
     await page.getByText('Encrypted fan-out of 2 agents').first().waitFor({ timeout: 30_000 });

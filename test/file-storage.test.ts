@@ -3,20 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { FileStorage } from '../src/store/file-storage';
 import { StorageError } from '../src/store/object-storage';
+import { rejectionOf } from './support/rejection';
 
 const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-file-storage-'));
 const file = path.join(directory, 'tasks.jsonl');
 writeFileSync(file, '{"id":"a"}\n{"id":"b"}\n');
 const storage = new FileStorage();
-
-async function errorOf(promise: Promise<unknown>): Promise<StorageError> {
-  const error = await promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  expect(error).toBeInstanceOf(StorageError);
-  return error as StorageError;
-}
 
 describe("reading a byte range of a local file (a batch item's line)", () => {
   it('returns the bytes asked for, and fewer at the end of the file', async () => {
@@ -26,10 +18,10 @@ describe("reading a byte range of a local file (a batch item's line)", () => {
   });
 
   it('maps a missing file to NotFound and a directory to Invalid, naming the path', async () => {
-    const missing = await errorOf(storage.readRange(path.join(directory, 'gone.jsonl'), 0, 10));
+    const missing = await rejectionOf(storage.readRange(path.join(directory, 'gone.jsonl'), 0, 10), StorageError);
     expect(missing.code).toBe('NotFound');
     expect(missing.message).toContain('gone.jsonl');
-    expect((await errorOf(storage.readRange(directory, 0, 10))).code).toBe('Invalid');
+    expect((await rejectionOf(storage.readRange(directory, 0, 10), StorageError)).code).toBe('Invalid');
   });
 
   it('reads thousands of ranges at once without leaking descriptors', async () => {

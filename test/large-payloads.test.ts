@@ -19,8 +19,6 @@ const suite = useTestStack({
   simulator: { latency: { minMs: 5, maxMs: 40 }, completionTokens: { min: ANSWER_WORDS, max: ANSWER_WORDS } },
 });
 
-const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
-
 /** The events of a workflow's history as the plain Temporal CLI prints them. */
 function historyText(workflowId: string): string {
   return execFileSync(
@@ -47,7 +45,7 @@ describe('payloads larger than history allows', () => {
     expect(history.length).toBeLessThan(4_000_000);
     expect(history).not.toContain('lorem lorem lorem lorem');
 
-    const { code, stdout, stderr } = await runCli(['results', handle.workflowId, '--jsonl', ...connection()]);
+    const { code, stdout, stderr } = await runCli(['results', handle.workflowId, '--jsonl', ...suite.connectionArgs]);
     expect(stderr).toBe('');
     expect(code).toBe(0);
     const printed = stdout
@@ -120,7 +118,7 @@ describe('input limits named before anything starts', () => {
     );
     const file = path.join(directory, 'wide.jsonl');
     writeFileSync(file, tasks.join('\n'));
-    const { code, stderr } = await runCli(['run', file, ...connection()]);
+    const { code, stderr } = await runCli(['run', file, ...suite.connectionArgs]);
     expect(code).toBe(2);
     expect(stderr.trim().split('\n')).toHaveLength(1);
     expect(stderr).toMatch(
@@ -132,7 +130,7 @@ describe('input limits named before anything starts', () => {
     const file = path.join(directory, 'enormous.jsonl');
     writeFileSync(file, '');
     truncateSync(file, 300 * 1024 * 1024);
-    const { code, stderr } = await runCli(['run', file, ...connection()]);
+    const { code, stderr } = await runCli(['run', file, ...suite.connectionArgs]);
     expect(code).toBe(2);
     expect(stderr).toMatch(/tasks file is 314\.6 MB; the limit is 256\.0 MB/);
   });

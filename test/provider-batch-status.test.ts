@@ -22,17 +22,7 @@ describe('batch status of a provider-batch route', () => {
       sink,
       options: { route: 'provider-batch', providerPollSeconds: 0.2 },
     });
-    const cli = (...flags: string[]) =>
-      runCli([
-        'batch',
-        'status',
-        handle.batchId,
-        ...flags,
-        '--address',
-        suite.servers.server.address,
-        '--task-queue',
-        suite.stack.taskQueue,
-      ]);
+    const cli = (...flags: string[]) => runCli(['batch', 'status', handle.batchId, ...flags, ...suite.connectionArgs]);
 
     // The provider batch is seen part-way, in both forms of the same look: created, running, some items answered and
     // some not yet, while the batch workflow runs.
@@ -105,10 +95,7 @@ describe('batch status of a provider-batch route', () => {
       handle.batchId,
       '--watch',
       '--json',
-      '--address',
-      suite.servers.server.address,
-      '--task-queue',
-      suite.stack.taskQueue,
+      ...suite.connectionArgs,
     ]);
     expect(code).toBe(0);
     const lines = stdout

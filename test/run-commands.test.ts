@@ -8,7 +8,6 @@ import { waitFor } from './support/wait-for';
 
 const suite = useTestStack({ worker: { heartbeatThrottleMs: 500 } });
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-runs-'));
-const connection = () => ['--address', suite.servers.server.address, '--task-queue', suite.stack.taskQueue];
 
 describe('events, token budget and the run commands', () => {
   it('keeps an event log readable with a cursor', async () => {
@@ -67,7 +66,7 @@ describe('events, token budget and the run commands', () => {
       'watched-run',
       '--name',
       'nightly report',
-      ...connection(),
+      ...suite.connectionArgs,
     ]);
     expect(watched.code).toBe(0);
     expect(watched.stdout).toMatch(/agent-finished w1/);
@@ -75,11 +74,11 @@ describe('events, token budget and the run commands', () => {
     expect(watched.stdout).toContain('run-finished');
     expect(watched.stdout).toContain('parallelism efficiency');
 
-    const status = await runCli(['status', 'watched-run', ...connection()]);
+    const status = await runCli(['status', 'watched-run', ...suite.connectionArgs]);
     expect(status.stdout).toContain('fanOut watched-run: completed');
     expect(status.stdout).toContain('2/2 done: ok 2');
 
-    const results = await runCli(['results', 'watched-run', '--jsonl', ...connection()]);
+    const results = await runCli(['results', 'watched-run', '--jsonl', ...suite.connectionArgs]);
     expect(
       results.stdout
         .trim()
@@ -87,13 +86,15 @@ describe('events, token budget and the run commands', () => {
         .map((line) => (JSON.parse(line) as { id: string }).id),
     ).toEqual(['w1', 'w2']);
 
-    const list = await runCli(['list', ...connection()]);
+    const list = await runCli(['list', ...suite.connectionArgs]);
     expect(list.stdout).toMatch(/COMPLETED\s+fanOut\s+watched-run/);
     // Found by its name through the FanoutName search attribute (visibility may lag a moment).
     await waitFor('the run to be listed by name', async () =>
-      (await runCli(['list', '--name', 'nightly report', '--json', ...connection()])).stdout.includes('"watched-run"'),
+      (await runCli(['list', '--name', 'nightly report', '--json', ...suite.connectionArgs])).stdout.includes(
+        '"watched-run"',
+      ),
     );
-    const byOtherName = await runCli(['list', '--name', 'something else', '--json', ...connection()]);
+    const byOtherName = await runCli(['list', '--name', 'something else', '--json', ...suite.connectionArgs]);
     expect(JSON.parse(byOtherName.stdout)).toEqual([]);
 
     const long = await suite.stack.client.startParallel(
@@ -104,10 +105,10 @@ describe('events, token budget and the run commands', () => {
     await waitFor('the call to start', () =>
       suite.servers.simulator.log().some((request) => request.workflowId === 'to-cancel'),
     );
-    const cancelled = await runCli(['cancel', 'to-cancel', ...connection()]);
+    const cancelled = await runCli(['cancel', 'to-cancel', ...suite.connectionArgs]);
     expect(cancelled.code).toBe(0);
     await expect(long.result()).rejects.toThrow();
-    const after = await runCli(['results', 'to-cancel', ...connection()]);
+    const after = await runCli(['results', 'to-cancel', ...suite.connectionArgs]);
     expect(after.code).toBe(1);
     expect(after.stderr).toContain('run to-cancel ended cancelled');
   });

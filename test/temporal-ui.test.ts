@@ -1,4 +1,5 @@
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from './support/browser';
 import { screenshotPath } from './support/screenshots';
 import { useTestStack } from './support/suite-stack';
 
@@ -10,19 +11,7 @@ const suite = useTestStack({
 });
 
 beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-    // The machine has no network beyond loopback: keep Chromium from reaching out.
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 it('shows a finished fan-out, its summary and its agents in the Temporal UI', async () => {

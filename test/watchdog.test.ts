@@ -105,6 +105,21 @@ function runningDescription(activities: unknown[] = []) {
   });
 }
 
+/** A call started two minutes ago by the worker 'dead', which stopped polling a minute ago. */
+const deadWorkersCall = () => ({
+  activityId: 'theirs',
+  state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+  attempt: 1,
+  lastWorkerIdentity: 'dead',
+  lastStartedTime: { seconds: nowSeconds() - 120 },
+});
+
+/** The pollers of the queue: this worker ('me'), live, and 'dead', last seen a minute ago. */
+const meAndDeadPollers = () => [
+  { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
+  { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
+];
+
 const call = (activityId: string, abort?: (reason: unknown) => void) => ({
   workflowId: 'wf',
   runId: 'run',
@@ -158,23 +173,14 @@ describe('a worker cut off from Temporal', () => {
 describe("a dead worker's call when describes fail for a while", () => {
   it("is failed on the dead worker's behalf as soon as describes work again", async () => {
     let throttled = true;
-    const dead = {
-      activityId: 'theirs',
-      state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-      attempt: 1,
-      lastWorkerIdentity: 'dead',
-      lastStartedTime: { seconds: nowSeconds() - 120 },
-    };
+    const dead = deadWorkersCall();
     const { watchdog, record } = start({
       poll: idlePoll,
       describe: () =>
         throttled
           ? Promise.reject(Object.assign(new Error('8 RESOURCE_EXHAUSTED'), { code: 8 }))
           : runningDescription([dead]),
-      pollers: () => [
-        { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
-        { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
-      ],
+      pollers: meAndDeadPollers,
     });
     watchdog.register(call('mine'));
     await sleep(1500);
@@ -189,21 +195,12 @@ describe("a dead worker's call when describes fail for a while", () => {
 describe('the sweep over running workflows no live worker has calls in', () => {
   it('reaches every one in turn, not only the newest 5,000', async () => {
     const running = Array.from({ length: 12_000 }, (_, index) => ({ workflowId: `wf-${index}`, runId: 'run' }));
-    const dead = {
-      activityId: 'theirs',
-      state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
-      attempt: 1,
-      lastWorkerIdentity: 'dead',
-      lastStartedTime: { seconds: nowSeconds() - 120 },
-    };
+    const dead = deadWorkersCall();
     const { watchdog, record } = start(
       {
         poll: idlePoll,
         describe: (workflowId) => runningDescription(workflowId === 'wf-11000' ? [dead] : []),
-        pollers: () => [
-          { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
-          { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
-        ],
+        pollers: meAndDeadPollers,
         running: () => running,
       },
       { sweepIntervalMs: 20, sweepConcurrency: 8 },

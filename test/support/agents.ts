@@ -1,9 +1,12 @@
 import path from 'node:path';
-import type { WorkflowHandle } from '@temporalio/client';
+import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import type { AgentTask } from '../../src/contract/agent-task';
 import type { SimulatedRequest, Simulator } from '../../src/sim/simulator';
 import type { Tool } from '../../src/tools/define-tool';
+import type { AgentInput } from '../../src/workflows/agent/types';
 import { decodePayload } from './history';
 import { useTestStack, type TestServersOptions } from './suite-stack';
+import type { TestWorker } from './test-stack';
 
 /** The model calls (steps) the simulator saw for one agent task: requests sent with its task id. */
 export function modelCalls(simulator: Simulator, taskId: string): SimulatedRequest[] {
@@ -61,4 +64,15 @@ export function useAgentStack(options: { server?: TestServersOptions['server']; 
       return { tools: [...sharedTestTools(), ...(options.tools ?? [])] };
     },
   });
+}
+
+/** Starts the `agent` workflow on its own (not as a run's child) on the stack's queue, its output inline up to 16 KB. */
+export function startAgent(
+  stack: TestWorker,
+  workflowId: string,
+  task: AgentTask,
+  input: Omit<Partial<AgentInput>, 'task'> = {},
+): Promise<WorkflowHandleWithFirstExecutionRunId> {
+  const args: [AgentInput] = [{ task, inlineOutputBytes: 16_384, ...input }];
+  return stack.client.client.workflow.start('agent', { taskQueue: stack.taskQueue, workflowId, args });
 }
