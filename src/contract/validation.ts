@@ -71,6 +71,21 @@ export function duplicateIdIssues(
   return issues;
 }
 
+/** Parses `input` with `schema`, or throws InvalidInputError naming every offending field. */
+function parseOrThrow<S extends z.ZodType>(schema: S, input: unknown): z.output<S> {
+  const parsed = safeParse(schema, input);
+  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
+  return parsed.data;
+}
+
+/** Issues for every id that appears more than once in `field` (`tasks` or `nodes`), each naming both places. */
+function repeatedIdIssues(field: 'tasks' | 'nodes', entries: readonly { id: string }[]): InputIssue[] {
+  return duplicateIdIssues(
+    entries.map((entry) => entry.id),
+    (index) => `${field}[${index}]`,
+  );
+}
+
 /**
  * Validates a fan-out input and returns it parsed. The client, the CLI and the workflow itself all run this,
  * so a run started from any Temporal client is refused the same way.
@@ -78,14 +93,10 @@ export function duplicateIdIssues(
  * @throws InvalidInputError naming every offending field.
  */
 export function validateFanOutInput(input: unknown): FanOutInput {
-  const parsed = safeParse(fanOutInputSchema, input);
-  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
-  const duplicates = duplicateIdIssues(
-    parsed.data.tasks.map((task) => task.id),
-    (index) => `tasks[${index}]`,
-  );
+  const parsed = parseOrThrow(fanOutInputSchema, input);
+  const duplicates = repeatedIdIssues('tasks', parsed.tasks);
   if (duplicates.length > 0) throw new InvalidInputError(duplicates);
-  return parsed.data;
+  return parsed;
 }
 
 /**
@@ -95,9 +106,7 @@ export function validateFanOutInput(input: unknown): FanOutInput {
  * @throws InvalidInputError naming every offending field.
  */
 export function validateBatchInput(input: unknown): BatchInput {
-  const parsed = safeParse(batchInputSchema, input);
-  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
-  return parsed.data;
+  return parseOrThrow(batchInputSchema, input);
 }
 
 /**
@@ -106,37 +115,26 @@ export function validateBatchInput(input: unknown): BatchInput {
  * @throws InvalidInputError naming every offending field.
  */
 export function validateDagInput(input: unknown): DagInput {
-  const parsed = safeParse(dagInputSchema, input);
-  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
-  const nodes = parsed.data.nodes;
-  const issues = [
-    ...duplicateIdIssues(
-      nodes.map((node) => node.id),
-      (index) => `nodes[${index}]`,
-    ),
-    ...unknownDependencyIssues(nodes),
-  ];
+  const parsed = parseOrThrow(dagInputSchema, input);
+  const nodes = parsed.nodes;
+  const issues = [...repeatedIdIssues('nodes', nodes), ...unknownDependencyIssues(nodes)];
   if (issues.length > 0) throw new InvalidInputError(issues);
   const cycle = findCycle(nodes);
   if (cycle) throw new InvalidInputError([{ path: 'nodes', message: `dependency cycle: ${cycle.join(' -> ')}` }]);
-  return parsed.data;
+  return parsed;
 }
 
 /** Validates a fan-out/fan-in input. */
 export function validateFanOutFanInInput(input: unknown): FanOutFanInInput {
-  const parsed = safeParse(fanOutFanInInputSchema, input);
-  if (!parsed.success) throw new InvalidInputError(issuesFromZod(parsed.error));
-  const issues = duplicateIdIssues(
-    parsed.data.tasks.map((task) => task.id),
-    (index) => `tasks[${index}]`,
-  );
-  const synthesisId = parsed.data.synthesis?.id ?? 'synthesis';
-  const clash = parsed.data.tasks.findIndex((task) => task.id === synthesisId);
+  const parsed = parseOrThrow(fanOutFanInInputSchema, input);
+  const issues = repeatedIdIssues('tasks', parsed.tasks);
+  const synthesisId = parsed.synthesis?.id ?? 'synthesis';
+  const clash = parsed.tasks.findIndex((task) => task.id === synthesisId);
   if (clash !== -1)
     issues.push({
       path: `tasks[${clash}].id`,
       message: `"${synthesisId}" is the synthesis agent's id; rename the task or set synthesis.id`,
     });
   if (issues.length > 0) throw new InvalidInputError(issues);
-  return parsed.data;
+  return parsed;
 }

@@ -65,26 +65,24 @@ export function failed(task: AgentTask, error: unknown, durationMs: number, maxi
   return { ...base, status: 'failed', attempts: 1, error: { type: FailureType.Unknown, message } };
 }
 
+/** The result of a task that never ran: no attempt, no time. */
+function unrun(
+  task: Pick<AgentTask, 'id' | 'name'>,
+  status: 'cancelled' | 'skipped',
+  error: { type: string; message: string },
+): AgentResult {
+  return { id: task.id, name: task.name ?? task.id, status, attempts: 0, durationMs: 0, error };
+}
+
 /** The result of a task the run never started because it stopped first. */
 export function notStarted(task: AgentTask, why: string): AgentResult {
-  return {
-    id: task.id,
-    name: task.name ?? task.id,
-    status: 'cancelled',
-    attempts: 0,
-    durationMs: 0,
-    error: { type: FailureType.NotStarted, message: `agent "${task.id}" was not started: ${why}` },
-  };
+  return unrun(task, 'cancelled', {
+    type: FailureType.NotStarted,
+    message: `agent "${task.id}" was not started: ${why}`,
+  });
 }
 
 /** The result of a task that was deliberately not run (token budget spent, a dependency failed). */
 export function skipped(task: Pick<AgentTask, 'id' | 'name'>, type: string, message: string): AgentResult {
-  return {
-    id: task.id,
-    name: task.name ?? task.id,
-    status: 'skipped',
-    attempts: 0,
-    durationMs: 0,
-    error: { type, message },
-  };
+  return unrun(task, 'skipped', { type, message });
 }
