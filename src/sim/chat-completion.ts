@@ -1,0 +1,290 @@
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { chatReplyAsResponse, responsesRequestAsChat } from '../provider-batch/responses-api';
+import type { FaultKind, SimulatorConfig } from './config';
+import { chooseFault, latencyFor, STATUS_MESSAGES } from './faults';
+import { readBody, sendJson } from './http';
+import { countTokens, quotedPrompt } from './prompt-text';
+import type { ProviderBatchesSimulator } from './provider-batches';
+import { rateLimitTokens, type Admission, type RateLimitKind, type SimulatedRateLimiter } from './rate-limits';
+import { roll } from './seeded-roll';
+import { scriptedCompletion } from './tool-calls';
+
+/** One request the simulator received, as tests read it from GET /_sim/log. */
+export interface SimulatedRequest {
+  seq: number;
+  taskId: string;
+  workflowId: string;
+  /** Temporal's attempt number, from the x-fanout-attempt header. */
+  attempt: number;
+  /** How many requests for this task the simulator had seen, this one included. */
+  taskRequest: number;
+  arrivedAt: number;
+  /** When the response was fully written. */
+  respondedAt?: number;
+  /** When the client closed the connection before the response was written (an abort). */
+  clientClosedAt?: number;
+  /** HTTP status answered, or the socket fault. */
+  outcome?: number | 'reset' | 'hang' | 'malformed';
+  latencyMs: number;
+  fault?: FaultKind;
+  /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
+  rateLimited?: RateLimitKind;
+  /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
+  rateLimitTokens?: number;
+  inFlightAtArrival: number;
+}
+
+/** What the simulator keeps between requests; its chat completions read and count in it. */
+export interface SimulatorState {
+  config: SimulatorConfig;
+  /** With rate limits configured: their buckets. */
+  limiter: SimulatedRateLimiter | undefined;
+  requests: SimulatedRequest[];
+  requestsByTask: Map<string, number>;
+  inFlight: number;
+  maxInFlight: number;
+  seq: number;
+  /** Requests answered 429 by the rate limits. */
+  rateLimited: number;
+  providerBatches: ProviderBatchesSimulator;
+}
+
+interface ChatRequestBody {
+  model?: string;
+  service_tier?: string;
+  messages?: { role?: string; content?: unknown }[];
+  max_tokens?: number;
+  max_completion_tokens?: number;
+}
+
+function promptOf(body: ChatRequestBody): string {
+  const user = [...(body.messages ?? [])].reverse().find((message) => message.role === 'user');
+  return typeof user?.content === 'string' ? user.content : '';
+}
+
+/** The echo, padded or cut to the configured answer length and to the request's max_tokens. */
+function sizedOutput(
+  config: SimulatorConfig,
+  echo: string,
+  taskId: string,
+  maxTokens: number | undefined,
+): { output: string; finishReason: string } {
+  const words = echo.split(/\s+/).filter(Boolean);
+  let wanted = words.length;
+  if (config.completionTokens) {
+    const { min, max } = config.completionTokens;
+    wanted = Math.round(min + roll(config.seed, 'completion', taskId) * (max - min));
+  }
+  const capped = maxTokens !== undefined && maxTokens < wanted;
+  const length = capped ? maxTokens : wanted;
+  if (length === words.length) return { output: echo, finishReason: 'stop' };
+  while (words.length < length) words.push('lorem');
+  return { output: words.slice(0, length).join(' '), finishReason: capped ? 'length' : 'stop' };
+}
+
+/**
+ * Answers a chat completion (or, `api: 'responses'`, a Responses API request): after its latency, with the fault or
+ * rate-limit refusal it meets, else a simulated answer. Logs it in `state.requests`.
+ */
+export async function chatCompletion(
+  state: SimulatorState,
+  request: IncomingMessage,
+  response: ServerResponse,
+  api: 'chat' | 'responses' = 'chat',
+): Promise<void> {
+  const arrivedAt = Date.now();
+  state.inFlight += 1;
+  state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
+  let open = true;
+  const entry: SimulatedRequest = {
+    seq: ++state.seq,
+    taskId: String(request.headers['x-fanout-task-id'] ?? ''),
+    workflowId: String(request.headers['x-fanout-workflow-id'] ?? ''),
+    attempt: Number(request.headers['x-fanout-attempt'] ?? 0),
+    taskRequest: 0,
+    arrivedAt,
+    latencyMs: 0,
+    inFlightAtArrival: state.inFlight,
+  };
+  state.requests.push(entry);
+  const pending: {
+    timer?: NodeJS.Timeout;
+    admission?: Extract<Admission, { admitted: true }>;
+    promptTokens: number;
+  } = { promptTokens: 0 };
+  const settle = () => {
+    if (!open) return;
+    open = false;
+    state.inFlight -= 1;
+  };
+  // The token charge is settled once: to what was used when a completion is written, else to the prompt alone.
+  const settleTokens = (used: number) => {
+    if (!pending.admission) return;
+    pending.admission.settle(used);
+    entry.rateLimitTokens = used;
+    pending.admission = undefined;
+  };
+  response.on('close', () => {
+    clearTimeout(pending.timer);
+    settleTokens(pending.promptTokens);
+    if (!response.writableFinished && entry.outcome !== 'reset') entry.clientClosedAt = Date.now();
+    else entry.respondedAt = Date.now();
+    settle();
+  });
+
+  const text = (await readBody(request)).toString('utf8');
+  let body: ChatRequestBody;
+  try {
+    const parsed = JSON.parse(text) as Record<string, unknown>;
+    body = (api === 'responses' ? responsesRequestAsChat(parsed) : parsed) as ChatRequestBody;
+  } catch {
+    entry.outcome = 400;
+    sendJson(response, 400, {
+      error: { message: 'simulated: request body is not JSON', type: 'invalid_request_error' },
+    });
+    return;
+  }
+  const prompt = promptOf(body);
+  if (entry.taskId === '') entry.taskId = `prompt:${createHash('sha256').update(prompt).digest('hex').slice(0, 12)}`;
+  entry.taskRequest = (state.requestsByTask.get(entry.taskId) ?? 0) + 1;
+  state.requestsByTask.set(entry.taskId, entry.taskRequest);
+
+  if (
+    state.config.requireApiKey !== undefined &&
+    request.headers.authorization !== `Bearer ${state.config.requireApiKey}`
+  ) {
+    entry.outcome = 401;
+    sendJson(response, 401, { error: { message: STATUS_MESSAGES['401'], type: 'invalid_request_error' } });
+    return;
+  }
+
+  const model = body.model ?? 'sim-model';
+  if (state.limiter) {
+    const messages = body.messages ?? [];
+    pending.promptTokens = rateLimitTokens(messages, undefined);
+    const admission = state.limiter.admit(
+      `${request.headers.authorization ?? ''}\u0000${model}`,
+      model,
+      rateLimitTokens(messages, body.max_tokens ?? body.max_completion_tokens),
+    );
+    if (!admission.admitted) {
+      state.rateLimited += 1;
+      entry.outcome = 429;
+      entry.rateLimited = admission.kind;
+      sendJson(
+        response,
+        429,
+        { error: { message: admission.message, type: admission.kind, param: null, code: 'rate_limit_exceeded' } },
+        {
+          ...admission.headers,
+          'retry-after': String(Math.ceil(admission.retryAfterMs / 1000)),
+          'retry-after-ms': String(admission.retryAfterMs),
+        },
+      );
+      return;
+    }
+    pending.admission = admission;
+  }
+  const admitted = pending.admission;
+  // Computed when the answer is written, after its charge is settled: what the client reads is current.
+  const rateLimitHeaders = (): Record<string, string> => admitted?.headers() ?? {};
+
+  if (state.providerBatches.flexRefused(body, entry.taskId, prompt)) {
+    entry.outcome = 429;
+    settleTokens(pending.promptTokens);
+    sendJson(
+      response,
+      429,
+      {
+        error: {
+          message: 'simulated: Resource unavailable for the flex tier; retry later or use the default tier',
+          type: 'rate_limit_error',
+          param: null,
+          code: 'resource_unavailable',
+        },
+      },
+      rateLimitHeaders(),
+    );
+    return;
+  }
+  const fault = chooseFault(state.config, entry.taskId, entry.taskRequest, prompt);
+  entry.fault = fault.kind;
+  entry.latencyMs = latencyFor(state.config, entry.taskId, prompt);
+  if (fault.kind === 'hang') {
+    entry.outcome = 'hang';
+    return; // never answers; the client's deadline or cancellation closes the connection
+  }
+  pending.timer = setTimeout(() => {
+    if (!open) return;
+    if (fault.kind === 'reset') {
+      entry.outcome = 'reset';
+      request.socket.destroy();
+      return;
+    }
+    if (fault.kind === 'malformed') {
+      entry.outcome = 'malformed';
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end('{"id":"chatcmpl-sim","choices":[{"message":');
+      return;
+    }
+    if (fault.kind !== undefined) {
+      const status = Number(fault.kind);
+      entry.outcome = status;
+      settleTokens(pending.promptTokens);
+      const headers: Record<string, string> =
+        fault.retryAfterSeconds !== undefined && (status === 429 || status === 503)
+          ? { 'retry-after': String(fault.retryAfterSeconds) }
+          : {};
+      // `error-bytes=N`: a message that long, as a gateway's HTML error page is.
+      const message =
+        fault.errorBytes === undefined
+          ? STATUS_MESSAGES[fault.kind]
+          : `${STATUS_MESSAGES[fault.kind]} <html>${'x'.repeat(Math.max(0, fault.errorBytes))}</html>`;
+      sendJson(
+        response,
+        status,
+        { error: { message, type: 'simulated_error' } },
+        { ...rateLimitHeaders(), ...headers },
+      );
+      return;
+    }
+    entry.outcome = 200;
+    // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
+    const scripted = scriptedCompletion(body, entry.seq);
+    if (scripted) {
+      settleTokens(pending.promptTokens + scripted.usage.completion_tokens);
+      sendJson(response, 200, scripted, rateLimitHeaders());
+      return;
+    }
+    const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
+    const persona = typeof system === 'string' && system !== '' ? ` as "${system.slice(0, 40)}"` : '';
+    const echo = `[simulated]${persona} answer to: ${quotedPrompt(prompt)}`;
+    const { output, finishReason } = sizedOutput(
+      state.config,
+      echo,
+      entry.taskId,
+      body.max_tokens ?? body.max_completion_tokens,
+    );
+    const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
+    const completionTokens = countTokens(output);
+    settleTokens(pending.promptTokens + completionTokens);
+    const reply = {
+      id: `chatcmpl-sim-${entry.seq}`,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: body.model ?? 'sim-model',
+      system_fingerprint: 'simulated',
+      service_tier: body.service_tier === 'flex' ? 'flex' : 'default',
+      choices: [
+        { index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null },
+      ],
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+      },
+    };
+    sendJson(response, 200, api === 'responses' ? chatReplyAsResponse(reply) : reply, rateLimitHeaders());
+  }, entry.latencyMs);
+}
