@@ -62,61 +62,44 @@ export interface CallOutcome {
   unpriced?: boolean;
 }
 
+/** Each metric's description, as an exporter shows it (Prometheus: `# HELP`). */
+const DESCRIPTIONS = {
+  calls: 'Finished agent-call attempts by model, status (ok, failed, retrying, cancelled) and failure type',
+  retries: 'Agent-call attempts after the first (Temporal retries)',
+  rateLimited: 'HTTP 429 answers from the provider',
+  tokens: 'Tokens of successful agent calls by model and kind (prompt, completion)',
+  costMicroUsd: 'US dollars of successful agent calls, in millionths (divide by 1e6)',
+  unpriced: 'Successful agent calls of models without a price (their cost is not counted)',
+  inFlight: 'Agent-call attempts running on this worker',
+  callDuration: 'Duration of agent-call attempts on the worker, rate-limit waits included',
+} as const satisfies Record<keyof typeof AgentMetricName, string>;
+
+type CounterName = 'calls' | 'retries' | 'rateLimited' | 'tokens' | 'costMicroUsd' | 'unpriced';
+
 /**
  * The instruments, created once per process from a meter: creating one per activity would cost a native call each.
  * Labels go with every value instead of `withTags`, which the runtime's own meter does not support.
  */
 export class AgentMetrics {
-  private readonly calls: MetricCounter;
-  private readonly retries: MetricCounter;
-  private readonly rateLimited: MetricCounter;
-  private readonly tokens: MetricCounter;
-  private readonly costMicroUsd: MetricCounter;
-  private readonly unpriced: MetricCounter;
+  private readonly counters: Readonly<Record<CounterName, MetricCounter>>;
   /** Fractions of a micro-dollar not yet counted, per label set: thousands of tiny calls must add up. */
   private readonly costCarry = new Map<string, number>();
   private readonly inFlight: MetricUpDownCounter | undefined;
   private readonly duration: MetricHistogram;
 
   constructor(meter: MetricMeter) {
-    this.calls = meter.createCounter(
-      AgentMetricName.calls,
-      '',
-      'Finished agent-call attempts by model, status (ok, failed, retrying, cancelled) and failure type',
-    );
-    this.retries = meter.createCounter(
-      AgentMetricName.retries,
-      '',
-      'Agent-call attempts after the first (Temporal retries)',
-    );
-    this.rateLimited = meter.createCounter(AgentMetricName.rateLimited, '', 'HTTP 429 answers from the provider');
-    this.tokens = meter.createCounter(
-      AgentMetricName.tokens,
-      '',
-      'Tokens of successful agent calls by model and kind (prompt, completion)',
-    );
-    this.costMicroUsd = meter.createCounter(
-      AgentMetricName.costMicroUsd,
-      '',
-      'US dollars of successful agent calls, in millionths (divide by 1e6)',
-    );
-    this.unpriced = meter.createCounter(
-      AgentMetricName.unpriced,
-      '',
-      'Successful agent calls of models without a price (their cost is not counted)',
-    );
+    const counter = (name: CounterName) => meter.createCounter(AgentMetricName[name], '', DESCRIPTIONS[name]);
+    this.counters = {
+      calls: counter('calls'),
+      retries: counter('retries'),
+      rateLimited: counter('rateLimited'),
+      tokens: counter('tokens'),
+      costMicroUsd: counter('costMicroUsd'),
+      unpriced: counter('unpriced'),
+    };
     // Optional in the SDK's MetricMeter interface; every meter the SDK itself makes has it.
-    this.inFlight = meter.createUpDownCounter?.(
-      AgentMetricName.inFlight,
-      '',
-      'Agent-call attempts running on this worker',
-    );
-    this.duration = meter.createHistogram(
-      AgentMetricName.callDuration,
-      'float',
-      's',
-      'Duration of agent-call attempts on the worker, rate-limit waits included',
-    );
+    this.inFlight = meter.createUpDownCounter?.(AgentMetricName.inFlight, '', DESCRIPTIONS.inFlight);
+    this.duration = meter.createHistogram(AgentMetricName.callDuration, 'float', 's', DESCRIPTIONS.callDuration);
   }
 
   started(labels: ActivityLabels): void {
@@ -126,20 +109,21 @@ export class AgentMetrics {
   finished(labels: ActivityLabels, outcome: CallOutcome): void {
     this.inFlight?.add(-1, { ...labels });
     const byModel: MetricTags = { ...labels, model: outcome.model };
-    this.calls.add(1, {
+    this.counters.calls.add(1, {
       ...byModel,
       status: outcome.status,
       ...(outcome.failureType === undefined ? {} : { failure_type: outcome.failureType }),
     });
-    if (outcome.attempt > 1) this.retries.add(1, byModel);
+    if (outcome.attempt > 1) this.counters.retries.add(1, byModel);
     this.duration.record(outcome.seconds, { ...byModel, status: outcome.status });
     if (outcome.usage) {
       // A zero is not added: it would only create a series with nothing in it.
-      if (outcome.usage.promptTokens > 0) this.tokens.add(outcome.usage.promptTokens, { ...byModel, kind: 'prompt' });
+      if (outcome.usage.promptTokens > 0)
+        this.counters.tokens.add(outcome.usage.promptTokens, { ...byModel, kind: 'prompt' });
       if (outcome.usage.completionTokens > 0)
-        this.tokens.add(outcome.usage.completionTokens, { ...byModel, kind: 'completion' });
+        this.counters.tokens.add(outcome.usage.completionTokens, { ...byModel, kind: 'completion' });
     }
-    if (outcome.unpriced) this.unpriced.add(1, byModel);
+    if (outcome.unpriced) this.counters.unpriced.add(1, byModel);
     else if (outcome.costUsd !== undefined && outcome.costUsd > 0) this.addCost(outcome.costUsd, byModel);
   }
 
@@ -148,11 +132,11 @@ export class AgentMetrics {
     const exact = usd * 1e6 + (this.costCarry.get(key) ?? 0);
     const whole = Math.floor(exact);
     this.costCarry.set(key, exact - whole);
-    if (whole > 0) this.costMicroUsd.add(whole, tags);
+    if (whole > 0) this.counters.costMicroUsd.add(whole, tags);
   }
 
   /** 429s, by the model of the call that got them. */
   providerRateLimited(count: number, tags: MetricTags & { model: string }): void {
-    if (count > 0) this.rateLimited.add(count, tags);
+    if (count > 0) this.counters.rateLimited.add(count, tags);
   }
 }
