@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
+import { batchDirectory, readSink, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
 import { maxOverlap } from './support/overlap';
 import {
   answeredIds,
@@ -11,7 +11,7 @@ import {
   fewestOpenBetweenFirstAndLast,
   requestsOfRun,
 } from './support/request-ledger';
-import { runCli, spawnWorker } from './support/processes';
+import { runBatchStart, spawnWorker } from './support/processes';
 import { FanoutClient } from '../src/client/fanout-client';
 import { useTestStack } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
@@ -46,9 +46,7 @@ async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: n
 
 describe('batch lanes: several calls one after another per activity, each answer journaled', () => {
   it('runs short calls many to an activity, within the concurrency, each id written once', async () => {
-    const source = writeTasks(directory, 600, () => 'short', 'short');
-    const sink = path.join(directory, 'short.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, () => 'short', { concurrency: 20 });
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 600, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 600, ids: 600, ok: 600 });
     const requests = requestsOf(handle.batchId);
@@ -60,13 +58,13 @@ describe('batch lanes: several calls one after another per activity, each answer
   });
 
   it('keeps its calls in flight across hand-overs between windows: never zero while items remain, never over the concurrency', async () => {
-    const source = writeTasks(directory, 240, (index) => `x [sim latency=${200 + (index % 5) * 100}]`, 'window');
-    const sink = path.join(directory, 'window.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { concurrency: 12, pageSize: 20, pagesPerRun: 2 },
-    });
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'window',
+      240,
+      (index) => `x [sim latency=${200 + (index % 5) * 100}]`,
+      { concurrency: 12, pageSize: 20, pagesPerRun: 2 },
+    );
     const summary = await handle.result();
     expect(summary).toMatchObject({ total: 240, succeeded: 240 });
     expect(summary.runs).toBeGreaterThanOrEqual(4);
@@ -89,9 +87,9 @@ describe('batch lanes: several calls one after another per activity, each answer
     );
     try {
       const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-      const source = writeTasks(directory, 160, () => 'x [sim latency=1500]', 'spread');
-      const sink = path.join(directory, 'spread.jsonl');
-      const handle = await client.startBatch({ source, sink, options: { concurrency: 40 } });
+      const { handle, sink } = await startTaskBatch(client, 'spread', 160, () => 'x [sim latency=1500]', {
+        concurrency: 40,
+      });
       expect(await handle.result()).toMatchObject({ total: 160, succeeded: 160 });
       expect(sinkCounts(sink)).toEqual({ lines: 160, ids: 160, ok: 160 });
       // No worker runs more than 10 calls at once: 40 at once means all four took their share.
@@ -104,9 +102,7 @@ describe('batch lanes: several calls one after another per activity, each answer
   it('runs an item that failed retryably in a lane again on its own, sending its real attempt, and writes a non-retryable failure at once', async () => {
     const prompt = (index: number) =>
       index === 150 || index === 170 ? 'x [sim fault=500 times=1]' : index === 160 ? 'x [sim fault=401]' : 'x';
-    const source = writeTasks(directory, 200, prompt, 'mixed');
-    const sink = path.join(directory, 'mixed.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'mixed', 200, prompt, { concurrency: 10 });
     expect(await handle.result()).toMatchObject({ succeeded: 199, failed: 1 });
     const lines = new Map(readSink(sink).map((line) => [line.id, line]));
     expect(lines.size).toBe(200);
@@ -124,12 +120,10 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it("gives each item of a lane its own request deadline (agentTimeoutMs), not the lane's whole timeout", async () => {
     const prompt = (index: number) => (index === 7 ? 'slow [sim latency=4000]' : 'x');
-    const source = writeTasks(directory, 40, prompt, 'deadline');
-    const sink = path.join(directory, 'deadline.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { concurrency: 2, agentTimeoutMs: 1000, retry: { maximumAttempts: 1 } },
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'deadline', 40, prompt, {
+      concurrency: 2,
+      agentTimeoutMs: 1000,
+      retry: { maximumAttempts: 1 },
     });
     expect(await handle.result()).toMatchObject({ succeeded: 39, failed: 1 });
     const lines = new Map(readSink(sink).map((line) => [line.id, line]));
@@ -152,9 +146,9 @@ describe('batch lanes: several calls one after another per activity, each answer
   });
 
   it('cancelled mid-lane, keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after', async () => {
-    const source = writeTasks(directory, 300, () => 'x [sim latency=250]', 'cancelled');
-    const sink = path.join(directory, 'cancelled.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 8 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancelled', 300, () => 'x [sim latency=250]', {
+      concurrency: 8,
+    });
     await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
     expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(1);
     const cancelledAt = Date.now();
@@ -177,12 +171,9 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it('fails fast with lanes in flight: every answered call is in the sink and the cost, none is left open', async () => {
     const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
-    const source = writeTasks(directory, 400, prompt, 'failfast');
-    const sink = path.join(directory, 'failfast.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { concurrency: 8, errorPolicy: 'fail-fast' },
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'failfast', 400, prompt, {
+      concurrency: 8,
+      errorPolicy: 'fail-fast',
     });
     const summary = await handle.result();
     expect(summary.stoppedBy).toBe('fail-fast');
@@ -198,13 +189,13 @@ describe('batch lanes: several calls one after another per activity, each answer
   });
 
   it('stops at its cost budget with lanes in flight: every answered call counted, a resume pays for none of them again', async () => {
-    const source = writeTasks(directory, 300, () => 'budget words [sim latency=120]', 'lanebudget');
-    const sink = path.join(directory, 'lanebudget.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { concurrency: 6, tokenBudget: 1500 },
-    });
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'lanebudget',
+      300,
+      () => 'budget words [sim latency=120]',
+      { concurrency: 6, tokenBudget: 1500 },
+    );
     const summary = await handle.result();
     const stoppedAt = Date.now();
     expect(summary.stoppedBy).toBe('budget');
@@ -225,12 +216,7 @@ describe('batch lanes: several calls one after another per activity, each answer
 
   it('refuses itemsPerActivity over 100 before starting', async () => {
     const source = writeTasks(directory, 3, () => 'x', 'refused');
-    const cli = await runCli([
-      'batch',
-      'start',
-      source,
-      '--out',
-      path.join(directory, 'refused.jsonl'),
+    const cli = await runBatchStart(source, path.join(directory, 'refused.jsonl'), [
       '--items-per-activity',
       '101',
       ...suite.connectionArgs,

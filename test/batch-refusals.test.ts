@@ -2,8 +2,8 @@ import { appendFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { describeError } from '../src/cli/errors';
-import { batchDirectory, readSink, writeTasks } from './support/batch-files';
-import { runCli } from './support/processes';
+import { batchDirectory, readSink, startTaskBatch, writeTasks } from './support/batch-files';
+import { runBatchStart } from './support/processes';
 import { answeredIds, droppedAnswers, requestsOfRun } from './support/request-ledger';
 import { useTestStack } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
@@ -37,7 +37,7 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     writeFileSync(file, 'not a directory');
     for (const out of [path.join(file, 'out.jsonl'), '/proc/out.jsonl']) {
       const id = uniqueName('refused');
-      const cli = await runCli(['batch', 'start', source, '--out', out, '--id', id, ...suite.connectionArgs]);
+      const cli = await runBatchStart(source, out, ['--id', id, ...suite.connectionArgs]);
       expect({ out, code: cli.code }).toEqual({ out, code: 2 });
       expect(cli.stderr).toContain(out);
       const started = await suite.servers.server.client.workflow
@@ -64,9 +64,13 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
   });
 
   it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {
-    const source = writeTasks(directory, 60, () => 'x [sim latency=200]', 'appended');
-    const sink = path.join(directory, 'appended.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
+    const { handle, source, sink } = await startTaskBatch(
+      suite.stack.client,
+      'appended',
+      60,
+      () => 'x [sim latency=200]',
+      { concurrency: 2 },
+    );
     await waitFor(
       'a few answers',
       () => answeredIds(requestsOfRun(suite.servers.simulator.log(), handle.batchId)).size >= 4,
@@ -85,9 +89,13 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
 
 describe("a provider's long error pages", () => {
   it('are cut to 1,000 characters in the sink: 600 failures with a 5 KB page each still end in one small sink', async () => {
-    const source = writeTasks(directory, 600, () => 'x [sim fault=400 error-bytes=5000]', 'pages');
-    const sink = path.join(directory, 'pages.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 20 } });
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'pages',
+      600,
+      () => 'x [sim fault=400 error-bytes=5000]',
+      { concurrency: 20 },
+    );
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 0, failed: 600 });
     const lines = readSink(sink);
     expect(lines).toHaveLength(600);

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { SimulatorConfigInput } from '../src/sim/config';
-import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
-import { runCli } from './support/processes';
+import { batchDirectory, readSink, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
+import { runBatchStart } from './support/processes';
 import { requestsOfRun } from './support/request-ledger';
 import { useProviderBatchStack } from './support/provider-batch-stack';
 
@@ -18,13 +18,13 @@ describe('a batch chooses its route', () => {
   it('provider-batch: answers at the batch price, sends what expired or failed retryably in a second provider batch, and only what that hands back sync', async () => {
     const fate = (index: number) =>
       index === 3 || index === 11 ? ' [sim batch=expired]' : index === 7 ? ' [sim batch=error-500]' : '';
-    const source = writeTasks(directory, 30, (index) => `route item ${index}${fate(index)}`, 'routed');
-    const sink = path.join(directory, 'routed.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { route: 'provider-batch', providerPollSeconds: 0.05, concurrency: 5 },
-    });
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'routed',
+      30,
+      (index) => `route item ${index}${fate(index)}`,
+      { route: 'provider-batch', providerPollSeconds: 0.05, concurrency: 5 },
+    );
     const summary = await handle.result();
     expect(summary).toMatchObject({ route: 'provider-batch', total: 30, succeeded: 30, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
@@ -66,12 +66,7 @@ describe('a batch chooses its route', () => {
       ['--route', 'cheapest'],
       ['--deadline', 'tomorrow'],
     ]) {
-      const cli = await runCli([
-        'batch',
-        'start',
-        source,
-        '--out',
-        path.join(directory, 'bad-route.jsonl'),
+      const cli = await runBatchStart(source, path.join(directory, 'bad-route.jsonl'), [
         flag,
         value,
         ...suite.connectionArgs,

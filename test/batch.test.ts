@@ -1,9 +1,11 @@
 import { existsSync, readdirSync, renameSync } from 'node:fs';
+import type { BatchHandle } from '../src/client/batch-client';
 import { describeError } from '../src/cli/errors';
+import type { BatchProgress } from '../src/contract/batch';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
-import { batchDirectory, readSink, sinkCounts, writeTasks } from './support/batch-files';
+import { batchDirectory, readSink, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
 import { maxOverlap } from './support/overlap';
 import { useTestStack } from './support/suite-stack';
 import { startTestServers, startTestWorker, uniqueName } from './support/test-stack';
@@ -16,6 +18,22 @@ const suite = useTestStack({
   simulator: { latency: { minMs: 10, maxMs: 60 } },
   worker: { heartbeatThrottleMs: 500 },
 });
+
+/** The batch's progress once `holds` is true of it (within a minute). */
+async function progressWhen(
+  handle: BatchHandle,
+  what: string,
+  holds: (progress: BatchProgress) => boolean,
+): Promise<BatchProgress> {
+  return waitFor(
+    what,
+    async () => {
+      const current = await handle.progress();
+      return holds(current) ? current : undefined;
+    },
+    { timeoutMs: 60_000 },
+  );
+}
 
 function requestsOf(batchId: string) {
   return suite.servers.simulator.log().filter((request) => request.workflowId === batchId);
@@ -34,9 +52,9 @@ function answeredBefore(batchId: string, at: number): Map<string, number> {
 
 describe('batch', () => {
   it('runs 1,000 items with never more than 50 calls in flight and writes exactly one line per id', async () => {
-    const source = writeTasks(directory, 1000, () => 'x [sim latency=200]', 'thousand');
-    const sink = path.join(directory, 'thousand.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 50 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'thousand', 1000, () => 'x [sim latency=200]', {
+      concurrency: 50,
+    });
     const summary = await handle.result();
 
     expect(summary).toMatchObject({ total: 1000, succeeded: 1000, failed: 0, notRun: 0 });
@@ -50,31 +68,15 @@ describe('batch', () => {
   });
 
   it('hands over to a new window several times and still answers progress across windows', async () => {
-    const source = writeTasks(directory, 300, () => 'slow [sim latency=150]', 'rolling');
-    const sink = path.join(directory, 'rolling.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { concurrency: 10, pageSize: 25, pagesPerRun: 2 },
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'rolling', 300, () => 'slow [sim latency=150]', {
+      concurrency: 10,
+      pageSize: 25,
+      pagesPerRun: 2,
     });
-    const progress = await waitFor(
-      'the batch to be in its third run',
-      async () => {
-        const current = await handle.progress();
-        return current.runs >= 3 ? current : undefined;
-      },
-      { timeoutMs: 60_000 },
-    );
+    const progress = await progressWhen(handle, 'the batch to be in its third run', (current) => current.runs >= 3);
     expect(progress.total).toBe(300);
     // Progress adds up the windows that ended and those still running.
-    const later = await waitFor(
-      '100 items done across windows',
-      async () => {
-        const current = await handle.progress();
-        return current.done >= 100 ? current : undefined;
-      },
-      { timeoutMs: 60_000 },
-    );
+    const later = await progressWhen(handle, '100 items done across windows', (current) => current.done >= 100);
     expect(later.callsPerSecond).toBeGreaterThan(0);
     expect(later.etaSeconds).not.toBeNull();
     const summary = await handle.result();
@@ -107,16 +109,10 @@ describe('batch', () => {
     });
     const worker = await startTestWorker(faulty, { heartbeatThrottleMs: 500 });
     try {
-      const source = writeTasks(directory, 300, undefined, 'faults');
-      const sink = path.join(directory, 'faults.jsonl');
-      const handle = await worker.client.startBatch({
-        source,
-        sink,
-        options: {
-          concurrency: 30,
-          agentTimeoutMs: 2000,
-          retry: { maximumAttempts: 20, initialIntervalMs: 100, maximumIntervalMs: 500 },
-        },
+      const { handle, sink } = await startTaskBatch(worker.client, 'faults', 300, undefined, {
+        concurrency: 30,
+        agentTimeoutMs: 2000,
+        retry: { maximumAttempts: 20, initialIntervalMs: 100, maximumIntervalMs: 500 },
       });
       const summary = await handle.result();
       expect(summary).toMatchObject({ succeeded: 300, failed: 0 });
@@ -138,9 +134,9 @@ describe('batch', () => {
   });
 
   it('keeps every finished result when cancelled, and a resume runs only the rest', async () => {
-    const source = writeTasks(directory, 40, () => 'x [sim latency=3000]', 'cancel');
-    const sink = path.join(directory, 'cancel.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 10 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancel', 40, () => 'x [sim latency=3000]', {
+      concurrency: 10,
+    });
     await waitFor('about a quarter done', async () => (await handle.progress()).done >= 10);
     const cancelledAt = Date.now();
     await handle.cancel();
@@ -176,14 +172,9 @@ describe('batch', () => {
   });
 
   it('writes failed items as failed, and a resume re-runs only them', async () => {
-    const source = writeTasks(
-      directory,
-      30,
-      (index) => (index % 10 === 3 ? 'x [sim fault=401 times=1]' : 'x'),
-      'failures',
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'failures', 30, (index) =>
+      index % 10 === 3 ? 'x [sim fault=401 times=1]' : 'x',
     );
-    const sink = path.join(directory, 'failures.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink });
     const summary = await handle.result();
     expect(summary).toMatchObject({ succeeded: 27, failed: 3 });
     const failedLines = readSink(sink).filter((line) => line.status === 'failed');
@@ -195,14 +186,13 @@ describe('batch', () => {
   });
 
   it('stops at its token budget: nothing more starts, the calls in flight are cancelled, and a resume runs the rest', async () => {
-    const source = writeTasks(
-      directory,
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'budget',
       40,
       (index) => `budget words here [sim latency=${300 + (index % 4) * 700}]`,
-      'budget',
+      { concurrency: 4, tokenBudget: 60 },
     );
-    const sink = path.join(directory, 'budget.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 4, tokenBudget: 60 } });
     const summary = await handle.result();
     expect(summary.stoppedBy).toBe('budget');
     expect(summary.tokens.total).toBeGreaterThanOrEqual(60);
@@ -221,9 +211,13 @@ describe('batch', () => {
   });
 
   it('fails with SourceChanged, keeping what it finished, when the task file is rewritten under it', async () => {
-    const source = writeTasks(directory, 60, () => 'x [sim latency=300]', 'changing');
-    const sink = path.join(directory, 'changing.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 2 } });
+    const { handle, source, sink } = await startTaskBatch(
+      suite.stack.client,
+      'changing',
+      60,
+      () => 'x [sim latency=300]',
+      { concurrency: 2 },
+    );
     await waitFor('a few results', async () => (await handle.progress()).done >= 4, { timeoutMs: 30_000 });
     // Same offsets, other ids: an item reading its line now finds a task the page never named.
     writeTasks(directory, 60, () => 'x [sim latency=300]', 'changinG');
@@ -241,9 +235,9 @@ describe('batch', () => {
   });
 
   it('recovers every answered result of a terminated batch into its sink when its status is asked', async () => {
-    const source = writeTasks(directory, 80, () => 'x [sim latency=250]', 'terminated');
-    const sink = path.join(directory, 'terminated.jsonl');
-    const handle = await suite.stack.client.startBatch({ source, sink, options: { concurrency: 4 } });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'terminated', 80, () => 'x [sim latency=250]', {
+      concurrency: 4,
+    });
     await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
     await handle.workflow.terminate('operator stopped it');
     expect(existsSync(sink)).toBe(false);

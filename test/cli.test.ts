@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { runCli } from './support/processes';
+import { runBatchStart, runCli } from './support/processes';
 import { useTestStack } from './support/suite-stack';
 
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cli-'));
@@ -201,14 +201,7 @@ describe('fanout batch', () => {
 
   it('refuses a malformed task file with the line named and exit code 2', async () => {
     const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');
-    const { code, stderr } = await runCli([
-      'batch',
-      'start',
-      tasks,
-      '--out',
-      path.join(directory, 'never.jsonl'),
-      ...suite.connectionArgs,
-    ]);
+    const { code, stderr } = await runBatchStart(tasks, path.join(directory, 'never.jsonl'), suite.connectionArgs);
     expect(code).toBe(2);
     expect(stderr).toContain('batch-bad.jsonl line 2: prompt: must not be empty');
   });
@@ -221,21 +214,12 @@ describe('fanout batch', () => {
       [tasks, 'is the task file itself'],
     ];
     for (const [out, message] of cases) {
-      const { code, stdout, stderr } = await runCli(['batch', 'start', tasks, '--out', out, ...suite.connectionArgs]);
+      const { code, stdout, stderr } = await runBatchStart(tasks, out, suite.connectionArgs);
       expect([code, stdout]).toEqual([2, '']);
       expect(stderr.trim().split('\n')).toHaveLength(1);
       expect(stderr).toContain(message);
     }
-    const empty = await runCli([
-      'batch',
-      'start',
-      tasks,
-      '--out',
-      path.join(directory, 'x.jsonl'),
-      '--id',
-      '',
-      ...suite.connectionArgs,
-    ]);
+    const empty = await runBatchStart(tasks, path.join(directory, 'x.jsonl'), ['--id', '', ...suite.connectionArgs]);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('the batch id: must not be empty');
   });
@@ -248,12 +232,7 @@ describe('fanout batch', () => {
       ).join('\n'),
     );
     const out = path.join(directory, 'batch-out.jsonl');
-    const started = await runCli([
-      'batch',
-      'start',
-      tasks,
-      '--out',
-      out,
+    const started = await runBatchStart(tasks, out, [
       '--id',
       'cli-batch',
       '--concurrency',

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import type { BatchProgress, BatchSummary } from '../src/contract/batch';
-import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
+import { batchDirectory, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
 import { runCli } from './support/processes';
 import { useProviderBatchStack } from './support/provider-batch-stack';
 import { waitFor } from './support/wait-for';
@@ -14,14 +14,13 @@ const ITEMS = 40;
 
 describe('batch status of a provider-batch route', () => {
   it('shows each provider batch with its id, status and counts while the batch runs', async () => {
-    const directory = batchDirectory();
-    const source = writeTasks(directory, ITEMS, (index) => `status item ${index}`, 'status');
-    const sink = path.join(directory, 'status.jsonl');
-    const handle = await suite.stack.client.startBatch({
-      source,
-      sink,
-      options: { route: 'provider-batch', providerPollSeconds: 0.2 },
-    });
+    const { handle, sink } = await startTaskBatch(
+      suite.stack.client,
+      'status',
+      ITEMS,
+      (index) => `status item ${index}`,
+      { route: 'provider-batch', providerPollSeconds: 0.2 },
+    );
     const cli = (...flags: string[]) => runCli(['batch', 'status', handle.batchId, ...flags, ...suite.connectionArgs]);
 
     // The provider batch is seen part-way, in both forms of the same look: created, running, some items answered and

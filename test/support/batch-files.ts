@@ -1,7 +1,9 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { BatchResultLine } from '../../src/contract/batch';
+import type { BatchHandle } from '../../src/client/batch-client';
+import type { FanoutClient } from '../../src/client/fanout-client';
+import type { BatchOptions, BatchResultLine } from '../../src/contract/batch';
 
 export function batchDirectory(): string {
   return mkdtempSync(path.join(tmpdir(), 'fanout-batch-'));
@@ -40,4 +42,25 @@ export function sinkCounts(file: string): { lines: number; ids: number; ok: numb
     ids: new Set(lines.map((line) => line.id)).size,
     ok: lines.filter((line) => line.status === 'ok').length,
   };
+}
+
+/**
+ * Writes `count` tasks (`<name>-0` …, each with `prompt` of its index) to a fresh directory and starts a batch of them
+ * on `client`, its results in `<name>.jsonl` beside them: the handle, the task file and the sink.
+ *
+ * @example
+ * const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, () => 'short', { concurrency: 20 });
+ */
+export async function startTaskBatch(
+  client: Pick<FanoutClient, 'startBatch'>,
+  name: string,
+  count: number,
+  prompt?: (index: number) => string,
+  options?: BatchOptions,
+): Promise<{ handle: BatchHandle; source: string; sink: string }> {
+  const directory = batchDirectory();
+  const source = writeTasks(directory, count, prompt, name);
+  const sink = path.join(directory, `${name}.jsonl`);
+  const handle = await client.startBatch({ source, sink, ...(options === undefined ? {} : { options }) });
+  return { handle, source, sink };
 }

@@ -70,3 +70,12 @@ export function runCli(
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
 }
+
+/** Runs `fanout batch start <source> --out <out>` and `flags` to its end. */
+export function runBatchStart(
+  source: string,
+  out: string,
+  flags: string[],
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runCli(['batch', 'start', source, '--out', out, ...flags]);
+}
