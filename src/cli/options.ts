@@ -1,4 +1,4 @@
-import { InvalidArgumentError, Option, type Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { FanoutClient } from '../client/fanout-client';
 import type { TemporalConnectionConfig } from '../config/environment';
 
@@ -57,4 +57,22 @@ export async function withClient<T>(flags: ConnectionFlags, work: (fanout: Fanou
   } finally {
     await fanout.close();
   }
+}
+
+/**
+ * `command`, whose one argument names what it acts on (a run, a batch, a task file), with the connection options: it
+ * runs `work` with a client connected from them, closed after.
+ */
+export function clientCommand<F extends ConnectionFlags>(
+  command: Command,
+  work: (fanout: FanoutClient, argument: string, flags: F) => Promise<void>,
+): Command {
+  return withConnection(command).action(async (argument: string, flags: F) =>
+    withClient(flags, (fanout) => work(fanout, argument, flags)),
+  );
+}
+
+/** `fanout <name> <id>`: a command on one run, with --json (`json` says what it prints). */
+export function onRun(name: string, description: string, json = 'print JSON'): Command {
+  return new Command(name).description(description).argument('<id>').option('--json', json);
 }

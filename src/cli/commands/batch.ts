@@ -12,7 +12,7 @@ import {
   type BatchSummary,
 } from '../../contract/batch';
 import { describeError, ExitCode } from '../errors';
-import { positiveNumber, wholeNumber, withClient, withConnection, type ConnectionFlags } from '../options';
+import { clientCommand, positiveNumber, wholeNumber, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
 
 interface BatchFlags extends ConnectionFlags {
@@ -184,13 +184,32 @@ async function report(
   process.exitCode = ExitCode.agentsFailed;
 }
 
+/**
+ * Says what a start or resume did (`json` on stdout with --json alone; else `said` on stderr, which a progress bar or
+ * JSON progress lines then follow), then watches the batch with --watch.
+ */
+async function announce(handle: BatchHandle, flags: BatchFlags, json: object, said: string): Promise<void> {
+  if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify(json)}\n`);
+  else process.stderr.write(`${said}\n`);
+  if (flags.watch) await watch(handle, Boolean(flags.json));
+}
+
+/** `fanout batch <name> <batch-id>`, with --watch and --json. */
+function onBatch(name: string, description: string): Command {
+  return new Command(name)
+    .description(description)
+    .argument('<batch-id>')
+    .option('--watch', 'progress bar until it ends')
+    .option('--json', 'print JSON');
+}
+
 export function batchCommand(): Command {
   const batch = new Command('batch').description(
     'long-running batches over a JSONL file: start, status, cancel, resume',
   );
 
   batch.addCommand(
-    withConnection(
+    clientCommand(
       new Command('start')
         .description('validate a JSONL task file and start a batch (or attach to the batch of that id)')
         .argument('<tasks.jsonl>', 'one task per line: a local path every worker can read, or s3://bucket/key')
@@ -234,44 +253,35 @@ export function batchCommand(): Command {
         })
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
-    ).action(async (source: string, flags: StartFlags) => {
-      const options: BatchOptions = {
-        ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
-        ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
-        ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
-        ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
-        ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
-        ...(flags.itemsPerActivity === undefined ? {} : { itemsPerActivity: flags.itemsPerActivity }),
-        ...(flags.route === undefined ? {} : { route: flags.route }),
-        ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
-        ...(flags.api === undefined ? {} : { api: flags.api }),
-      };
-      await withClient(flags, async (fanout) => {
+      async (fanout, source, flags: StartFlags) => {
+        const options: BatchOptions = {
+          ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
+          ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
+          ...(flags.attempts === undefined ? {} : { retry: { maximumAttempts: flags.attempts } }),
+          ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
+          ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
+          ...(flags.itemsPerActivity === undefined ? {} : { itemsPerActivity: flags.itemsPerActivity }),
+          ...(flags.route === undefined ? {} : { route: flags.route }),
+          ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
+          ...(flags.api === undefined ? {} : { api: flags.api }),
+        };
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
-        if (flags.json && !flags.watch)
-          process.stdout.write(`${JSON.stringify({ batchId: handle.batchId, attached: handle.attached })}\n`);
-        else process.stderr.write(`${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}\n`);
-        if (flags.watch) await watch(handle, Boolean(flags.json));
-      });
-    }),
+        const said = `${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}`;
+        await announce(handle, flags, { batchId: handle.batchId, attached: handle.attached }, said);
+      },
+    ),
   );
 
   batch.addCommand(
-    withConnection(
-      new Command('status')
-        .description('progress of a running batch, or the summary of a finished one')
-        .argument('<batch-id>')
-        .option('--watch', 'progress bar until it ends')
-        .option('--json', 'print JSON'),
-    ).action(async (batchId: string, flags: BatchFlags) => {
-      await withClient(flags, async (fanout) => {
-        await report(fanout.getBatch(batchId), flags, (id) => fanout.recoverStoppedBatch(id));
-      });
-    }),
+    clientCommand(
+      onBatch('status', 'progress of a running batch, or the summary of a finished one'),
+      (fanout, batchId, flags: BatchFlags) =>
+        report(fanout.getBatch(batchId), flags, (id) => fanout.recoverStoppedBatch(id)),
+    ),
   );
 
   batch.addCommand(
-    withConnection(
+    clientCommand(
       new Command('cancel')
         .description(
           'cancel a batch and wait for it to end: in-flight calls are aborted, every answered one is written to the sink',
@@ -279,8 +289,7 @@ export function batchCommand(): Command {
         .argument('<batch-id>')
         .option('--no-wait', 'return once the cancel is requested, not once the batch has ended')
         .option('--json', 'print JSON'),
-    ).action(async (batchId: string, flags: BatchFlags & { wait?: boolean }) => {
-      await withClient(flags, async (fanout) => {
+      async (fanout, batchId, flags: BatchFlags & { wait?: boolean }) => {
         const wait = flags.wait !== false;
         await fanout.getBatch(batchId).cancel({ wait });
         const said = wait
@@ -289,25 +298,18 @@ export function batchCommand(): Command {
         process.stdout.write(
           flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait })}\n` : `${said}\n`,
         );
-      });
-    }),
+      },
+    ),
   );
 
   batch.addCommand(
-    withConnection(
-      new Command('resume')
-        .description('re-run the failed and never-run items of a finished or cancelled batch')
-        .argument('<batch-id>')
-        .option('--watch', 'progress bar until it ends')
-        .option('--json', 'print JSON'),
-    ).action(async (batchId: string, flags: BatchFlags) => {
-      await withClient(flags, async (fanout) => {
+    clientCommand(
+      onBatch('resume', 're-run the failed and never-run items of a finished or cancelled batch'),
+      async (fanout, batchId, flags: BatchFlags) => {
         const handle = await fanout.resumeBatch(batchId);
-        if (flags.json && !flags.watch) process.stdout.write(`${JSON.stringify({ batchId, resumed: true })}\n`);
-        else process.stderr.write(`resumed batch ${batchId}\n`);
-        if (flags.watch) await watch(handle, Boolean(flags.json));
-      });
-    }),
+        await announce(handle, flags, { batchId, resumed: true }, `resumed batch ${batchId}`);
+      },
+    ),
   );
 
   return batch;

@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import { CliError, ExitCode } from '../errors';
-import { withClient, withConnection, type ConnectionFlags } from '../options';
+import { clientCommand, onRun, type ConnectionFlags } from '../options';
 import { printRunResult } from '../run-result';
 import { withTranscripts } from '../agent-view';
 import { storeFromEnvironment } from '../../store';
@@ -12,14 +12,9 @@ interface ResultsFlags extends ConnectionFlags {
 
 /** `fanout results <id>`: a finished run's results, in input order. */
 export function resultsCommand(): Command {
-  return withConnection(
-    new Command('results')
-      .description('results of a finished run, in input order')
-      .argument('<id>')
-      .option('--json', 'print JSON')
-      .option('--jsonl', 'one JSON line per agent'),
-  ).action(async (id: string, flags: ResultsFlags) =>
-    withClient(flags, async (fanout) => {
+  return clientCommand(
+    onRun('results', 'results of a finished run, in input order').option('--jsonl', 'one JSON line per agent'),
+    async (fanout, id, flags: ResultsFlags) => {
       const handle = fanout.getHandle(id);
       const { status } = await handle.describe();
       if (status === 'RUNNING')
@@ -34,6 +29,6 @@ export function resultsCommand(): Command {
           ? handle.result().then((value) => withTranscripts(value as object, storeFromEnvironment().store))
           : undefined,
       );
-    }),
+    },
   );
 }

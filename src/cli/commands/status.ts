@@ -1,6 +1,6 @@
 import { Command } from 'commander';
 import type { RunProgress } from '../../contract/fan-out';
-import { withClient, withConnection, type ConnectionFlags } from '../options';
+import { clientCommand, onRun, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
 import { formatAgents, runningAgents } from '../agent-view';
 
@@ -22,13 +22,9 @@ function formatProgress(progress: RunProgress): string {
 
 /** `fanout status <id>`: a run's counts and each agent's state (a batch's progress as JSON). */
 export function statusCommand(): Command {
-  return withConnection(
-    new Command('status')
-      .description("state of a run: counts and each agent's state")
-      .argument('<id>')
-      .option('--json', 'print JSON'),
-  ).action(async (id: string, flags: StatusFlags) =>
-    withClient(flags, async (fanout) => {
+  return clientCommand(
+    onRun('status', "state of a run: counts and each agent's state"),
+    async (fanout, id, flags: StatusFlags) => {
       const { type, status } = await fanout.getHandle(id).describe();
       const progress = type === 'batch' || type === 'agent' ? undefined : await fanout.getHandle(id).progress();
       // Agents (tasks with tools, their sub-agents): steps, spend, and the tool calls that wait for a person.
@@ -48,6 +44,6 @@ export function statusCommand(): Command {
         process.stdout.write(
           `${type} ${id}: ${status.toLowerCase()}\n${[...(progress ? [formatProgress(progress)] : []), ...formatAgents(agents)].join('\n')}\n`,
         );
-    }),
+    },
   );
 }

@@ -3,7 +3,7 @@ import { Presets, SingleBar } from 'cli-progress';
 import type { RunHandle } from '../../client/fanout-client';
 import { QueryGate } from '../../client/query-gate';
 import { CliError, ExitCode } from '../errors';
-import { withClient, withConnection, type ConnectionFlags } from '../options';
+import { clientCommand, onRun, type ConnectionFlags } from '../options';
 import { printRunResult } from '../run-result';
 import { formatAgentEvent, runningAgents } from '../agent-view';
 
@@ -108,12 +108,12 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
 
 /** `fanout watch <id>`: a run's progress and events until it ends, then its results. */
 export function watchCommand(): Command {
-  return withConnection(
-    new Command('watch')
-      .description('progress bar and live events of a run until it ends, then its results')
-      .argument('<id>')
-      .option('--json', 'print events and the result as JSON'),
-  ).action(async (id: string, flags: WatchFlags) =>
-    withClient(flags, (fanout) => watchRun(fanout.getHandle(id), flags)),
+  return clientCommand(
+    onRun(
+      'watch',
+      'progress bar and live events of a run until it ends, then its results',
+      'print events and the result as JSON',
+    ),
+    (fanout, id, flags: WatchFlags) => watchRun(fanout.getHandle(id), flags),
   );
 }
