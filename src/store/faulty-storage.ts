@@ -25,58 +25,47 @@ export class FaultyStorage implements ObjectStorage {
     return this.state / 0x1_0000_0000;
   }
 
-  private maybeFail(uri: string, what: string): void {
+  /** The inner store's answer to `call`, unless the call is picked to fail: it then throws before reaching the store. */
+  private faulty<T>(uri: string, what: string, call: (inner: ObjectStorage) => T): T {
     if (this.next() < this.rate) throw new StorageError('Unavailable', uri, `injected fault (${what})`);
+    return call(this.inner);
   }
 
   async size(uri: string) {
-    this.maybeFail(uri, 'size');
-    return this.inner.size(uri);
+    return this.faulty(uri, 'size', (inner) => inner.size(uri));
   }
   async read(uri: string) {
-    this.maybeFail(uri, 'read');
-    return this.inner.read(uri);
+    return this.faulty(uri, 'read', (inner) => inner.read(uri));
   }
   async readRange(uri: string, start: number, length: number) {
-    this.maybeFail(uri, 'readRange');
-    return this.inner.readRange(uri, start, length);
+    return this.faulty(uri, 'readRange', (inner) => inner.readRange(uri, start, length));
   }
   readStream(uri: string, start?: number) {
-    this.maybeFail(uri, 'readStream');
-    return this.inner.readStream(uri, start);
+    return this.faulty(uri, 'readStream', (inner) => inner.readStream(uri, start));
   }
   async write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
-    this.maybeFail(uri, 'write');
-    return this.inner.write(uri, data, options);
+    return this.faulty(uri, 'write', (inner) => inner.write(uri, data, options));
   }
   async openAppender(uri: string): Promise<Appender | undefined> {
-    this.maybeFail(uri, 'openAppender');
-    const inner = await this.inner.openAppender(uri);
+    const inner = await this.faulty(uri, 'openAppender', (store) => store.openAppender(uri));
     if (!inner) return undefined;
     return {
       // A fault before the write: the record never reaches the object, as when a disk refuses a write.
-      append: async (record: string) => {
-        this.maybeFail(uri, 'append');
-        return inner.append(record);
-      },
+      append: async (record: string) => this.faulty(uri, 'append', () => inner.append(record)),
       close: () => inner.close(),
     };
   }
   async writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
-    this.maybeFail(uri, 'writeStream');
-    return this.inner.writeStream(uri, chunks);
+    return this.faulty(uri, 'writeStream', (inner) => inner.writeStream(uri, chunks));
   }
   async list(prefix: string) {
-    this.maybeFail(prefix, 'list');
-    return this.inner.list(prefix);
+    return this.faulty(prefix, 'list', (inner) => inner.list(prefix));
   }
   async remove(uri: string) {
-    this.maybeFail(uri, 'remove');
-    return this.inner.remove(uri);
+    return this.faulty(uri, 'remove', (inner) => inner.remove(uri));
   }
   async removeTree(prefix: string) {
-    this.maybeFail(prefix, 'removeTree');
-    return this.inner.removeTree(prefix);
+    return this.faulty(prefix, 'removeTree', (inner) => inner.removeTree(prefix));
   }
   checkWritable(uri: string) {
     return this.inner.checkWritable(uri);

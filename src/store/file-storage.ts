@@ -6,7 +6,7 @@ import {
   writeFile as writeFileCallback,
 } from 'node:fs';
 import { promisify } from 'node:util';
-import { access, constants, mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { access, constants, mkdir, open, readdir, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { StorageError, type Appender, type ObjectStorage } from './object-storage';
@@ -36,19 +36,26 @@ function wrapped(uri: string, error: unknown): unknown {
   }
 }
 
+/**
+ * Opens a file for writing (`w`) or appending (`a`), making `directory` (where the file goes) when it is missing. The
+ * directory is made only then: most files go where others went before.
+ */
+function openMakingDirectory(file: string, flags: 'w' | 'a', directory: string): Promise<FileHandle> {
+  return open(file, flags).catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'ENOENT') throw error;
+    await mkdir(directory, { recursive: true });
+    return open(file, flags);
+  });
+}
+
 /** Writes through a temporary sibling then renames: a crash leaves the old file or the new one, and the data is synced. */
 async function writeAtomically(
   target: string,
-  write: (handle: import('node:fs/promises').FileHandle) => Promise<number>,
+  write: (handle: FileHandle) => Promise<number>,
   sync = true,
 ): Promise<number> {
   const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
-  // The directory is made only when it is missing: most writes go where others went before.
-  const handle = await open(temporary, 'w').catch(async (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'ENOENT') throw error;
-    await mkdir(path.dirname(target), { recursive: true });
-    return open(temporary, 'w');
-  });
+  const handle = await openMakingDirectory(temporary, 'w', path.dirname(target));
   let bytes: number;
   try {
     bytes = await write(handle);
@@ -162,11 +169,7 @@ export class FileStorage implements ObjectStorage {
   async openAppender(uri: string): Promise<Appender> {
     const target = localPath(uri);
     try {
-      const handle = await open(target, 'a').catch(async (error: NodeJS.ErrnoException) => {
-        if (error.code !== 'ENOENT') throw error;
-        await mkdir(path.dirname(target), { recursive: true });
-        return open(target, 'a');
-      });
+      const handle = await openMakingDirectory(target, 'a', path.dirname(target));
       let broken: unknown;
       return {
         append: async (record: string) => {
