@@ -320,11 +320,16 @@ describe('approvals', () => {
     return progress.waiting[0].callId;
   }
 
-  it('runs a call once a person approves it', async () => {
+  /** Starts an agent `id` that publishes `title`, and waits for its call to ask for approval. */
+  async function publishAwaitingApproval(id: string, title: string) {
     const handle = await suite.stack.client.startParallel([
-      { id: 'approved', prompt: 'Ship [[tool:publish {"title":"Report A"}]]', tools: ['publish'] },
+      { id, prompt: `Ship [[tool:publish ${JSON.stringify({ title })}]]`, tools: ['publish'] },
     ]);
-    const callId = await waitingCall(handle.workflowId, 'approved');
+    return { handle, callId: await waitingCall(handle.workflowId, id) };
+  }
+
+  it('runs a call once a person approves it', async () => {
+    const { handle, callId } = await publishAwaitingApproval('approved', 'Report A');
     expect(publishCalls(handle.workflowId)).toHaveLength(0);
     const refused = await childOf(handle.workflowId, 'approved')
       .executeUpdate(approveUpdate, { args: [{ callId: 'call_9_9', approve: true }] })
@@ -340,10 +345,7 @@ describe('approvals', () => {
   });
 
   it('sends a denial and its reason to the model instead of running the call', async () => {
-    const handle = await suite.stack.client.startParallel([
-      { id: 'denied', prompt: 'Ship [[tool:publish {"title":"Report B"}]]', tools: ['publish'] },
-    ]);
-    const callId = await waitingCall(handle.workflowId, 'denied');
+    const { handle, callId } = await publishAwaitingApproval('denied', 'Report B');
     await childOf(handle.workflowId, 'denied').executeUpdate(approveUpdate, {
       args: [{ callId, approve: false, reason: 'not before review' }],
     });

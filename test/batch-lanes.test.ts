@@ -46,7 +46,7 @@ async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: n
 
 describe('batch lanes: several calls one after another per activity, each answer journaled', () => {
   it('runs short calls many to an activity, within the concurrency, each id written once', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, () => 'short', { concurrency: 20 });
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, 'short', { concurrency: 20 });
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 600, failed: 0 });
     expect(sinkCounts(sink)).toEqual({ lines: 600, ids: 600, ok: 600 });
     const requests = requestsOf(handle.batchId);
@@ -87,7 +87,7 @@ describe('batch lanes: several calls one after another per activity, each answer
     );
     try {
       const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-      const { handle, sink } = await startTaskBatch(client, 'spread', 160, () => 'x [sim latency=1500]', {
+      const { handle, sink } = await startTaskBatch(client, 'spread', 160, 'x [sim latency=1500]', {
         concurrency: 40,
       });
       expect(await handle.result()).toMatchObject({ total: 160, succeeded: 160 });
@@ -146,7 +146,7 @@ describe('batch lanes: several calls one after another per activity, each answer
   });
 
   it('cancelled mid-lane, keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancelled', 300, () => 'x [sim latency=250]', {
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancelled', 300, 'x [sim latency=250]', {
       concurrency: 8,
     });
     await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
@@ -193,7 +193,7 @@ describe('batch lanes: several calls one after another per activity, each answer
       suite.stack.client,
       'lanebudget',
       300,
-      () => 'budget words [sim latency=120]',
+      'budget words [sim latency=120]',
       { concurrency: 6, tokenBudget: 1500 },
     );
     const summary = await handle.result();

@@ -64,13 +64,9 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
   });
 
   it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {
-    const { handle, source, sink } = await startTaskBatch(
-      suite.stack.client,
-      'appended',
-      60,
-      () => 'x [sim latency=200]',
-      { concurrency: 2 },
-    );
+    const { handle, source, sink } = await startTaskBatch(suite.stack.client, 'appended', 60, 'x [sim latency=200]', {
+      concurrency: 2,
+    });
     await waitFor(
       'a few answers',
       () => answeredIds(requestsOfRun(suite.servers.simulator.log(), handle.batchId)).size >= 4,
@@ -93,7 +89,7 @@ describe("a provider's long error pages", () => {
       suite.stack.client,
       'pages',
       600,
-      () => 'x [sim fault=400 error-bytes=5000]',
+      'x [sim fault=400 error-bytes=5000]',
       { concurrency: 20 },
     );
     expect(await handle.result()).toMatchObject({ total: 600, succeeded: 0, failed: 600 });

@@ -52,7 +52,7 @@ function answeredBefore(batchId: string, at: number): Map<string, number> {
 
 describe('batch', () => {
   it('runs 1,000 items with never more than 50 calls in flight and writes exactly one line per id', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'thousand', 1000, () => 'x [sim latency=200]', {
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'thousand', 1000, 'x [sim latency=200]', {
       concurrency: 50,
     });
     const summary = await handle.result();
@@ -68,7 +68,7 @@ describe('batch', () => {
   });
 
   it('hands over to a new window several times and still answers progress across windows', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'rolling', 300, () => 'slow [sim latency=150]', {
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'rolling', 300, 'slow [sim latency=150]', {
       concurrency: 10,
       pageSize: 25,
       pagesPerRun: 2,
@@ -134,7 +134,7 @@ describe('batch', () => {
   });
 
   it('keeps every finished result when cancelled, and a resume runs only the rest', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancel', 40, () => 'x [sim latency=3000]', {
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancel', 40, 'x [sim latency=3000]', {
       concurrency: 10,
     });
     await waitFor('about a quarter done', async () => (await handle.progress()).done >= 10);
@@ -183,6 +183,13 @@ describe('batch', () => {
     const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed).toMatchObject({ total: 3, succeeded: 3, alreadyOk: 27 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
+    // Resumed once more, with every item ok (as after a cancel that landed as the last answers came back): nothing
+    // to run, nothing sent, the sink kept.
+    const sent = requestsOf(handle.batchId).length;
+    const again = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
+    expect(again).toMatchObject({ total: 0, succeeded: 0, failed: 0, alreadyOk: 30 });
+    expect(requestsOf(handle.batchId)).toHaveLength(sent);
+    expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
   });
 
   it('stops at its token budget: nothing more starts, the calls in flight are cancelled, and a resume runs the rest', async () => {
@@ -211,13 +218,9 @@ describe('batch', () => {
   });
 
   it('fails with SourceChanged, keeping what it finished, when the task file is rewritten under it', async () => {
-    const { handle, source, sink } = await startTaskBatch(
-      suite.stack.client,
-      'changing',
-      60,
-      () => 'x [sim latency=300]',
-      { concurrency: 2 },
-    );
+    const { handle, source, sink } = await startTaskBatch(suite.stack.client, 'changing', 60, 'x [sim latency=300]', {
+      concurrency: 2,
+    });
     await waitFor('a few results', async () => (await handle.progress()).done >= 4, { timeoutMs: 30_000 });
     // Same offsets, other ids: an item reading its line now finds a task the page never named.
     writeTasks(directory, 60, () => 'x [sim latency=300]', 'changinG');
@@ -235,7 +238,7 @@ describe('batch', () => {
   });
 
   it('recovers every answered result of a terminated batch into its sink when its status is asked', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'terminated', 80, () => 'x [sim latency=250]', {
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'terminated', 80, 'x [sim latency=250]', {
       concurrency: 4,
     });
     await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });

@@ -1,5 +1,7 @@
 import path from 'node:path';
+import type { BatchHandle } from '../src/client/batch-client';
 import { FanoutClient } from '../src/client/fanout-client';
+import type { BatchOptions } from '../src/contract/batch';
 import { startTemporalCluster, type TemporalCluster } from '../src/local/cluster';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { batchDirectory, readSink, writeTasks } from './support/batch-files';
@@ -58,11 +60,27 @@ function answered(prefix: string): number {
     .filter((request) => request.taskId.startsWith(`${prefix}-`) && request.respondedAt !== undefined).length;
 }
 
-/** Asserts the sink holds every id of the source exactly once, each ok. */
-function expectEveryIdOnceAndOk(sink: string, prefix: string, count: number): void {
-  const lines = readSink(sink);
+/** The batch both tests run: 200 tasks of 200 ms, named and identified by `prefix`. */
+const BATCH_SIZE = 200;
+const sinkOf = (prefix: string) => path.join(directory, `${prefix}.jsonl`);
+
+/** Starts the batch `prefix` and waits until a third of it has answered (70 of 200). */
+async function startUntilAThirdAnswered(
+  fanout: FanoutClient,
+  prefix: string,
+  options: BatchOptions,
+): Promise<BatchHandle> {
+  const source = writeTasks(directory, BATCH_SIZE, () => 'x [sim latency=200]', prefix);
+  const handle = await fanout.startBatch({ source, sink: sinkOf(prefix), batchId: prefix, options });
+  await waitFor('a third of the batch answered', () => answered(prefix) >= 70, { timeoutMs: 60_000 });
+  return handle;
+}
+
+/** Asserts the sink of batch `prefix` holds every id of its source exactly once, each ok. */
+function expectEveryIdOnceAndOk(prefix: string): void {
+  const lines = readSink(sinkOf(prefix));
   const ids = lines.map((line) => line.id).sort();
-  const expected = Array.from({ length: count }, (_, index) => `${prefix}-${index}`).sort();
+  const expected = Array.from({ length: BATCH_SIZE }, (_, index) => `${prefix}-${index}`).sort();
   expect(ids).toEqual(expected);
   expect(lines.filter((line) => line.status !== 'ok')).toEqual([]);
 }
@@ -71,39 +89,23 @@ it('completes a batch after its worker is SIGKILLed mid-batch: every id exactly 
   const taskQueue = uniqueName('cluster-kill');
   workers.push(await startWorker(taskQueue));
   const prefix = uniqueName('kill');
-  const source = writeTasks(directory, 200, () => 'x [sim latency=200]', prefix);
-  const sink = path.join(directory, `${prefix}.jsonl`);
   await withFanout(taskQueue, async (fanout) => {
-    const handle = await fanout.startBatch({
-      source,
-      sink,
-      batchId: prefix,
-      options: { concurrency: 20, heartbeatTimeoutMs: 2000 },
-    });
-    await waitFor('a third of the batch answered', () => answered(prefix) >= 70, { timeoutMs: 60_000 });
+    const handle = await startUntilAThirdAnswered(fanout, prefix, { concurrency: 20, heartbeatTimeoutMs: 2000 });
     await workers[0].kill();
     workers.push(await startWorker(taskQueue));
     await handle.result();
   });
 
-  expectEveryIdOnceAndOk(sink, prefix, 200);
+  expectEveryIdOnceAndOk(prefix);
 });
 
 it('completes a batch across a temporal-server crash and restart on the same database: nothing lost, no duplicate line', async () => {
   const taskQueue = uniqueName('cluster-restart');
   workers.push(await startWorker(taskQueue));
   const prefix = uniqueName('restart');
-  const source = writeTasks(directory, 200, () => 'x [sim latency=200]', prefix);
-  const sink = path.join(directory, `${prefix}.jsonl`);
   let answeredAtCrash = 0;
   await withFanout(taskQueue, async (fanout) => {
-    const handle = await fanout.startBatch({
-      source,
-      sink,
-      batchId: prefix,
-      options: { concurrency: 15, heartbeatTimeoutMs: 3000 },
-    });
-    await waitFor('a third of the batch answered', () => answered(prefix) >= 70, { timeoutMs: 60_000 });
+    const handle = await startUntilAThirdAnswered(fanout, prefix, { concurrency: 15, heartbeatTimeoutMs: 3000 });
     answeredAtCrash = answered(prefix);
     await running().killServer();
     const restarting = Date.now();
@@ -114,5 +116,5 @@ it('completes a batch across a temporal-server crash and restart on the same dat
 
   // The crash really was mid-batch: most of the work was still to do.
   expect(answeredAtCrash).toBeLessThan(150);
-  expectEveryIdOnceAndOk(sink, prefix, 200);
+  expectEveryIdOnceAndOk(prefix);
 });

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { AgentResult } from '../src/contract/agent-task';
+import type { AgentResult, AgentTask } from '../src/contract/agent-task';
 import type { BatchSummary } from '../src/contract/batch';
 import { BUILT_IN_PRICES, priceFor, priceOf, pricesFromEnvironment } from '../src/pricing';
 import { progressQuery } from '../src/workflows/messages';
@@ -29,6 +29,15 @@ const suite = useTestStack({
 });
 
 /** What the simulator saw of one run, by task id. */
+/** A run that spends its budget on its first answer: 'first' answers soon, `slow` in a minute, `later` wait behind them. */
+function budgetRunTasks(slow: string[], later: string[]): AgentTask[] {
+  return [
+    { id: 'first', prompt: 'answers soon [sim latency=1500]' },
+    ...slow.map((id) => ({ id, prompt: 'answers in a minute [sim latency=60000]' })),
+    ...later.map((id) => ({ id, prompt: 'never starts' })),
+  ];
+}
+
 function requestsOf(workflowId: string) {
   return new Map(
     suite.servers.simulator
@@ -138,13 +147,7 @@ describe('costs of a run', () => {
   it('cancels the calls in flight once costBudgetUsd is reached and skips the rest, BudgetExhausted', async () => {
     const workflowId = uniqueName('cost-budget');
     const { results, metrics, stoppedBy } = await suite.stack.client.runParallel(
-      [
-        { id: 'first', prompt: 'answers soon [sim latency=1500]' },
-        { id: 'slow-1', prompt: 'answers in a minute [sim latency=60000]' },
-        { id: 'slow-2', prompt: 'answers in a minute [sim latency=60000]' },
-        { id: 'later-1', prompt: 'never starts' },
-        { id: 'later-2', prompt: 'never starts' },
-      ],
+      budgetRunTasks(['slow-1', 'slow-2'], ['later-1', 'later-2']),
       // One answer costs more than this: any prompt token is $0.001.
       { maxParallel: 3, costBudgetUsd: 0.001 },
       { workflowId },
@@ -171,11 +174,7 @@ describe('costs of a run', () => {
   it('cancels the calls in flight once tokenBudget is reached, the same way', async () => {
     const workflowId = uniqueName('token-budget');
     const { results, stoppedBy } = await suite.stack.client.runParallel(
-      [
-        { id: 'first', prompt: 'answers soon [sim latency=1500]' },
-        { id: 'slow', prompt: 'answers in a minute [sim latency=60000]' },
-        { id: 'later', prompt: 'never starts' },
-      ],
+      budgetRunTasks(['slow'], ['later']),
       { maxParallel: 2, tokenBudget: 1 },
       { workflowId },
     );

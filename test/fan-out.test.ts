@@ -28,14 +28,14 @@ function task(id: string, marker: string, extra: Partial<AgentTask> = {}): Agent
   return { id, prompt: `task ${id} [sim ${marker}]`, ...extra };
 }
 
+/** A task per entry, in order: its id, and the simulator markers of its prompt. */
+function tasksOf(markers: Record<string, string>): AgentTask[] {
+  return Object.entries(markers).map(([id, marker]) => task(id, marker));
+}
+
 describe('fanOut on a real dev server', () => {
   it('returns results in input order when later tasks finish first', async () => {
-    const tasks = [
-      task('slow', 'latency=1200'),
-      task('medium', 'latency=700'),
-      task('fast', 'latency=250'),
-      task('fastest', 'latency=10'),
-    ];
+    const tasks = tasksOf({ slow: 'latency=1200', medium: 'latency=700', fast: 'latency=250', fastest: 'latency=10' });
     const handle = await suite.stack.client.startParallel(tasks);
     const { results } = await handle.result();
 

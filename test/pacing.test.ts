@@ -14,12 +14,12 @@ import { apiKeyId, Pacer, resolvePacerOptions } from '../src/pacing/pacer';
 import { PacerRateLimitReader } from '../src/metrics/pacer-rate-limits';
 import type { PacerSnapshot } from '../src/pacing/key-pacer';
 import { parseResetDuration, readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
-import { startSimulator, type Simulator } from '../src/sim/simulator';
-import type { SimulatorConfigInput } from '../src/sim/config';
+import type { Simulator } from '../src/sim/simulator';
 import { eventsQuery } from '../src/workflows/messages';
 import { runCli } from './support/processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
 import { activityEnvironment } from './support/activity-environment';
+import { useSimulators } from './support/suite-stack';
 
 function headers(values: Record<string, string | number>): Headers {
   return new Headers(
@@ -173,16 +173,7 @@ describe("a key's pacer", () => {
 });
 
 describe('agent calls against a rate-limited provider', () => {
-  const simulators: Simulator[] = [];
-  afterAll(async () => {
-    for (const simulator of simulators) await simulator.close();
-  });
-
-  async function simulator(config: SimulatorConfigInput): Promise<Simulator> {
-    const instance = await startSimulator({ latency: { minMs: 50, maxMs: 50 }, ...config });
-    simulators.push(instance);
-    return instance;
-  }
+  const simulator = useSimulators({ latency: { minMs: 50, maxMs: 50 } });
 
   function dependencies(sim: Simulator, pacer: Pacer, extra: Partial<ChatDependencies> = {}): ChatDependencies {
     return {

@@ -26,6 +26,20 @@ function writeTaskFile(directory: string, tasks: { id: string; prompt: string; m
   return file;
 }
 
+/**
+ * Two fine items, one that expires ('late'), one that fails retryably ('flaky'), one that fails for good ('bad');
+ * with `-once`, 'late' and 'flaky' fail only in the first provider batch they are in.
+ */
+function handedBackTasks(times: '' | '-once'): { id: string; prompt: string }[] {
+  return [
+    { id: 'fine-1', prompt: 'fine' },
+    { id: 'late', prompt: `late [sim batch=expired${times}]` },
+    { id: 'flaky', prompt: `flaky [sim batch=error-500${times}]` },
+    { id: 'bad', prompt: 'bad [sim batch=error-400]' },
+    { id: 'fine-2', prompt: 'fine' },
+  ];
+}
+
 function linesOf(result: Pick<ProviderBatchResult, 'segments'>): BatchResultLine[] {
   return result.segments.flatMap((segment) => readSink(segment));
 }
@@ -93,13 +107,7 @@ it('hands expired and retryably errored items back for a sync retry, and writes 
     providerBatches: { speed: 1000, processingSeconds: { min: 100, max: 300 }, expiresAfterSeconds: 1500 },
   });
   const directory = batchDirectory();
-  const tasks = [
-    { id: 'fine-1', prompt: 'fine' },
-    { id: 'late', prompt: 'late [sim batch=expired]' },
-    { id: 'flaky', prompt: 'flaky [sim batch=error-500]' },
-    { id: 'bad', prompt: 'bad [sim batch=error-400]' },
-    { id: 'fine-2', prompt: 'fine' },
-  ];
+  const tasks = handedBackTasks('');
   const { handle } = await start({ source: writeTaskFile(directory, tasks) });
   const result = (await handle.result()) as ProviderBatchResult;
 
@@ -125,13 +133,7 @@ it('hands expired and retryably errored items back for a sync retry, and writes 
 });
 
 describe('items a provider batch hands back', () => {
-  const tasks = [
-    { id: 'fine-1', prompt: 'fine' },
-    { id: 'late', prompt: 'late [sim batch=expired-once]' },
-    { id: 'flaky', prompt: 'flaky [sim batch=error-500-once]' },
-    { id: 'bad', prompt: 'bad [sim batch=error-400]' },
-    { id: 'fine-2', prompt: 'fine' },
-  ];
+  const tasks = handedBackTasks('-once');
 
   it('go into a new provider batch when the deadline leaves twice the time the first round took', async () => {
     // The first batch ends when its expired item's window closes: 1,500 simulated seconds, 1.5 s; 24 h are left.

@@ -1,18 +1,9 @@
 import { formatResetDuration } from '../src/sim/rate-limits';
-import { startSimulator, type Simulator } from '../src/sim/simulator';
-import type { SimulatorConfigInput } from '../src/sim/config';
+import type { Simulator } from '../src/sim/simulator';
 import { waitFor } from './support/wait-for';
+import { useSimulators } from './support/suite-stack';
 
-const started: Simulator[] = [];
-afterAll(async () => {
-  for (const simulator of started) await simulator.close();
-});
-
-async function simulator(config: SimulatorConfigInput): Promise<Simulator> {
-  const instance = await startSimulator({ latency: { minMs: 0, maxMs: 0 }, ...config });
-  started.push(instance);
-  return instance;
-}
+const simulator = useSimulators({ latency: { minMs: 0, maxMs: 0 } });
 
 interface Request {
   key?: string;

@@ -1,17 +1,9 @@
-import { startSimulator, type SimulatedRequest, type Simulator } from '../src/sim/simulator';
+import type { SimulatedRequest, Simulator } from '../src/sim/simulator';
 import { computeMetrics } from '../src/contract/metrics';
 import { waitFor } from './support/wait-for';
+import { useSimulators } from './support/suite-stack';
 
-const started: Simulator[] = [];
-afterAll(async () => {
-  for (const simulator of started) await simulator.close();
-});
-
-async function simulator(config: Parameters<typeof startSimulator>[0] = {}): Promise<Simulator> {
-  const instance = await startSimulator(config);
-  started.push(instance);
-  return instance;
-}
+const simulator = useSimulators();
 
 function complete(sim: Simulator, taskId: string, prompt = 'hello', signal?: AbortSignal): Promise<Response> {
   return fetch(`${sim.baseUrl}/chat/completions`, {

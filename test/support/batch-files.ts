@@ -45,21 +45,21 @@ export function sinkCounts(file: string): { lines: number; ids: number; ok: numb
 }
 
 /**
- * Writes `count` tasks (`<name>-0` …, each with `prompt` of its index) to a fresh directory and starts a batch of them
+ * Writes `count` tasks (`<name>-0` …, each with `prompt`, or `prompt` of its index) to a fresh directory and starts a batch of them
  * on `client`, its results in `<name>.jsonl` beside them: the handle, the task file and the sink.
  *
  * @example
- * const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, () => 'short', { concurrency: 20 });
+ * const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, 'short', { concurrency: 20 });
  */
 export async function startTaskBatch(
   client: Pick<FanoutClient, 'startBatch'>,
   name: string,
   count: number,
-  prompt?: (index: number) => string,
+  prompt?: string | ((index: number) => string),
   options?: BatchOptions,
 ): Promise<{ handle: BatchHandle; source: string; sink: string }> {
   const directory = batchDirectory();
-  const source = writeTasks(directory, count, prompt, name);
+  const source = writeTasks(directory, count, typeof prompt === 'string' ? () => prompt : prompt, name);
   const sink = path.join(directory, `${name}.jsonl`);
   const handle = await client.startBatch({ source, sink, ...(options === undefined ? {} : { options }) });
   return { handle, source, sink };

@@ -1,4 +1,5 @@
-import type { Simulator } from '../../src/sim/simulator';
+import type { SimulatorConfigInput } from '../../src/sim/config';
+import { startSimulator, type Simulator } from '../../src/sim/simulator';
 import { spawnWorker, type WorkerProcess } from './processes';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './test-stack';
 
@@ -125,5 +126,27 @@ export function useWorkerProcesses(options: TestServersOptions = {}): {
       workers.push(worker);
       return worker;
     },
+  };
+}
+
+/**
+ * A simulator per call, each with `defaults` under its own `config`, all closed after the tests of the file (or of the
+ * `describe` it is called in).
+ *
+ * @example
+ * const simulator = useSimulators({ latency: { minMs: 0, maxMs: 0 } });
+ * it('limits', async () => expect((await simulator({ rateLimits: { requestsPerMinute: 60 } })).baseUrl).toBeTruthy());
+ */
+export function useSimulators(
+  defaults: SimulatorConfigInput = {},
+): (config?: SimulatorConfigInput) => Promise<Simulator> {
+  const simulators: Simulator[] = [];
+  afterAll(async () => {
+    for (const simulator of simulators) await simulator.close();
+  });
+  return async (config = {}) => {
+    const simulator = await startSimulator({ ...defaults, ...config });
+    simulators.push(simulator);
+    return simulator;
   };
 }
