@@ -183,6 +183,13 @@ describe('batch', () => {
     const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed).toMatchObject({ total: 3, succeeded: 3, alreadyOk: 27 });
     expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
+    // Resumed once more, with every item ok (as after a cancel that landed as the last answers came back): nothing
+    // to run, nothing sent, the sink kept.
+    const sent = requestsOf(handle.batchId).length;
+    const again = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
+    expect(again).toMatchObject({ total: 0, succeeded: 0, failed: 0, alreadyOk: 30 });
+    expect(requestsOf(handle.batchId)).toHaveLength(sent);
+    expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
   });
 
   it('stops at its token budget: nothing more starts, the calls in flight are cancelled, and a resume runs the rest', async () => {

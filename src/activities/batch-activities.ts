@@ -32,6 +32,9 @@ import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
 
 export type { BatchPage, LaneInput, LaneResult, LaneRetry, ScanResult } from './batch-activity-types';
 
+/** The page of a resume with nothing left to run. */
+const NOTHING_TO_RUN: BatchPage = { entries: [], nextOffset: 0, eof: true };
+
 /** Storage activities heartbeat every 3 s once they have run that long (their heartbeat timeout is 10 s). */
 const STORAGE_HEARTBEAT_MS = 3000;
 /**
@@ -99,7 +102,10 @@ export function createBatchActivities(
             alreadyOk = ok.size;
             await scanTaskSource(storage, input.source);
             file = todoFile(input.spool);
-            await copyTasks(storage, input.source, file, ok);
+            const toRun = await copyTasks(storage, input.source, file, ok);
+            // Everything was answered already (a cancel that landed as the last calls came back): the resume runs
+            // nothing and writes the sink from the carried lines.
+            if (toRun === 0) return { total: 0, alreadyOk, file, fileBytes: 0, firstPage: NOTHING_TO_RUN };
           } else if (((await storage.size(input.sink)) ?? 0) > 0) {
             throw new InvalidInputError([
               { path: input.sink, message: 'already holds results; resume that batch, or choose another sink' },

@@ -204,7 +204,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       spent: { tokens: 0, usd: 0 },
       ...(call ? { call } : {}),
     };
-    if (route === 'provider-batch') {
+    // A resume whose items were all answered already has nothing to send (a first run of nothing fails its scan).
+    if (total === 0) first = undefined;
+    else if (route === 'provider-batch') {
       const pollSeconds = parsed.options?.providerPollSeconds;
       const workflowId = `${batchId}/${info.firstExecutionRunId}/provider-batch`;
       routeState.providerBatchWorkflow = workflowId;
