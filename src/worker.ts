@@ -139,6 +139,14 @@ function definedOnly<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
+/**
+ * How long in-flight agent calls may finish after shutdown starts, ms: FANOUT_SHUTDOWN_GRACE_MS (0 or more), else
+ * `FANOUT_WORKER_DEFAULTS.shutdownGraceMs`. `fanout worker` reads it here too, for its own exit deadlines.
+ */
+export function shutdownGraceMsFromEnvironment(environment: Environment = process.env): number {
+  return countFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS', environment) ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
+}
+
 /** Opens a worker connection from options and environment. */
 export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
   const config = { ...temporalConnectionFromEnvironment(), ...temporal };
@@ -173,10 +181,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     options.maxActivitiesPerSecond ?? numberFromEnvironment('FANOUT_WORKER_ACTIVITIES_PER_SECOND');
   const maxTaskQueueActivitiesPerSecond =
     options.maxTaskQueueActivitiesPerSecond ?? numberFromEnvironment('FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND');
-  const shutdownGraceMs =
-    options.shutdownGraceMs ??
-    integerFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS') ??
-    FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
+  const shutdownGraceMs = options.shutdownGraceMs ?? shutdownGraceMsFromEnvironment();
   // Eager dispatch: the agent calls a fan-out or DAG starts come back with the workflow task's completion, while this
   // worker has free slots, instead of each going through the server's matching and a poll. Batches opt out (their calls
   // should spread over every worker). Only where the server enables it (system.enableActivityEagerExecution).

@@ -3,19 +3,18 @@ import { CommanderError, type Command } from 'commander';
 import { logLevelFromEnvironment } from '../config/environment';
 import { installPrometheusRuntime } from '../metrics';
 import { ExitCode, reportError } from './errors';
+import { metricsEndpointOf, type MetricsFlags } from './commands/worker';
 import { heapCapToApply } from './heap-cap';
 import { buildProgram } from './program';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
 const level = logLevelFromEnvironment('WARN');
 
-/** A command with `--metrics-port` (the worker) serves Prometheus metrics through the runtime: its exporter is part of it. */
+/** A worker asked for metrics serves them through the runtime: its Prometheus exporter is part of it. */
 function installRuntime(command: Command): void {
   const logger = new DefaultLogger(level);
-  const port: unknown = command.getOptionValue('metricsPort');
-  const host: unknown = command.getOptionValue('metricsHost');
-  if (typeof port === 'number')
-    installPrometheusRuntime({ port, host: typeof host === 'string' ? host : '0.0.0.0' }, { logger });
+  const endpoint = command.name() === 'worker' ? metricsEndpointOf(command.opts<MetricsFlags>()) : undefined;
+  if (endpoint) installPrometheusRuntime(endpoint, { logger });
   else Runtime.install({ logger });
 }
 

@@ -1,7 +1,13 @@
 import { Command, Option } from 'commander';
 import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-client';
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
-import { createFanoutWorker, FANOUT_WORKER_DEFAULTS, SHUTDOWN_FORCE_MARGIN_MS } from '../../worker';
+import { metricsEndpointFromEnvironment, type MetricsEndpoint } from '../../metrics';
+import {
+  createFanoutWorker,
+  FANOUT_WORKER_DEFAULTS,
+  SHUTDOWN_FORCE_MARGIN_MS,
+  shutdownGraceMsFromEnvironment,
+} from '../../worker';
 import { startHealthServer } from '../../worker-health';
 import { ExitCode } from '../exit';
 import { relaunchWithHeapCap } from '../heap-cap';
@@ -16,7 +22,25 @@ import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type
 const EXIT_MARGIN_MS = SHUTDOWN_FORCE_MARGIN_MS + 2000;
 const KILL_MARGIN_MS = EXIT_MARGIN_MS + 3000;
 
-interface WorkerFlags extends ConnectionFlags {
+/** `--metrics-port` and `--metrics-host`. */
+export interface MetricsFlags {
+  metricsPort?: number;
+  metricsHost?: string;
+}
+
+/**
+ * The metrics endpoint of `--metrics-port` / `--metrics-host`, else of FANOUT_METRICS_PORT / FANOUT_METRICS_HOST: the
+ * flags stand in for the variables, which the library reads and checks in one place (metricsEndpointFromEnvironment).
+ */
+export function metricsEndpointOf(flags: MetricsFlags): MetricsEndpoint | undefined {
+  return metricsEndpointFromEnvironment({
+    ...process.env,
+    ...(flags.metricsPort === undefined ? {} : { FANOUT_METRICS_PORT: String(flags.metricsPort) }),
+    ...(flags.metricsHost === undefined ? {} : { FANOUT_METRICS_HOST: flags.metricsHost }),
+  });
+}
+
+interface WorkerFlags extends ConnectionFlags, MetricsFlags {
   maxConcurrent?: number;
   pollers?: number;
   rate?: number;
@@ -25,8 +49,6 @@ interface WorkerFlags extends ConnectionFlags {
   healthPort?: number;
   healthHost: string;
   tools?: string;
-  metricsPort?: number;
-  metricsHost: string;
 }
 
 export function workerCommand(): Command {
@@ -57,13 +79,10 @@ export function workerCommand(): Command {
       'agent calls per second across the task queue, server-enforced [env FANOUT_TASK_QUEUE_ACTIVITIES_PER_SECOND]',
       positiveNumber,
     )
-    .addOption(
-      new Option(
-        '--shutdown-grace <ms>',
-        `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere (default ${FANOUT_WORKER_DEFAULTS.shutdownGraceMs})`,
-      )
-        .env('FANOUT_SHUTDOWN_GRACE_MS')
-        .argParser(wholeNumber(0)),
+    .option(
+      '--shutdown-grace <ms>',
+      `on SIGTERM, how long in-flight calls may finish before they are cancelled and retried elsewhere [env FANOUT_SHUTDOWN_GRACE_MS, default ${FANOUT_WORKER_DEFAULTS.shutdownGraceMs}]`,
+      wholeNumber(0),
     )
     .addOption(
       new Option('--health-port <port>', 'serve GET /healthz (200 while polling) on this port')
@@ -73,25 +92,21 @@ export function workerCommand(): Command {
     .addOption(
       new Option('--health-host <host>', 'address of the health endpoint').env('FANOUT_HEALTH_HOST').default('0.0.0.0'),
     )
-    .addOption(
-      new Option('--metrics-port <port>', "serve Prometheus metrics (the SDK's and fanout_*) at /metrics on this port")
-        .env('FANOUT_METRICS_PORT')
-        .argParser(wholeNumber(1, 65535)),
+    .option(
+      '--metrics-port <port>',
+      "serve Prometheus metrics (the SDK's and fanout_*) at /metrics on this port [env FANOUT_METRICS_PORT]",
+      wholeNumber(1, 65535),
     )
-    .addOption(
-      new Option('--metrics-host <host>', 'address of the metrics endpoint')
-        .env('FANOUT_METRICS_HOST')
-        .default('0.0.0.0'),
-    );
+    .option('--metrics-host <host>', 'address of the metrics endpoint [env FANOUT_METRICS_HOST, default 0.0.0.0]');
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (flags: WorkerFlags) => {
-    const shutdownGraceMs = flags.shutdownGrace ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
+    const shutdownGraceMs = flags.shutdownGrace ?? shutdownGraceMsFromEnvironment();
     // By default the worker runs in a child with a capped heap (src/cli/heap-cap.ts); this process only supervises it.
     if (await relaunchWithHeapCap({ killAfterSignalMs: shutdownGraceMs + KILL_MARGIN_MS })) return;
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
     // src/cli/main.ts installs the runtime with the metrics endpoint before this runs (it must precede any connection).
-    const metrics = flags.metricsPort === undefined ? undefined : { port: flags.metricsPort, host: flags.metricsHost };
+    const metrics = metricsEndpointOf(flags);
     const worker = await createFanoutWorker({
       temporal,
       taskQueue,
