@@ -1,4 +1,7 @@
 import { z } from 'zod';
+// [input, output] list prices by model, $ per million tokens: the data of BUILT_IN_PRICES. Anthropic's are from
+// claude.com/pricing (2025); their Message Batches cost half, as OpenAI's Batch API does.
+import LIST_PRICES from './list-prices.json';
 
 /** What one model costs, US dollars per million tokens. */
 export const modelPriceSchema = z.strictObject({
@@ -22,28 +25,8 @@ export type ModelPrice = z.infer<typeof modelPriceSchema>;
 export const priceTableSchema = z.record(z.string().min(1, 'a model name must not be empty'), modelPriceSchema);
 export type PriceTable = Readonly<Record<string, ModelPrice>>;
 
-/** [input, output] list prices by model, $ per million tokens: the data of BUILT_IN_PRICES. */
-const LIST_PRICES: Readonly<Record<string, readonly [input: number, output: number]>> = {
-  'gpt-4o': [2.5, 10],
-  'gpt-4o-mini': [0.15, 0.6],
-  'gpt-4.1': [2, 8],
-  'gpt-4.1-mini': [0.4, 1.6],
-  'gpt-4.1-nano': [0.1, 0.4],
-  'gpt-5': [1.25, 10],
-  'gpt-5-mini': [0.25, 2],
-  'gpt-5-nano': [0.05, 0.4],
-  o1: [15, 60],
-  'o1-mini': [1.1, 4.4],
-  o3: [2, 8],
-  'o3-mini': [1.1, 4.4],
-  'o4-mini': [1.1, 4.4],
-  'gpt-4-turbo': [10, 30],
-  'gpt-3.5-turbo': [0.5, 1.5],
-  // Anthropic's list prices (claude.com/pricing, 2025); their Message Batches cost half, as OpenAI's Batch API does.
-  'claude-opus-4-1': [15, 75],
-  'claude-sonnet-4-5': [3, 15],
-  'claude-haiku-4-5': [1, 5],
-};
+/** The list prices file: [input, output] by model. */
+const listPricesSchema = z.record(z.string(), z.tuple([z.number().min(0), z.number().min(0)]));
 
 /**
  * OpenAI's standard-tier list prices for text tokens, $ per million, as openai.com/api/pricing listed them in 2025 and
@@ -52,7 +35,7 @@ const LIST_PRICES: Readonly<Record<string, readonly [input: number, output: numb
  * missing from the table is reported unpriced, never as free.
  */
 export const BUILT_IN_PRICES: PriceTable = Object.fromEntries(
-  Object.entries(LIST_PRICES).map(([model, [inputPerMillion, outputPerMillion]]) => [
+  Object.entries(listPricesSchema.parse(LIST_PRICES)).map(([model, [inputPerMillion, outputPerMillion]]) => [
     model,
     { inputPerMillion, outputPerMillion },
   ]),

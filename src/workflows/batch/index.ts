@@ -1,10 +1,4 @@
 export { batch } from './batch';
 export { batchWindow, type WindowInput, type WindowResult } from './window';
-export {
-  handOverSignal,
-  slotsFreedSignal,
-  successorSignal,
-  windowProgressQuery,
-  type HandOver,
-  type WindowProgress,
-} from './messages';
+// The window's messages: the hand-over, successor and slots-freed signals and the progress query, with their types.
+export * from './messages';
