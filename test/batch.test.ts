@@ -250,6 +250,13 @@ describe('batch', () => {
     expect(counts.ok).toBeGreaterThanOrEqual(8);
     expect(counts.ids).toBe(counts.lines);
     expect(existsSync(`${sink}.parts`)).toBe(false);
+    // Recovered once the windows had closed (their lanes cancelled with them): every call answered is in the sink, and
+    // none is still open.
+    const written = new Set(readSink(sink).map((line) => line.id));
+    expect(droppedAnswers(requestsOf(handle.batchId), written)).toEqual([]);
+    expect(
+      requestsOf(handle.batchId).filter((request) => request.outcome === undefined && !request.clientClosedAt),
+    ).toEqual([]);
     const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
     expect(resumed.alreadyOk).toBe(counts.ok);
     expect(sinkCounts(sink)).toEqual({ lines: 80, ids: 80, ok: 80 });

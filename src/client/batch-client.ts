@@ -1,5 +1,10 @@
 import path from 'node:path';
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { assembleLeftover, probeWritable, spoolOf } from '../batch/spool';
 import { scanTaskSource } from '../batch/task-source';
 import { isRemote } from '../contract/location';
@@ -283,6 +288,31 @@ export class BatchClient {
   }
 
   /**
+   * Waits until every window of a stopped batch has closed, for at most `timeoutMs`. Temporal asks a terminated batch's
+   * windows to cancel, and each one's lanes then abort their calls and journal the answers they have: read before that,
+   * the spool would miss the last answers, and a lane writing into it as it is removed would leave a spool behind.
+   * With no worker running the windows cannot close: after the wait the spool is read as it is (nothing answers then).
+   */
+  private async windowsClosed(batchId: string, firstRunId: string, timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (let window = 0; ; window += 1) {
+      const handle = this.options.client.workflow.getHandle(`${batchId}/${firstRunId}/window-${window}`);
+      for (;;) {
+        const status = await handle.describe().then(
+          (description) => description.status.name,
+          (error: unknown) => {
+            if (error instanceof WorkflowNotFoundError) return undefined;
+            throw error;
+          },
+        );
+        if (status === undefined) return;
+        if (status !== 'RUNNING' || Date.now() >= deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
+  /**
    * A batch terminated or timed out from outside never ran its own clean-up: this writes the results it had flushed
    * into its sink and removes its spool. Returns the sink's size, or undefined when there was nothing to recover.
    */
@@ -292,6 +322,7 @@ export class BatchClient {
     const memo = description.memo as { sink?: string } | undefined;
     const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
     if (!memo?.sink || !firstRunId) return undefined;
+    await this.windowsClosed(batchId, firstRunId);
     const bytes = await assembleLeftover(this.options.storage, memo.sink, spoolOf(memo.sink, firstRunId));
     return bytes === undefined ? undefined : { sink: memo.sink, bytes };
   }
