@@ -167,7 +167,28 @@ async function runSchedule(run: number): Promise<void> {
       faults.slice(0, index).map((earlier) => earlier.at),
     ),
   }));
-  expect({ label, resent: costs.flatMap((cost) => cost.answeredThenResent) }).toEqual({ label, resent: [] });
+  const resent = costs.flatMap((cost) => cost.answeredThenResent);
+  if (resent.length > 0) {
+    // The timeline a failure needs (ms from the batch's first request): the faults, and each resent id's requests.
+    const t0 = log[0]?.arrivedAt ?? 0;
+    const since = (at: number | undefined) => (at === undefined ? undefined : at - t0);
+    console.log(
+      JSON.stringify({
+        label,
+        faults: faults.map((fault) => ({ kind: fault.kind, at: since(fault.at) })),
+        requests: log
+          .filter((request) => resent.includes(request.taskId))
+          .map((request) => ({
+            id: request.taskId,
+            outcome: request.outcome,
+            arrived: since(request.arrivedAt),
+            responded: since(request.respondedAt),
+            clientClosed: since(request.clientClosedAt),
+          })),
+      }),
+    );
+  }
+  expect({ label, resent }).toEqual({ label, resent: [] });
   const duplicated = faultCost(log, Date.now()).duplicated;
   expect(duplicated).toBeLessThanOrEqual(costs.reduce((sum, cost) => sum + cost.openAt, 0) + faults.length);
   expect(faultCost(log, Date.now()).openNow).toBe(0);
