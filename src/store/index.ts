@@ -33,42 +33,20 @@ export class Storage implements ObjectStorage {
     return this.s3;
   }
 
-  size(uri: string) {
-    return this.backend(uri).size(uri);
-  }
-  read(uri: string) {
-    return this.backend(uri).read(uri);
-  }
-  readRange(uri: string, start: number, length: number) {
-    return this.backend(uri).readRange(uri, start, length);
-  }
-  readStream(uri: string, start?: number) {
-    return this.backend(uri).readStream(uri, start);
-  }
-  write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
-    return this.backend(uri).write(uri, data, options);
-  }
-  writeStream(uri: string, chunks: AsyncIterable<Buffer | string>) {
-    return this.backend(uri).writeStream(uri, chunks);
-  }
-  openAppender(uri: string) {
-    return this.backend(uri).openAppender(uri);
-  }
-  list(prefix: string) {
-    return this.backend(prefix).list(prefix);
-  }
-  remove(uri: string) {
-    return this.backend(uri).remove(uri);
-  }
-  removeTree(prefix: string) {
-    return this.backend(prefix).removeTree(prefix);
-  }
-  checkWritable(uri: string) {
-    return this.backend(uri).checkWritable(uri);
-  }
-  isDirectory(uri: string) {
-    return this.backend(uri).isDirectory(uri);
-  }
+  // Each call goes to the backend its location names.
+  readonly size: ObjectStorage['size'] = (uri) => this.backend(uri).size(uri);
+  readonly read: ObjectStorage['read'] = (uri) => this.backend(uri).read(uri);
+  readonly readRange: ObjectStorage['readRange'] = (uri, start, length) =>
+    this.backend(uri).readRange(uri, start, length);
+  readonly readStream: ObjectStorage['readStream'] = (uri, start) => this.backend(uri).readStream(uri, start);
+  readonly write: ObjectStorage['write'] = (uri, data, options) => this.backend(uri).write(uri, data, options);
+  readonly writeStream: ObjectStorage['writeStream'] = (uri, chunks) => this.backend(uri).writeStream(uri, chunks);
+  readonly openAppender: ObjectStorage['openAppender'] = (uri) => this.backend(uri).openAppender(uri);
+  readonly list: ObjectStorage['list'] = (prefix) => this.backend(prefix).list(prefix);
+  readonly remove: ObjectStorage['remove'] = (uri) => this.backend(uri).remove(uri);
+  readonly removeTree: ObjectStorage['removeTree'] = (prefix) => this.backend(prefix).removeTree(prefix);
+  readonly checkWritable: ObjectStorage['checkWritable'] = (uri) => this.backend(uri).checkWritable(uri);
+  readonly isDirectory: ObjectStorage['isDirectory'] = (uri) => this.backend(uri).isDirectory(uri);
 }
 
 /** The default store directory when FANOUT_STORE is unset: per user, outside any clone. */
