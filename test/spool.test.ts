@@ -10,6 +10,7 @@ import {
   assembleLeftover,
   assembleSink,
   carryOkLines,
+  inOrderAhead,
   journaled,
   LaneJournal,
   sealLane,
@@ -156,6 +157,48 @@ describe('the spool', () => {
       /lane w0000-l0000001 ended, but its results are not in the spool/,
     );
     expect(await storage.size(sink)).toBeUndefined();
+  });
+
+  it('writes a sink of many lanes in the ledger order, reading several segments at once', async () => {
+    const sink = path.join(directory, 'many.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    const lanes = 60;
+    for (let lane = 0; lane < lanes; lane += 1) {
+      await journalItem(storage, spool, laneName(0, lane), 0, ok(`id-${lane}`));
+      await sealLane(storage, spool, laneName(0, lane));
+    }
+    // A store whose reads take a while, counting how many are open at once.
+    let open = 0;
+    let most = 0;
+    const slow: ObjectStorage = Object.assign(Object.create(storage) as ObjectStorage, {
+      read: async (uri: string) => {
+        open += 1;
+        most = Math.max(most, open);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        open -= 1;
+        return storage.read(uri);
+      },
+    });
+    await assembleSink(slow, sink, spool, { windows: [lanes], unsealed: [] });
+    expect(sinkIds(sink)).toEqual(Array.from({ length: lanes }, (_, lane) => `id-${lane}`));
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(16);
+  });
+
+  it('yields reads in order and throws a failed one at its turn, after the ones before it', async () => {
+    const seen: number[] = [];
+    const read = async (item: number): Promise<number> => {
+      // Later items finish first; item 3 fails before the others are taken.
+      await new Promise((resolve) => setTimeout(resolve, 20 - item * 3));
+      if (item === 3) throw new Error('item 3 failed');
+      return item;
+    };
+    await expect(
+      (async () => {
+        for await (const value of inOrderAhead([0, 1, 2, 3, 4, 5], read, 4)) seen.push(value);
+      })(),
+    ).rejects.toThrow('item 3 failed');
+    expect(seen).toEqual([0, 1, 2]);
   });
 
   it('reads the journal of a lane that never sealed, and every lane of a window whose count was lost', async () => {

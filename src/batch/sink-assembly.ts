@@ -47,6 +47,34 @@ async function laneLines(storage: ObjectStorage, spool: string, lane: string): P
   return (await sealedLines(storage, spool, lane)) ?? [...(await journaled(storage, spool, lane)).values()];
 }
 
+/** Segment reads in flight at once while the sink is written. */
+const SEGMENTS_AHEAD = 16;
+
+/** `read` of each item, up to `depth` of them in flight at once, yielded in the items' order. */
+export async function* inOrderAhead<T, R>(
+  items: readonly T[],
+  read: (item: T) => Promise<R>,
+  depth: number,
+): AsyncGenerator<R> {
+  const started: Promise<R>[] = [];
+  let next = 0;
+  const fill = (): void => {
+    while (next < items.length && started.length < depth) {
+      const reading = read(items[next]);
+      next += 1;
+      // Its failure is thrown when its turn comes; until then it must not count as unhandled.
+      reading.catch(() => undefined);
+      started.push(reading);
+    }
+  };
+  fill();
+  while (started.length > 0) {
+    const value = await (started.shift() as Promise<R>);
+    fill();
+    yield value;
+  }
+}
+
 /** A segment the batch wrote is missing: the sink would be short, so nothing is written. */
 export class SegmentMissing extends Error {}
 
@@ -100,7 +128,7 @@ export async function assembleSink(
         ledger.windows[window] >= 0
           ? Array.from({ length: ledger.windows[window] }, (_, sequence) => laneName(window, sequence))
           : await lanesFound(storage, spool, window);
-      for (const lane of lanes) {
+      const read = async (lane: string): Promise<string[]> => {
         const lines =
           unsealed.has(lane) || ledger.windows[window] < 0
             ? await laneLines(storage, spool, lane)
@@ -109,6 +137,11 @@ export async function assembleSink(
           throw new SegmentMissing(
             `${segmentOf(spool, lane)} is missing: lane ${lane} ended, but its results are not in the spool`,
           );
+        return lines;
+      };
+      // Segments are read SEGMENTS_AHEAD at a time (thousands of small objects: one after another, a batch on S3 spent
+      // most of its finish waiting on round trips), and written in the ledger's order.
+      for await (const lines of inOrderAhead(lanes, read, SEGMENTS_AHEAD)) {
         for (const line of lines) count(counts, line);
         if (lines.length > 0) yield `${lines.join('\n')}\n`;
       }
