@@ -1,0 +1,172 @@
+/**
+ * Where a batch's window loses time: one batch of equal calls (ours only), then, second by second, the calls in flight at
+ * the simulator beside the lanes the window's history shows ending and starting, its workflow tasks, and every workflow
+ * task that took longer than half a second from scheduled to completed (scheduled, started, completed).
+ *
+ *   tsx bench/window-timeline.ts [--items 4000] [--concurrency 500] [--latency-ms 3000] [--profile DIR]
+ *
+ * The worker is the built CLI (`npm run build` first), its own process; `--profile DIR` runs it with
+ * `node --cpu-prof --cpu-prof-dir DIR` (one profile per thread: the main thread and the workflow thread). Prints only;
+ * docs/BENCHMARKS.md quotes what it showed.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
+import { FanoutClient } from '../src/client/fanout-client';
+import { startDevServer } from '../src/local/dev-server';
+import { freePort } from '../src/local/free-port';
+import { startSimulator } from '../src/sim/simulator';
+
+const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
+const { values: flags } = parseArgs({
+  options: {
+    items: { type: 'string', default: '4000' },
+    concurrency: { type: 'string', default: '500' },
+    'latency-ms': { type: 'string', default: '3000' },
+    profile: { type: 'string' },
+  },
+});
+const ITEMS = Number(flags.items);
+const CONCURRENCY = Number(flags.concurrency);
+const LATENCY_MS = Number(flags['latency-ms']);
+
+type Event = temporal.api.history.v1.IHistoryEvent;
+
+/** A second of the window's history. */
+interface Second {
+  lanesEnded: number;
+  lanesStarted: number;
+  workflowTasks: number;
+  other: string[];
+}
+
+function summarise(events: Event[], zero: number): void {
+  const at = (event: Event) =>
+    Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6) - zero;
+  const seconds = new Map<number, Second>();
+  const second = (ms: number): Second => {
+    const key = Math.floor(ms / 1000);
+    let row = seconds.get(key);
+    if (!row) seconds.set(key, (row = { lanesEnded: 0, lanesStarted: 0, workflowTasks: 0, other: [] }));
+    return row;
+  };
+  const typeOf = new Map<number, string>();
+  let scheduledAt = 0;
+  let startedAt = 0;
+  for (const event of events) {
+    const ms = at(event);
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled) {
+      const type = scheduled.activityType?.name ?? '?';
+      typeOf.set(Number(event.eventId), type);
+      if (type === 'runBatchLane') second(ms).lanesStarted += 1;
+      else second(ms).other.push(`${type} scheduled`);
+    }
+    const completed = event.activityTaskCompletedEventAttributes;
+    if (completed) {
+      const type = typeOf.get(Number(completed.scheduledEventId));
+      if (type === 'runBatchLane') second(ms).lanesEnded += 1;
+      else second(ms).other.push(`${type} completed`);
+    }
+    if (event.workflowTaskScheduledEventAttributes) scheduledAt = ms;
+    if (event.workflowTaskStartedEventAttributes) startedAt = ms;
+    if (event.workflowTaskCompletedEventAttributes) {
+      second(ms).workflowTasks += 1;
+      if (ms - scheduledAt > 500)
+        console.log(`  slow workflow task: scheduled ${scheduledAt} ms, started ${startedAt} ms, completed ${ms} ms`);
+    }
+  }
+  for (const key of [...seconds.keys()].sort((a, b) => a - b)) {
+    const row = seconds.get(key) as Second;
+    console.log(
+      `  ${String(key).padStart(4)} s: lanes ended ${row.lanesEnded}, started ${row.lanesStarted}, workflow tasks ${row.workflowTasks} ${row.other.join(', ')}`,
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const simulator = await startSimulator({ latency: { minMs: LATENCY_MS, maxMs: LATENCY_MS } });
+  const server = await startDevServer({ port: await freePort(), uiPort: await freePort() });
+  const taskQueue = 'window-timeline';
+  const nodeArgs = flags.profile ? ['--cpu-prof', '--cpu-prof-dir', flags.profile] : [];
+  const worker = spawn(
+    process.execPath,
+    [...nodeArgs, CLI, 'worker', '--address', server.address, '--task-queue', taskQueue],
+    {
+      env: { ...process.env, OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let output = '';
+  worker.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  worker.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const connection = await Connection.connect({ address: server.address });
+  try {
+    while (!output.includes('worker polling')) {
+      if (worker.exitCode !== null) throw new Error(`the worker exited: ${output}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    const client = new Client({ connection });
+    const fanout = await FanoutClient.connect({ client, taskQueue });
+    const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-window-timeline-'));
+    const source = path.join(directory, 'tasks.jsonl');
+    writeFileSync(
+      source,
+      Array.from({ length: ITEMS }, (_, index) => `${JSON.stringify({ id: `item-${index}`, prompt: 'work' })}\n`).join(
+        '',
+      ),
+    );
+    const startedAt = Date.now();
+    const handle = await fanout.startBatch({
+      source,
+      sink: path.join(directory, 'results.jsonl'),
+      options: { concurrency: CONCURRENCY },
+    });
+    const summary = await handle.result();
+    const wallMs = Date.now() - startedAt;
+    const idealMs = Math.ceil(ITEMS / CONCURRENCY) * LATENCY_MS;
+    console.log(
+      `${ITEMS} items of ${LATENCY_MS} ms at ${CONCURRENCY}: wall ${wallMs} ms, ideal ${idealMs} ms, ` +
+        `${(wallMs / idealMs).toFixed(2)} x ideal, ${summary.runs} window(s)`,
+    );
+    const requests = simulator.log().filter((request) => request.workflowId === handle.batchId);
+    const zero = Math.min(...requests.map((request) => request.arrivedAt));
+    const inFlight: number[] = [];
+    for (let at = zero; at < zero + wallMs; at += 1000)
+      inFlight.push(
+        requests.filter((request) => request.arrivedAt <= at && (request.respondedAt ?? Infinity) > at).length,
+      );
+    console.log(`calls in flight every 1 s from the first call: ${inFlight.join(' ')}`);
+    const firstRunId = (await client.workflow.getHandle(handle.batchId).describe()).raw.workflowExecutionInfo
+      ?.firstRunId;
+    console.log('the batch (ms from the first call):');
+    for (const event of ((await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? []).slice(-12)) {
+      const kind = Object.keys(event).find((key) => key.endsWith('EventAttributes')) ?? '?';
+      const ms = Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6) - zero;
+      const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
+      console.log(`  ${ms} ms ${kind.replace('EventAttributes', '')}${activity ? ` ${activity}` : ''}`);
+    }
+    for (let window = 0; window < summary.runs; window += 1) {
+      const history = await client.workflow
+        .getHandle(`${handle.batchId}/${firstRunId}/window-${window}`)
+        .fetchHistory();
+      console.log(`window ${window} (${history.events?.length ?? 0} events), by second from the first call:`);
+      summarise(history.events ?? [], zero);
+    }
+  } finally {
+    worker.kill('SIGTERM');
+    await new Promise((resolve) => worker.once('exit', resolve));
+    await connection.close();
+    await server.stop();
+    await simulator.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
