@@ -1,4 +1,5 @@
 import { Context } from '@temporalio/activity';
+import pLimit from 'p-limit';
 import { heartbeating } from './heartbeating';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
@@ -172,7 +173,6 @@ export function createBatchActivities(
       const attempts = (input.priorAttempts ?? 0) + context.info.attempt;
       const single = input.entries.length === 1;
       let fatal: unknown;
-      let next = 0;
       const runOne = async (index: number): Promise<void> => {
         const entry = input.entries[index];
         const task = taskOf(input, entry, raws[index]);
@@ -236,17 +236,16 @@ export function createBatchActivities(
         written.set(index, text);
         tallyLine(result, line);
       };
-      const slot = async (): Promise<void> => {
-        while (fatal === undefined && !lane.signal.aborted && next < input.entries.length) {
-          const index = next++;
-          if (done.has(index)) continue;
-          try {
-            await runOne(index);
-          } catch (error) {
-            fatal ??= error;
-            // Whatever ends the lane ends its other calls first: nothing it started outlives it.
-            lane.abort(error);
-          }
+      // Items in order, `parallel` at once; none is started once the lane is ending.
+      const limit = pLimit(Math.max(1, Math.min(input.parallel, input.entries.length)));
+      const attempt = async (index: number): Promise<void> => {
+        if (fatal !== undefined || lane.signal.aborted || done.has(index)) return;
+        try {
+          await runOne(index);
+        } catch (error) {
+          fatal ??= error;
+          // Whatever ends the lane ends its other calls first: nothing it started outlives it.
+          lane.abort(error);
         }
       };
       // Every 15 s, or 40% of a shorter heartbeat timeout the run asked for: a lane that heartbeats less often than its
@@ -258,7 +257,7 @@ export function createBatchActivities(
       );
       const heartbeat = setInterval(() => context.heartbeat(), heartbeatEvery);
       try {
-        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
+        await Promise.all(input.entries.map((_, index) => limit(() => attempt(index))));
       } finally {
         clearInterval(heartbeat);
         context.cancellationSignal.removeEventListener('abort', onCancel);

@@ -1,6 +1,7 @@
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import { segmentName } from '../contract/location';
-import { inlineOutputLimit } from '../contract/payload-ref';
+import pLimit from 'p-limit';
+import { inlineOutputLimit, type PayloadRef } from '../contract/payload-ref';
 import { InvalidInputError } from '../contract/validation';
 import type { PayloadStore } from '../store';
 
@@ -53,21 +54,15 @@ export function checkInputSize(input: unknown, what: string): void {
 
 /** Fills in every `output` that travelled as a reference, so a caller sees the full text. */
 export async function resolveOutputs(results: readonly AgentResult[], store: PayloadStore): Promise<AgentResult[]> {
-  const resolved: AgentResult[] = new Array(results.length);
   // A bounded number of reads at once: a thousand large answers need not be a thousand open sockets.
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < results.length) {
-      const index = next++;
-      const result = results[index];
-      resolved[index] =
-        result.output === undefined && result.outputRef
-          ? { ...result, output: await store.get(result.outputRef) }
-          : result;
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(16, results.length) }, worker));
-  return resolved;
+  const limit = pLimit(16);
+  return Promise.all(
+    results.map((result) =>
+      result.output === undefined && result.outputRef
+        ? limit(async () => ({ ...result, output: await store.get(result.outputRef as PayloadRef) }))
+        : result,
+    ),
+  );
 }
 
 /** `resolveOutputs` for any run result shape: `results`, and `synthesis` when there is one. */

@@ -5,6 +5,7 @@ import { resolveRunOptions } from '../contract/run-options';
 import { validateFanOutInput } from '../contract/validation';
 import { AgentRun } from './agent-run';
 import { validateOrFail } from './input';
+import { inLanes } from './lanes';
 import { eventsQuery, progressQuery } from './messages';
 
 /** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */
@@ -14,13 +15,6 @@ export async function runInLanes(
   lanes: number,
   context: { storeOutput?: boolean } = {},
 ): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < count && !run.stopped) {
-      const index = next++;
-      await run.runTask(index, context);
-    }
-  };
   // Inside the run's scope once for all lanes, rather than once per task (runTask sees it is already there). With a lane
   // per task, the tasks are started directly and counted down as they settle: the same activities in the same order,
   // one promise per task (each costs a stack capture in the SDK's sandbox, which is most of the first workflow task of a
@@ -39,7 +33,9 @@ export async function runInLanes(
         }),
     );
   } else {
-    await run.scope.run(() => Promise.all(Array.from({ length: lanes }, lane)));
+    let next = 0;
+    const take = (): number | undefined => (next < count && !run.stopped ? next++ : undefined);
+    await run.scope.run(() => inLanes(lanes, take, (index) => run.runTask(index, context)));
   }
 }
 

@@ -9,6 +9,7 @@ import {
 import type { PartCollected, ProviderBatchActivities } from '../../activities/provider-batch-activities';
 import type { ProviderBatchStatus } from '../../provider-batch/types';
 import { progressOf, usageOf, type PartState } from './progress';
+import { inLanes } from '../lanes';
 import type {
   ProviderBatchHooks,
   ProviderBatchInfo,
@@ -198,15 +199,12 @@ export async function runProviderBatch(
   let round = carried?.round ?? 0;
   try {
     let next = 0;
-    const lane = async (): Promise<void> => {
-      while (next < states.length && !handingOver) {
-        const state = states[next++];
-        if (!state.collected) await runPart(state);
-      }
-    };
+    const take = (): PartState | undefined => (next < states.length && !handingOver ? states[next++] : undefined);
     for (; ; round += 1) {
       const open = states.slice(next).filter((state) => !state.collected).length;
-      await Promise.all(Array.from({ length: Math.min(open, options.maxActiveParts ?? 4) }, lane));
+      await inLanes(Math.min(open, options.maxActiveParts ?? 4), take, async (state) => {
+        if (!state.collected) await runPart(state);
+      });
       if (handingOver) break;
       // What this round handed back goes into new provider batches while the deadline leaves room for them (and for the
       // sync path after them); otherwise, or after the last round, it is handed back to be sent sync.
