@@ -11,10 +11,9 @@ import {
   S3ServiceException,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
+import type { Environment } from '../config/environment';
 import { parseLocation } from '../contract/location';
 import { StorageError, type ObjectStorage } from './object-storage';
-
-type Environment = Record<string, string | undefined>;
 
 /** A connection to the S3 endpoint that is not up within this is abandoned (and the request retried), ms. */
 const CONNECT_TIMEOUT_MS = 10_000;
