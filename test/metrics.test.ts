@@ -265,7 +265,7 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
 });
 
 describe('the metrics of one attempt', () => {
-  const info = { attempt: 1, retryPolicy: { maximumAttempts: 3, nonRetryableErrorTypes: ['SinkChanged'] } };
+  const info = { attempt: 1, retryPolicy: { maximumAttempts: 3, nonRetryableErrorTypes: ['SourceChanged'] } };
 
   it('counts a retryable failure as retrying until the policy allows no further attempt', () => {
     const unavailable = ApplicationFailure.retryable('HTTP 500', FailureType.ProviderUnavailable);
@@ -282,7 +282,7 @@ describe('the metrics of one attempt', () => {
       status: 'failed',
       failureType: 'Forbidden',
     });
-    expect(failureOf(ApplicationFailure.retryable('changed', FailureType.SinkChanged), info, false).status).toBe(
+    expect(failureOf(ApplicationFailure.retryable('changed', FailureType.SourceChanged), info, false).status).toBe(
       'failed',
     );
     expect(failureOf(new CancelledFailure('cancelled'), info, false).status).toBe('cancelled');

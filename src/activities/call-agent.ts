@@ -25,7 +25,7 @@ export function runPrefix(): string {
 
 /**
  * Storage failures are retried by Temporal (the activity's bounded policy): a missing payload too (PayloadUnavailable,
- * as for a chunk's item; a store may still be filling), except a reference that can never be valid.
+ * as for a lane's item; a store may still be filling), except a reference that can never be valid.
  */
 export function storageFailure(error: unknown, what: string): never {
   if (error instanceof StorageError) {

@@ -160,7 +160,7 @@ export async function sendChat(
   const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
   const workerWaitMs =
     dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
-  // A chunk's items share its activity, whose timeout covers all of them: each item gets a single call's (`attemptMs`).
+  // A lane's items share its activity, whose timeout covers all of them: each item gets a single call's (`attemptMs`).
   const attemptMs = call.attemptMs ?? info.startToCloseTimeoutMs;
   const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(attemptMs, workerWaitMs);
   const attemptStartedAt = dependencies.clock();
@@ -172,9 +172,9 @@ export async function sendChat(
   // Linked after the settings above are read (a bad FANOUT_RATE_LIMIT_WAIT_MS throws): the caller's signal may outlive
   // this call by far, and only the finally below removes the listener.
   // Rate-limit waits (admission and 429s) end here.
-  // Linked by hand and unlinked when the call ends. `AbortSignal.any` keeps every combined signal that has a listener in
-  // a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given, so a
-  // worker leaked one signal (and its request's controller) per call: a 100,000-item batch ran a 128 MB heap out.
+  // Linked by hand and unlinked when the call ends, not combined with `AbortSignal.any`: that keeps every combined signal
+  // with a listener in a process-wide set until one of its sources aborts, and the openai client listens on the signal
+  // it is given, so each call would keep its signal (and its request's controller) as long as the caller's signal lives.
   const waitBudget = deadlineSignal(signal, Math.max(1, rateLimitWaitMs));
   const waitSignal = waitBudget.signal;
 

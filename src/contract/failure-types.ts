@@ -51,14 +51,12 @@ export const FailureType = {
   /**
    * A stored payload (prompt, output, dependency context) is missing or does not match its reference: usually a
    * FANOUT_STORE that is not shared by every worker and client, or one still being set up. Retried, bounded by the
-   * retry policy (a single call and an item of a chunk alike); a reference that can never be valid is thrown with the
+   * retry policy (a single call and an item of a lane alike); a reference that can never be valid is thrown with the
    * non-retryable flag.
    */
   PayloadUnavailable: 'PayloadUnavailable',
   /** The payload store or a batch's source or sink could not be reached or written. Retried a bounded number of times. */
   StorageUnavailable: 'StorageUnavailable',
-  /** A batch's sink or spool was changed by something other than the batch. Never retried. */
-  SinkChanged: 'SinkChanged',
   /** A batch's task file changed while the batch ran (a line no longer holds the task it held). Never retried. */
   SourceChanged: 'SourceChanged',
   /** Results a batch recorded are missing from its spool: the sink would be short, so it is not written. Never retried. */
@@ -71,7 +69,7 @@ export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
 /**
  * Failure types an agent activity throws that Temporal must never retry: the one table of what is retried, for a single
- * call and for each item of a chunk alike (see `isRetryableFailure`). Everything else is retried, bounded by the
+ * call and for each item of a lane alike (see `isRetryableFailure`). Everything else is retried, bounded by the
  * run's retry policy.
  */
 export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
@@ -84,7 +82,6 @@ export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.NotFound,
   FailureType.Unprocessable,
   FailureType.ClientError,
-  FailureType.SinkChanged,
   FailureType.SourceChanged,
   FailureType.ResultsMissing,
 ];
@@ -92,7 +89,7 @@ export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
 const nonRetryableTypes: ReadonlySet<string> = new Set(NON_RETRYABLE_FAILURE_TYPES);
 
 /**
- * Whether a failure of this type is retried: every path that decides (provider errors, a chunk's items) asks here.
+ * Whether a failure of this type is retried: every path that decides (provider errors, a lane's items) asks here.
  * `nonRetryableFlag` is the failure's own `nonRetryable`, set where one instance of a retryable type can never succeed
  * (an invalid payload reference); it only ever turns a retry off.
  *
