@@ -1,10 +1,17 @@
-import { laneDepth, laneParallelism, LANE_TARGET_MS, MAX_LANE_DEPTH } from '../src/workflows/batch/lane-shape';
+import {
+  LANE_SHARE,
+  laneDepth,
+  laneParallelism,
+  LANE_TARGET_MS,
+  MAX_LANE_DEPTH,
+  PREVIOUS_SHARE,
+} from '../src/workflows/batch/lane-shape';
 
 /** Lanes a batch would start, in order, if every lane took what laneDepth gave it. */
-function lanesFor(items: number, concurrency: number, callMs?: number): number[] {
+function lanesFor(items: number, concurrency: number, callMs?: number, share?: number): number[] {
   const lanes: number[] = [];
   for (let unstarted = items; unstarted > 0;) {
-    const depth = laneDepth({ unstarted, concurrency, callMs });
+    const depth = laneDepth({ unstarted, concurrency, callMs, share });
     lanes.push(depth);
     unstarted -= depth;
   }
@@ -18,6 +25,18 @@ describe('the lane shape', () => {
     expect(lanes[0]).toBe(4);
     expect(lanes.slice(-500).every((depth) => depth === 1)).toBe(true);
     for (let index = 1; index < lanes.length; index += 1) expect(lanes[index]).toBeLessThanOrEqual(lanes[index - 1]);
+  });
+
+  it('takes a whole share per slot (LANE_SHARE), in fewer lanes than windows before it (PREVIOUS_SHARE) took', () => {
+    const lanes = lanesFor(4000, 500, 3000, LANE_SHARE);
+    expect(lanes.reduce((sum, depth) => sum + depth, 0)).toBe(4000);
+    expect(lanes[0]).toBe(8);
+    expect(lanes.slice(-400).every((depth) => depth === 1)).toBe(true);
+    for (let index = 1; index < lanes.length; index += 1) expect(lanes[index]).toBeLessThanOrEqual(lanes[index - 1]);
+    // Fewer lanes: fewer workflow tasks replacing lanes that end together.
+    expect(lanes.length).toBeLessThan(lanesFor(4000, 500, 3000, PREVIOUS_SHARE).length * 0.8);
+    // A window started before LANE_SHARE (no laneShare in its input) keeps its share when it replays.
+    expect(lanesFor(4000, 500, 3000)).toEqual(lanesFor(4000, 500, 3000, PREVIOUS_SHARE));
   });
 
   it('keeps a lane to about LANE_TARGET_MS of calls once their length is known', () => {

@@ -35,6 +35,7 @@ import { batchWindow, type WindowInput, type WindowResult, type WindowStart } fr
 import { providerBatch } from '../provider-batch';
 import { resolveAutoRoute } from '../../provider-batch/route-options';
 import { storageActivities } from './activity-options';
+import { LANE_SHARE } from './lane-shape';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
@@ -127,6 +128,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       fileBytes: scan.fileBytes,
       spool,
       options: parsed.options,
+      laneShare: LANE_SHARE,
       ...from,
     };
     const starting = scope

@@ -17,19 +17,34 @@ export interface LaneShapeInput {
   callMs: number | undefined;
   /** The most items one lane may run (the batch's `itemsPerActivity`), default MAX_LANE_DEPTH. */
   maxDepth?: number;
+  /** A lane takes 1 / (share × concurrency) of what is not started; default PREVIOUS_SHARE (windows started before LANE_SHARE). */
+  share?: number;
 }
 
 /** How long one lane runs, about, once the calls' length is known. */
 export const LANE_TARGET_MS = 45_000;
 /** Most items in one lane, whatever the calls' length. */
 export const MAX_LANE_DEPTH = 100;
-/** A lane takes 1 / (SHARE × concurrency) of what is not started. */
-const SHARE = 2;
+/**
+ * A lane takes 1 / (LANE_SHARE × concurrency) of what is not started: classic guided self-scheduling. With half that
+ * share (PREVIOUS_SHARE, 2) a batch small against its concurrency (4,000 items at 500) ran in lanes of 1-4 items, about
+ * 1,600 of them, and the workflow tasks that replaced hundreds of lanes ending together left the window empty for
+ * seconds (docs/BENCHMARKS.md).
+ */
+export const LANE_SHARE = 1;
+/** The share of windows started before LANE_SHARE (their input carries no `laneShare`): they replay with it. */
+export const PREVIOUS_SHARE = 2;
 /** Before any call has answered, lanes stay this shallow: the calls may be long. */
 const UNKNOWN_LENGTH_DEPTH = 8;
 
-export function laneDepth({ unstarted, concurrency, callMs, maxDepth = MAX_LANE_DEPTH }: LaneShapeInput): number {
-  const share = Math.ceil(unstarted / (SHARE * Math.max(1, concurrency)));
+export function laneDepth({
+  unstarted,
+  concurrency,
+  callMs,
+  maxDepth = MAX_LANE_DEPTH,
+  share: shareOf = PREVIOUS_SHARE,
+}: LaneShapeInput): number {
+  const share = Math.ceil(unstarted / (shareOf * Math.max(1, concurrency)));
   const byLength = callMs === undefined ? UNKNOWN_LENGTH_DEPTH : Math.floor(LANE_TARGET_MS / Math.max(1, callMs));
   return Math.max(1, Math.min(share, byLength, maxDepth, MAX_LANE_DEPTH, Math.max(0, unstarted)));
 }

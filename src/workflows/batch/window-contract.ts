@@ -23,6 +23,11 @@ export interface WindowInput {
   spent: { tokens: number; usd: number };
   /** How lanes send their calls (flex, the Responses API). */
   call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
+  /**
+   * The lane share rule (lane-shape.ts) this window uses. Versioned by input rather than by a patch: a window's input is in
+   * its history, so a window started before it (no field) replays with the old share, and the change costs no marker.
+   */
+  laneShare?: number;
 }
 
 /** What a window reports when its last lane has ended. */
@@ -45,5 +50,5 @@ export interface WindowResult {
 /** Where a window starts in the batch: its input less what every window of the batch shares. */
 export type WindowStart = Omit<
   WindowInput,
-  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options'
+  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options' | 'laneShare'
 >;

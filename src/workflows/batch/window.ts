@@ -19,7 +19,7 @@ import {
 import { recordPacing, type PacingStatus } from '../../contract/pacing';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
 import { laneName } from '../../contract/lane-name';
-import { laneDepth, laneParallelism } from './lane-shape';
+import { laneDepth, laneParallelism, PREVIOUS_SHARE } from './lane-shape';
 import {
   handOverSignal,
   slotsFreedSignal,
@@ -63,6 +63,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const itemAttemptMs = runOptions.agentTimeoutMs + RATE_LIMIT_WAIT_MS;
   const lanes = laneActivities(runOptions, parallel, itemAttemptMs);
   const io = storageActivities(options.storageAttempts);
+  const share = input.laneShare ?? PREVIOUS_SHARE;
 
   const counters = emptyCounters();
   const retries: LaneRetry[] = [...input.retries];
@@ -246,6 +247,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   // each time, not remembered: a window from before it takes the new branch from the moment it runs live on this code.
   const patchedWindow = (): boolean => patched(WINDOW_PATCH);
 
+  const shape = () => ({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity, share });
+
   /** Starts what there is room for; true when the window has nothing left to start. */
   const dispatch = (): boolean => {
     if (reader.failed !== undefined && !isCancellation(reader.failed)) {
@@ -261,12 +264,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       }
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
       // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
-      const wave = patchedWindow()
-        ? laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity }) * 2
-        : 1;
+      const wave = patchedWindow() ? laneDepth(shape()) * 2 : 1;
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
-        const depth = laneDepth({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity });
+        const depth = laneDepth(shape());
         const entries = reader.take(Math.min(depth * parallel, reader.buffered()));
         unstarted -= entries.length;
         startLane(entries, 0);
