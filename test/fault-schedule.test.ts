@@ -117,14 +117,16 @@ async function runSchedule(run: number): Promise<void> {
     after: Math.floor((0.2 + roll() * 0.5) * items),
   }));
   schedule.sort((a, b) => a.after - b.after);
-  const faults: { kind: Fault; at: number }[] = [];
+  const faults: { kind: Fault; at: number; until: number }[] = [];
   for (const fault of schedule) {
     await waitFor(`${fault.after} answers before ${fault.kind}`, () => answered() >= fault.after, {
       timeoutMs: 120_000,
       intervalMs: 50,
     });
     const at = Date.now();
-    faults.push({ kind: fault.kind, at });
+    // A cancel lasts until the batch has closed (cancel waits for it): calls started or answered meanwhile were in flight.
+    const happened = { kind: fault.kind, at, until: at };
+    faults.push(happened);
     if (fault.kind === 'kill-worker') {
       const victim = Math.floor(roll() * 2);
       const [killed] = workers.splice(workers.length - 2 + victim, 1);
@@ -137,6 +139,7 @@ async function runSchedule(run: number): Promise<void> {
       server = await startDevServer({ port, uiPort, dbFilename });
     } else {
       await handle.cancel();
+      happened.until = Date.now();
       handle = await client.resumeBatch(batchId);
     }
   }
@@ -157,14 +160,15 @@ async function runSchedule(run: number): Promise<void> {
   }).toEqual({ label, lines: items, ids: items, failed: [] });
   expect(summary.succeeded + summary.alreadyOk).toBe(items);
   // No call answered before a fault was sent again; no more calls re-sent than were open at the faults; none open now.
-  // A call open at an earlier fault (answered to a worker as it was killed) may go again after a later one.
+  // A call open at an earlier fault (answered to a worker as it was killed, or to a lane as its cancel reached it) may go
+  // again after a later one.
   const costs = faults.map((fault, index) => ({
     ...fault,
     ...faultCost(
       log,
-      fault.at,
+      { at: fault.at, until: fault.until },
       undefined,
-      faults.slice(0, index).map((earlier) => earlier.at),
+      faults.slice(0, index).map((earlier) => ({ at: earlier.at, until: earlier.until })),
     ),
   }));
   const resent = costs.flatMap((cost) => cost.answeredThenResent);
@@ -175,7 +179,7 @@ async function runSchedule(run: number): Promise<void> {
     console.log(
       JSON.stringify({
         label,
-        faults: faults.map((fault) => ({ kind: fault.kind, at: since(fault.at) })),
+        faults: faults.map((fault) => ({ kind: fault.kind, at: since(fault.at), until: since(fault.until) })),
         requests: log
           .filter((request) => resent.includes(request.taskId))
           .map((request) => ({

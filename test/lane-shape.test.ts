@@ -3,6 +3,7 @@ import {
   laneDepth,
   laneParallelism,
   LANE_TARGET_MS,
+  laneShareFor,
   MAX_LANE_DEPTH,
   PREVIOUS_SHARE,
 } from '../src/workflows/batch/lane-shape';
@@ -37,6 +38,13 @@ describe('the lane shape', () => {
     expect(lanes.length).toBeLessThan(lanesFor(4000, 500, 3000, PREVIOUS_SHARE).length * 0.8);
     // A window started before LANE_SHARE (no laneShare in its input) keeps its share when it replays.
     expect(lanesFor(4000, 500, 3000)).toEqual(lanesFor(4000, 500, 3000, PREVIOUS_SHARE));
+  });
+
+  it('gives a batch with a token or dollar budget half a share, so a lane ends (and reports its spend) sooner', () => {
+    expect(laneShareFor(undefined)).toBe(LANE_SHARE);
+    expect(laneShareFor({})).toBe(LANE_SHARE);
+    expect(laneShareFor({ tokenBudget: 60 })).toBe(PREVIOUS_SHARE);
+    expect(laneShareFor({ costBudgetUsd: 0.001 })).toBe(PREVIOUS_SHARE);
   });
 
   it('keeps a lane to about LANE_TARGET_MS of calls once their length is known', () => {

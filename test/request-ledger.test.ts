@@ -36,6 +36,15 @@ describe('faultCost', () => {
     expect(faultCost(log, 30_000, 1000, [10_000]).answeredThenResent).not.toContain('open-at-kill');
   });
 
+  it('counts a call started and answered while a cancel was reaching the lanes as in flight at that cancel', () => {
+    // CI, seed 264255336: cancel called at 887 ms, the batch closed later; a lane started a call at 911 and its answer
+    // (1022) came back as the cancel aborted it; the resumed batch sent it again after a later kill.
+    const cancelled = [request('during-cancel', 911, 1022, 1), request('during-cancel', 28_985, 29_081, 2)];
+    expect(faultCost(cancelled, 4566, 1000, [887]).answeredThenResent).toEqual(['during-cancel']);
+    expect(faultCost(cancelled, 4566, 1000, [{ at: 887, until: 1500 }]).answeredThenResent).toEqual([]);
+    expect(faultCost(cancelled, { at: 887, until: 1500 }).openAt).toBe(1);
+  });
+
   it('sees a request never answered as open now', () => {
     expect(faultCost([...log, request('hung', 32_000, undefined, 5)], 40_000).openNow).toBe(1);
   });

@@ -1,5 +1,4 @@
 import { Context } from '@temporalio/activity';
-import pLimit from 'p-limit';
 import { heartbeating } from './heartbeating';
 import type { BatchEntry, BatchResultLine } from '../contract/batch';
 import type { TokenUsage } from '../contract/agent-task';
@@ -236,16 +235,20 @@ export function createBatchActivities(
         written.set(index, text);
         tallyLine(result, line);
       };
-      // Items in order, `parallel` at once; none is started once the lane is ending.
-      const limit = pLimit(Math.max(1, Math.min(input.parallel, input.entries.length)));
-      const attempt = async (index: number): Promise<void> => {
-        if (fatal !== undefined || lane.signal.aborted || done.has(index)) return;
-        try {
-          await runOne(index);
-        } catch (error) {
-          fatal ??= error;
-          // Whatever ends the lane ends its other calls first: nothing it started outlives it.
-          lane.abort(error);
+      // `parallel` slots share one cursor over the items; none takes another once the lane is ending. Not p-limit: it
+      // would queue a promise for every item of the lane up front, and a worker runs hundreds of lanes of up to 100.
+      let next = 0;
+      const slot = async (): Promise<void> => {
+        while (fatal === undefined && !lane.signal.aborted && next < input.entries.length) {
+          const index = next++;
+          if (done.has(index)) continue;
+          try {
+            await runOne(index);
+          } catch (error) {
+            fatal ??= error;
+            // Whatever ends the lane ends its other calls first: nothing it started outlives it.
+            lane.abort(error);
+          }
         }
       };
       // Every 15 s, or 40% of a shorter heartbeat timeout the run asked for: a lane that heartbeats less often than its
@@ -257,7 +260,7 @@ export function createBatchActivities(
       );
       const heartbeat = setInterval(() => context.heartbeat(), heartbeatEvery);
       try {
-        await Promise.all(input.entries.map((_, index) => limit(() => attempt(index))));
+        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
       } finally {
         clearInterval(heartbeat);
         context.cancellationSignal.removeEventListener('abort', onCancel);

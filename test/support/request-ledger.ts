@@ -17,24 +17,34 @@ function endOf(request: SimulatedRequest): number {
   return request.respondedAt ?? request.clientClosedAt ?? Number.POSITIVE_INFINITY;
 }
 
-/** Whether `request` was open at a fault at `at`: arrived by then and not answered (or closed) `settleMs` before it. */
-function openAtFault(request: SimulatedRequest, at: number, settleMs: number): boolean {
-  return request.arrivedAt <= at && endOf(request) > at - settleMs;
+/**
+ * A fault: a moment (a kill), or a stretch from `at` to `until` (a cancel, from the call until the batch has closed: a
+ * call the batch's lanes start or answer in between is in flight at it, however late the cancel reaches them).
+ */
+export type Fault = number | { at: number; until: number };
+
+/**
+ * Whether `request` was open at `fault`: arrived by its end and not answered (or closed) `settleMs` before its start.
+ */
+function openAtFault(request: SimulatedRequest, fault: Fault, settleMs: number): boolean {
+  const { at, until } = typeof fault === 'number' ? { at: fault, until: fault } : fault;
+  return request.arrivedAt <= until && endOf(request) > at - settleMs;
 }
 
 /**
- * What a fault at `at` cost, from the simulator's own log: the ids answered before it that were sent again after their
- * answer (must be none), how many ids were sent more than once, the calls open at that moment (the most a crash may
+ * What a fault cost, from the simulator's own log: the ids answered before it that were sent again after their answer
+ * (must be none), how many ids were sent more than once, the calls open at it (the most a crash or a cancel may
  * re-send), and the requests still open now (must be none once the run has ended). A call open at one of
  * `earlierFaults` (a worker killed while its answer came back) may be sent again after a later fault: it counts
  * against the earlier one's `openAt`, not as answered before this one.
  */
 export function faultCost(
   requests: readonly SimulatedRequest[],
-  at: number,
+  fault: Fault,
   settleMs = SETTLE_MS,
-  earlierFaults: readonly number[] = [],
+  earlierFaults: readonly Fault[] = [],
 ): { answeredThenResent: string[]; duplicated: number; openAt: number; openNow: number } {
+  const at = typeof fault === 'number' ? fault : fault.at;
   const count = new Map<string, number>();
   for (const request of requests) count.set(request.taskId, (count.get(request.taskId) ?? 0) + 1);
   // When each id was first answered, if settled before `at`; a request of it that arrived after that was sent again.
@@ -56,7 +66,7 @@ export function faultCost(
   return {
     answeredThenResent: [...resent],
     duplicated: [...count.values()].filter((times) => times > 1).length,
-    openAt: requests.filter((request) => openAtFault(request, at, settleMs)).length,
+    openAt: requests.filter((request) => openAtFault(request, fault, settleMs)).length,
     openNow: requests.filter((request) => endOf(request) === Number.POSITIVE_INFINITY).length,
   };
 }

@@ -35,7 +35,7 @@ import { batchWindow, type WindowInput, type WindowResult, type WindowStart } fr
 import { providerBatch } from '../provider-batch';
 import { resolveAutoRoute } from '../../provider-batch/route-options';
 import { storageActivities } from './activity-options';
-import { LANE_SHARE } from './lane-shape';
+import { laneShareFor } from './lane-shape';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
@@ -128,7 +128,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       fileBytes: scan.fileBytes,
       spool,
       options: parsed.options,
-      laneShare: LANE_SHARE,
+      laneShare: laneShareFor(parsed.options),
       ...from,
     };
     const starting = scope

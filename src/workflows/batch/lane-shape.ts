@@ -34,6 +34,15 @@ export const MAX_LANE_DEPTH = 100;
 export const LANE_SHARE = 1;
 /** The share of windows started before LANE_SHARE (their input carries no `laneShare`): they replay with it. */
 export const PREVIOUS_SHARE = 2;
+
+/**
+ * The share a batch's windows use: LANE_SHARE, or half of it for a batch with a token or dollar budget. A budget is
+ * checked as lanes end (a lane reports its spend when it returns), so shallower lanes stop such a batch sooner after
+ * it reaches its budget.
+ */
+export function laneShareFor(options: { tokenBudget?: number; costBudgetUsd?: number } | undefined): number {
+  return options?.tokenBudget !== undefined || options?.costBudgetUsd !== undefined ? PREVIOUS_SHARE : LANE_SHARE;
+}
 /** Before any call has answered, lanes stay this shallow: the calls may be long. */
 const UNKNOWN_LENGTH_DEPTH = 8;
 
