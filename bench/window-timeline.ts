@@ -44,9 +44,13 @@ interface Second {
   other: string[];
 }
 
+/** When `event` happened, ms after `zero`. */
+function msAfter(event: Event, zero: number): number {
+  return Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6) - zero;
+}
+
 function summarise(events: Event[], zero: number): void {
-  const at = (event: Event) =>
-    Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6) - zero;
+  const at = (event: Event) => msAfter(event, zero);
   const seconds = new Map<number, Second>();
   const second = (ms: number): Second => {
     const key = Math.floor(ms / 1000);
@@ -146,7 +150,7 @@ async function main(): Promise<void> {
     console.log('the batch (ms from the first call):');
     for (const event of ((await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? []).slice(-12)) {
       const kind = Object.keys(event).find((key) => key.endsWith('EventAttributes')) ?? '?';
-      const ms = Number(event.eventTime?.seconds ?? 0) * 1000 + Math.floor((event.eventTime?.nanos ?? 0) / 1e6) - zero;
+      const ms = msAfter(event, zero);
       const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
       console.log(`  ${ms} ms ${kind.replace('EventAttributes', '')}${activity ? ` ${activity}` : ''}`);
     }
