@@ -51,16 +51,25 @@ describe('a batch refuses what can never work, before it pays for a call', () =>
     }
   });
 
-  it('refuses agent tasks (tools, an output schema), naming the line, rather than running them as plain calls', async () => {
+  it('refuses agent tasks (tools, an output schema) in a provider batch, naming the line, before anything starts', async () => {
     const source = path.join(directory, 'agents.jsonl');
     writeFileSync(
       source,
       `${JSON.stringify({ id: 'a', prompt: 'x' })}\n${JSON.stringify({ id: 'b', prompt: 'x', tools: ['search'] })}\n`,
     );
+    const batchId = uniqueName('agents-provider');
     const error = await suite.stack.client
-      .startBatch({ source, sink: path.join(directory, 'agents.out.jsonl') })
+      .startBatch({
+        batchId,
+        source,
+        sink: path.join(directory, 'agents.out.jsonl'),
+        options: { route: 'provider-batch' },
+      })
       .catch((caught: unknown) => caught);
-    expect(String(error)).toContain('agents.jsonl line 2: tools: agents (tools, output) are not run by batches yet');
+    expect(String(error)).toContain(
+      'agents.jsonl line 2: an agent (a task with tools or an output schema) cannot go in a provider batch',
+    );
+    await expect(suite.stack.client.client.workflow.getHandle(batchId).describe()).rejects.toThrow(/not found/i);
   });
 
   it('fails with SourceChanged, keeping every answer, when lines are appended to the task file while it runs', async () => {

@@ -128,6 +128,7 @@ export function createBatchActivities(
             fileBytes,
             firstPage: await readEntries(storage, file, 0, input.firstPageSize, fileBytes),
             ...(typicalCallMs === undefined ? {} : { typicalCallMs }),
+            ...(scan.firstAgentLine === undefined ? {} : { firstAgentLine: scan.firstAgentLine }),
           };
         }),
       );

@@ -14,6 +14,8 @@ export interface ScanResult {
   firstPage: BatchPage;
   /** How long this worker's recent calls of the first task's model took, ms (RecentCalls), if it made enough lately. */
   typicalCallMs?: number;
+  /** The line of the file's first agent (a task with tools or an output schema): provider batches cannot run it. */
+  firstAgentLine?: number;
 }
 
 export interface BatchPage {

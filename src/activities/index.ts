@@ -2,6 +2,7 @@ import { pricesFromEnvironment, type PriceTable } from '../pricing';
 import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
 import { createCallAgent } from './call-agent';
 import { createBatchActivities } from './batch-activities';
+import { createBatchAgentActivities } from './batch-agent-activities';
 import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from './llm-client';
 import { createAgentActivities } from './agent';
 import { ToolRegistry } from '../tools/registry';
@@ -49,6 +50,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     callAgent: createCallAgent(resolved),
     ...createAgentActivities({ ...resolved, tools: dependencies.tools ?? new ToolRegistry() }),
     ...createBatchActivities(resolved),
+    ...createBatchAgentActivities(resolved),
     ...createProviderBatchActivities({ ...resolved, providerBatches: dependencies.providerBatches }),
   };
 }

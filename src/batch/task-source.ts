@@ -1,4 +1,4 @@
-import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
+import { agentTaskSchema, runsAsAgent, type AgentTask } from '../contract/agent-task';
 import type { BatchEntry } from '../contract/batch';
 import { InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
 import { StorageError, type ObjectStorage } from '../store';
@@ -97,6 +97,8 @@ export interface SourceScan {
   toRun: number;
   /** The model the first task to run names, if it names one. */
   firstModel?: string;
+  /** The line of the first agent (a task with tools or an output schema), if there is one. */
+  firstAgentLine?: number;
 }
 
 /**
@@ -113,6 +115,7 @@ export async function scanTaskSource(
   let tasks = 0;
   let toRun = 0;
   let firstModel: string | undefined;
+  let firstAgentLine: number | undefined;
   if (await storage.isDirectory(uri))
     throw new InvalidInputError([{ path: uri, message: 'is a directory, not a task file' }]);
   try {
@@ -123,13 +126,7 @@ export async function scanTaskSource(
       if (!task) {
         issues.push(...lineIssues);
       } else {
-        // A task with tools or an output schema is an agent: batches run single calls (run agents as a fan-out or DAG).
-        if (task.tools !== undefined || task.output !== undefined) {
-          issues.push({
-            path: `${uri} line ${line.line}: ${task.tools !== undefined ? 'tools' : 'output'}`,
-            message: 'agents (tools, output) are not run by batches yet; run these tasks with `fanout run`',
-          });
-        }
+        if (firstAgentLine === undefined && runsAsAgent(task)) firstAgentLine = line.line;
         const first = firstSeen.get(task.id);
         if (first !== undefined)
           issues.push({
@@ -150,7 +147,12 @@ export async function scanTaskSource(
   }
   if (issues.length > 0) throw new InvalidInputError(issues);
   if (tasks === 0) throw new InvalidInputError([{ path: uri, message: 'holds no tasks' }]);
-  return { tasks, toRun, ...(firstModel === undefined ? {} : { firstModel }) };
+  return {
+    tasks,
+    toRun,
+    ...(firstModel === undefined ? {} : { firstModel }),
+    ...(firstAgentLine === undefined ? {} : { firstAgentLine }),
+  };
 }
 
 /**
@@ -174,7 +176,12 @@ export async function readEntries(
       if (line.text !== undefined && line.text.trim() === '') continue;
       const { task, issues } = parseTaskLine(line.text, `${uri} at byte ${line.offset}`);
       if (!task) throw new InvalidInputError(issues);
-      entries.push({ id: task.id, offset: line.offset, length: line.length });
+      entries.push({
+        id: task.id,
+        offset: line.offset,
+        length: line.length,
+        ...(runsAsAgent(task) ? { agent: true } : {}),
+      });
     }
   } catch (error) {
     if (error instanceof InvalidInputError) throw error;

@@ -7,6 +7,7 @@ import {
 } from '@temporalio/client';
 import { assembleLeftover, probeWritable, spoolOf } from '../batch/spool';
 import { scanTaskSource } from '../batch/task-source';
+import { resolveAutoRoute } from '../provider-batch/route-options';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
@@ -229,6 +230,17 @@ export class BatchClient {
       ...(request.options === undefined ? {} : { options: request.options }),
     });
     const scan = await scanTaskSource(storage, input.source);
+    const route = input.options?.route ?? 'sync';
+    const providerBatch =
+      route === 'provider-batch' ||
+      (route === 'auto' && resolveAutoRoute(scan.tasks, input.options?.deadlineMs) === 'provider-batch');
+    if (providerBatch && scan.firstAgentLine !== undefined)
+      throw new InvalidInputError([
+        {
+          path: `${input.source} line ${scan.firstAgentLine}`,
+          message: `an agent (a task with tools or an output schema) cannot go in a provider batch; use route "sync"`,
+        },
+      ]);
     await checkSink(storage, input.source, input.sink);
     try {
       const workflow = await client.workflow.start<typeof batch>('batch', {

@@ -102,6 +102,8 @@ export interface BatchEntry {
   /** Byte offset and length of its line in the file the batch runs. */
   offset: number;
   length: number;
+  /** The task has tools or an output schema: it runs as an `agent` child workflow of the window, not in a lane. */
+  agent?: true;
 }
 
 /** One line of the result sink: an agent's result without its display name, ok or failed (cancelled items are not written). */

@@ -1,5 +1,6 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
+import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../../contract/run-options';
 
 /** A tool call may run this long before Temporal times its attempt out (tools abort themselves at their own timeout). */
@@ -31,3 +32,16 @@ export function agentActivities(options: ResolvedRunOptions) {
 }
 
 export type AgentActivities = ReturnType<typeof agentActivities>;
+
+/** An agent's place in a batch (loadAgentPlace, saveAgentPlace): storage calls, a failing store tried again for a while. */
+export function placeActivities() {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: '2 minutes',
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '15 seconds',
+      maximumAttempts: 10,
+      nonRetryableErrorTypes: [...NON_RETRYABLE_FAILURE_TYPES],
+    },
+  });
+}

@@ -7,13 +7,14 @@ import {
   patched,
   setCurrentDetails,
   setHandler,
+  TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
 import { agentTaskSchema, DEFAULT_MAX_STEPS } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import { resolveRunOptions } from '../../contract/run-options';
 import { failed } from '../task-outcome';
-import { agentActivities } from './activity-options';
+import { agentActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
 import { agentSpendSignal } from './messages';
 import { addSpend, budgetReached, emptySpend, minimum, spendOf, type AgentBudgets } from './spend';
@@ -26,6 +27,8 @@ import {
   type AgentInput,
   type AgentOutcome,
   type AgentState,
+  type PendingStep,
+  type SavedPlace,
 } from './types';
 
 /** Structured answers sent back for repair when the task says nothing. */
@@ -37,8 +40,17 @@ const DEFAULT_OUTPUT_REPAIRS = 2;
  * history carries one transcript reference per step. Sub-agents (`spawn_agents`) are child workflows; tools marked
  * `needsApproval` wait for the `approve` update (no activity, no slot) or deny themselves at their timeout.
  */
-export async function agent(input: AgentInput): Promise<AgentOutcome> {
-  const parsedTask = agentTaskSchema.safeParse(input.task);
+export async function agent(given: AgentInput): Promise<AgentOutcome> {
+  // An agent of a batch reads its task and, when a run before this one saved it, its place (SavedPlace): an agent that
+  // answered then returns that answer, one that stopped goes on from where it was.
+  const { loadAgentPlace, saveAgentPlace } = placeActivities();
+  const place = given.place;
+  const loaded =
+    place !== undefined && given.state === undefined
+      ? await loadAgentPlace({ place, ...(given.item ? { item: given.item } : {}) })
+      : undefined;
+  if (loaded?.saved?.outcome) return loaded.saved.outcome;
+  const parsedTask = agentTaskSchema.safeParse(given.task ?? loaded?.task);
   if (!parsedTask.success)
     throw ApplicationFailure.create({
       type: FailureType.InvalidInput,
@@ -46,6 +58,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
       nonRetryable: true,
     });
   const task = parsedTask.data;
+  const input: AgentInput = { ...given, task, ...(loaded?.saved?.state ? { state: loaded.saved.state } : {}) };
   const options = resolveRunOptions(input.options);
   const depth = input.depth ?? 0;
   const maxDepth = input.maxDepth ?? DEFAULT_MAX_AGENT_DEPTH;
@@ -108,15 +121,51 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
     ).catch(() => undefined);
   };
 
+  /** True while a model step is out (its number already counted in `state.steps`). */
+  let stepInFlight = false;
+
+  /**
+   * A step's tool calls, concurrently, their results in the order asked. The step stays in the state (`pending`) while
+   * they run, each result kept as it comes, so a place saved meanwhile resumes with only the calls that had none.
+   */
+  const runTools = async (pending: PendingStep): Promise<void> => {
+    state.pending = pending;
+    describe(`step ${pending.step}: ${pending.result.toolCalls.map((call) => call.summary).join(', ')}`);
+    const done = await Promise.all(
+      pending.result.toolCalls.map(
+        async (call, index) =>
+          pending.done[index] ??
+          (pending.done[index] = await runToolCall(toolCalls, pending.result, call, index, pending.step)),
+      ),
+    );
+    state.append = done.map((call) => call.message);
+    delete state.pending;
+  };
+
+  /**
+   * Saves the agent's place when it has one (an agent of a batch): its state when it ends without an answer, its outcome
+   * when it answers. Not cancellable, and never fails the agent: a place that could not be saved costs a resume its head
+   * start (its steps are sent again), not the agent its result.
+   */
+  const savePlace = async (saved: SavedPlace): Promise<void> => {
+    if (place === undefined) return;
+    // A model step cut short is not a step taken: the resumed agent takes it again under the same number.
+    if (saved.state && stepInFlight) saved = { state: { ...saved.state, steps: saved.state.steps - 1 } };
+    await CancellationScope.nonCancellable(() => saveAgentPlace({ place, saved })).catch(() => undefined);
+  };
+
   /** The loop itself; a failure leaves it with the spend so far attached (failureWithSpend). */
   const loop = async (): Promise<AgentOutcome> => {
     let stepsThisRun = 0;
     for (;;) {
+      // Resumed from a saved place in the middle of a step: its tool calls that had no result yet run now.
+      if (state.pending) await runTools(state.pending);
       const spent = budgetReached(state, budgets);
       if (spent) {
         tracker.emit('stopped', state.steps, spent.message);
         describe(`stopped: ${spent.message}`);
         const kept = state.transcript ? `; its transcript so far is kept at ${state.transcript.uri}` : '';
+        await savePlace({ state });
         return outcome('stopped', {
           stoppedBy: spent.reason,
           message: `agent "${task.id}" stopped after ${state.steps} steps: ${spent.message}${kept}`,
@@ -130,6 +179,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
       stepsThisRun += 1;
       const step = state.steps;
       describe(`step ${step}`);
+      stepInFlight = true;
       const result = await agentStep.executeWithOptions({ activityId: `step:${step}`, summary: `step ${step}` }, [
         {
           task,
@@ -144,6 +194,7 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
           ...(input.storeOutput ? { storeOutput: true } : {}),
         },
       ]);
+      stepInFlight = false;
       state.transcript = result.transcript;
       state.append = [];
       state.note = undefined;
@@ -176,23 +227,23 @@ export async function agent(input: AgentInput): Promise<AgentOutcome> {
           result.answer.output === undefined ? 'answer stored' : result.answer.output.slice(0, 120),
         );
         describe('answered');
-        return outcome('ok', {
+        const answered = outcome('ok', {
           ...(result.answer.output === undefined ? {} : { output: result.answer.output }),
           ...(result.answer.outputRef === undefined ? {} : { outputRef: result.answer.outputRef }),
           finishReason: result.finishReason,
         });
+        await savePlace({ outcome: answered });
+        return answered;
       }
-      describe(`step ${step}: ${result.toolCalls.map((call) => call.summary).join(', ')}`);
-      const done = await Promise.all(
-        result.toolCalls.map((call, index) => runToolCall(toolCalls, result, call, index, step)),
-      );
-      state.append = done.map((call) => call.message);
+      await runTools({ step, result, done: result.toolCalls.map(() => null) });
     }
   };
 
   try {
     return await loop();
   } catch (error) {
+    // Not for a bug (not a Temporal failure): that fails the workflow task, which is retried, and the agent goes on.
+    if (isCancellation(error) || error instanceof TemporalFailure) await savePlace({ state });
     if (isCancellation(error)) {
       await reportCancelledSpend();
       throw error;

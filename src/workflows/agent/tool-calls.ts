@@ -6,6 +6,7 @@ import {
   patched,
 } from '@temporalio/workflow';
 import type { AgentTask } from '../../contract/agent-task';
+import { childOf } from '../../contract/location';
 import type { agent } from './agent';
 import type { AgentActivities } from './activity-options';
 import { childFailure, spendOfFailure } from './child-failure';
@@ -60,6 +61,10 @@ async function spawn(
               inlineOutputBytes: input.inlineOutputBytes,
               depth: depth + 1,
               maxDepth,
+              // Below the parent's place: a resumed parent's sub-agents go on from theirs (or return their answer).
+              ...(input.place === undefined
+                ? {}
+                : { place: childOf(input.place, `sub-${step}-${index + 1}-${position + 1}`) }),
               sharedBudget: {
                 ...(tokens === undefined ? {} : { tokens: Math.floor(tokens) }),
                 ...(costUsd === undefined ? {} : { costUsd }),

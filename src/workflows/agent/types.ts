@@ -145,11 +145,44 @@ export interface AgentState extends AgentSpend {
   model?: string;
   /** The last event's number, so `fanout watch` reads on across runs. */
   eventSeq?: number;
+  /**
+   * Only in a saved place (AgentPlace): the step whose tool calls were running when the agent stopped, with the results
+   * that had come back. A resumed agent runs only the others, then goes on with its next model step.
+   */
+  pending?: PendingStep;
+}
+
+/** A step's tool calls part way through: the step's result, and each call's result once it has one. */
+export interface PendingStep {
+  step: number;
+  result: AgentStepResult;
+  done: (ToolCallResult | null)[];
+}
+
+/**
+ * Where an agent of a batch keeps its place (a directory in the batch's storage): `place.json` there holds its state when
+ * it ended without an answer (cancelled, stopped by a budget, failed), or its outcome once it answered. A resume of the
+ * batch starts the agent with the same place, and it goes on from there: no model step or tool call that was answered is
+ * sent again. Sub-agents keep theirs below it.
+ */
+export interface SavedPlace {
+  state?: AgentState;
+  outcome?: AgentOutcome;
+}
+
+/** A batch item that is an agent: the agent reads its task from the batch's file (the window holds only offsets). */
+export interface AgentBatchItem {
+  file: string;
+  fileBytes: number;
+  id: string;
+  offset: number;
+  length: number;
 }
 
 /** The one argument of the `agent` workflow. */
 export interface AgentInput {
-  task: AgentTask;
+  /** The task; an agent of a batch is given `item` instead and reads it from there. */
+  task?: AgentTask;
   options?: RunOptions;
   inlineOutputBytes: number;
   storeOutput?: boolean;
@@ -167,6 +200,10 @@ export interface AgentInput {
   inlineTranscript?: boolean;
   /** Set by continue-as-new. */
   state?: AgentState;
+  /** Set by a batch: the place the agent saves itself to and, when it has no `state`, goes on from (SavedPlace). */
+  place?: string;
+  /** Set by a batch in place of `task`, which is then read from the batch's file. */
+  item?: AgentBatchItem;
 }
 
 /** Why an agent stopped before answering: its (or the shared) budget of steps, tokens or dollars. */

@@ -26,6 +26,7 @@ import {
   type BatchSummary,
 } from '../../contract/batch';
 import { childOf } from '../../contract/location';
+import { FailureType } from '../../contract/failure-types';
 import type { PacingStatus } from '../../contract/pacing';
 import { validateBatchInput } from '../../contract/validation';
 import { validateOrFail } from '../input';
@@ -129,6 +130,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       spool,
       options: parsed.options,
       laneShare: laneShareFor(parsed.options),
+      agentPlaces: `${sink}.agents`,
       ...from,
     };
     const starting = scope
@@ -193,6 +195,14 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   routeState.route = route;
   const api = parsed.options?.api;
   const call = syncCallOptions(route, api, deadlineMs, startedAtMs);
+  if (route === 'provider-batch' && scan.firstAgentLine !== undefined) {
+    // Refused before anything is sent: a provider batch sends single calls, and an agent is a loop of them.
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `${scan.file} line ${scan.firstAgentLine}: an agent (a task with tools or an output schema) cannot go in a provider batch; run the batch with route "sync"${requested === 'auto' ? ' (route "auto" chose a provider batch)' : ''}`,
+      nonRetryable: true,
+    });
+  }
 
   let cancelled = false;
   try {

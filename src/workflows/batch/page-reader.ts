@@ -62,8 +62,15 @@ export class PageReader {
     return this.buffer.length > 0 || !this.eof;
   }
 
-  take(count: number): BatchEntry[] {
-    return this.buffer.splice(0, count);
+  /**
+   * The next lane's entries, at most `count`, or one agent item: a lane ends before the first agent, which runs on its
+   * own (a batch without agents takes `count` every time).
+   */
+  takeNext(count: number): BatchEntry[] {
+    if (this.buffer[0]?.agent) return this.buffer.splice(0, 1);
+    let end = 0;
+    while (end < count && end < this.buffer.length && !this.buffer[end].agent) end += 1;
+    return this.buffer.splice(0, end);
   }
 
   /** Starts reading the next page when fewer than `wanted` entries are buffered. */

@@ -28,6 +28,8 @@ export interface WindowInput {
    * its history, so a window started before it (no field) replays with the old share, and the change costs no marker.
    */
   laneShare?: number;
+  /** Where the batch's agent items keep their places (AgentInput.place), one directory per item below it. */
+  agentPlaces?: string;
 }
 
 /** What a window reports when its last lane has ended. */
@@ -50,5 +52,5 @@ export interface WindowResult {
 /** Where a window starts in the batch: its input less what every window of the batch shares. */
 export type WindowStart = Omit<
   WindowInput,
-  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options' | 'laneShare'
+  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options' | 'laneShare' | 'agentPlaces'
 >;

@@ -32,6 +32,7 @@ import { PageReader } from './page-reader';
 import { laneActivities, storageActivities } from './activity-options';
 import { addLaneCounts } from './counters';
 import { failureOf, FATAL_TYPES } from './failures';
+import { runAgentItem } from './agent-item';
 import type { WindowInput, WindowResult } from './window-contract';
 
 export type { WindowInput, WindowResult, WindowStart } from './window-contract';
@@ -161,46 +162,19 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const settleFailed = async (lane: string, entries: BatchEntry[], error: unknown): Promise<void> => {
     const failure = failureOf(error);
     if (FATAL_TYPES.includes(failure.type)) return fail(failure, lane);
+    const seal = { spool: input.spool, lane, entries, failure, attempts: runOptions.retry.maximumAttempts };
     try {
-      const attempts = runOptions.retry.maximumAttempts;
-      add(
-        await CancellationScope.nonCancellable(() =>
-          io.sealBatchLane({ spool: input.spool, lane, entries, failure, attempts }),
-        ),
-      );
+      add(await CancellationScope.nonCancellable(() => io.sealBatchLane(seal)));
     } catch (sealError) {
       fail(failureOf(sealError), lane);
     }
   };
 
-  const startLane = (entries: BatchEntry[], priorAttempts: number): void => {
-    const lane = laneName(input.window, sequence);
-    sequence += 1;
-    const calls = Math.min(parallel, entries.length);
+  /** Runs a lane (or an agent item) in the window's scope, counting `calls` in flight until it has ended. */
+  const track = (lane: string, entries: BatchEntry[], calls: number, work: () => Promise<LaneResult>): void => {
     inFlight += calls;
-    const maximumAttempts = Math.max(1, runOptions.retry.maximumAttempts - priorAttempts);
-    const summary = entries.length === 1 ? entries[0].id : `${entries.length} items from ${entries[0].id}`;
     const run: Promise<void> = scope
-      .run(() =>
-        lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions(
-          { activityId: `lane:${lane}`, summary },
-          [
-            {
-              file: input.file,
-              fileBytes: input.fileBytes,
-              spool: input.spool,
-              lane,
-              entries,
-              parallel,
-              itemAttemptMs,
-              priorAttempts,
-              maximumAttempts: runOptions.retry.maximumAttempts,
-              batchId: input.batchId,
-              ...(input.call ? { call: input.call } : {}),
-            },
-          ],
-        ),
-      )
+      .run(work)
       .then(add, async (error: unknown) => {
         // Cancelled before it ran: none of its items was answered, and a resume runs them.
         if (isCancellation(error)) unsealed.push(lane);
@@ -215,9 +189,40 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     running.add(run);
   };
 
-  // Each lane still out when the window hands over adds about four events as it ends. Temporal's continue-as-new
-  // suggestion (4,096 events) is not used: a hand-over is cheap but not free, and a window stays well inside the 10,240
-  // events at which Temporal starts warning.
+  const startLane = (entries: BatchEntry[], priorAttempts: number): void => {
+    const lane = laneName(input.window, sequence);
+    sequence += 1;
+    const maximumAttempts = Math.max(1, runOptions.retry.maximumAttempts - priorAttempts);
+    const summary = entries.length === 1 ? entries[0].id : `${entries.length} items from ${entries[0].id}`;
+    track(lane, entries, Math.min(parallel, entries.length), () =>
+      lanes(maximumAttempts, entries.length).runBatchLane.executeWithOptions({ activityId: `lane:${lane}`, summary }, [
+        {
+          file: input.file,
+          fileBytes: input.fileBytes,
+          spool: input.spool,
+          lane,
+          entries,
+          parallel,
+          itemAttemptMs,
+          priorAttempts,
+          maximumAttempts: runOptions.retry.maximumAttempts,
+          batchId: input.batchId,
+          ...(input.call ? { call: input.call } : {}),
+        },
+      ]),
+    );
+  };
+
+  /** An agent item: a child workflow in a slot of the window, sealed as a lane of one item (agent-item.ts). */
+  const startAgent = (entry: BatchEntry): void => {
+    const lane = laneName(input.window, sequence);
+    sequence += 1;
+    const spent = { tokens: spentTokens(), usd: spentUsd() };
+    track(lane, [entry], 1, () => runAgentItem(input, entry, lane, { runOptions, io, spent }));
+  };
+
+  // Each lane still out at a hand-over adds about four events as it ends. Temporal's continue-as-new suggestion (4,096
+  // events) is not used: a hand-over is cheap but not free; a window stays well inside the 10,240 it warns at.
   const historyBudget = Math.max(2000, HISTORY_CEILING - 4 * lanesWide - 200);
   const outOfHistory = (): boolean => {
     const info = workflowInfo();
@@ -268,9 +273,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         const depth = laneDepth(shape());
-        const entries = reader.take(Math.min(depth * parallel, reader.buffered()));
+        const entries = reader.takeNext(Math.min(depth * parallel, reader.buffered()));
         unstarted -= entries.length;
-        startLane(entries, 0);
+        if (entries[0].agent) startAgent(entries[0]);
+        else startLane(entries, 0);
         continue;
       }
       return !reader.hasMore() && retries.length === 0;

@@ -1,0 +1,88 @@
+import type { AgentTask } from '../contract/agent-task';
+import type { BatchResultLine } from '../contract/batch';
+import { childOf } from '../contract/location';
+import { sealLane } from '../batch/spool';
+import { decodeLine } from '../batch/lines';
+import { parseTaskLine, SourceChanged } from '../batch/task-source';
+import type { ObjectStorage, PayloadStore } from '../store';
+import { retrying } from '../store/retrying-storage';
+import type { AgentBatchItem, SavedPlace } from '../workflows/agent/types';
+import { mapped } from './batch-failures';
+import type { LaneResult } from './batch-activity-types';
+import { emptyResult, tally } from './lane-result';
+
+/** The file in an agent's place (AgentInput.place) that holds what it saved. */
+export const PLACE_FILE = 'place.json';
+
+/**
+ * The activities of a batch's agents: reading an agent's task and saved place when it starts, saving its place when it
+ * ends, and writing its result line into the batch's spool.
+ */
+export function createBatchAgentActivities(dependencies: { storage: ObjectStorage; store: PayloadStore }) {
+  // As the lanes' storage: a store that fails for a moment is tried again, so a saved place or a line is not lost to it.
+  const storage = retrying(dependencies.storage);
+
+  /** The item's task, read from its place in the batch's file and checked to be the one the page named. */
+  async function readItem(item: AgentBatchItem): Promise<AgentTask> {
+    const size = await storage.size(item.file);
+    if (size !== item.fileBytes)
+      throw new SourceChanged(
+        `the task file ${item.file} changed while the batch ran: it is ${size ?? 'no longer there'} bytes, it was ${item.fileBytes}`,
+      );
+    const raw = await storage.readRange(item.file, item.offset, item.length);
+    const where = `${item.file} at byte ${item.offset}`;
+    const { task } = parseTaskLine(raw.length === item.length ? decodeLine(raw) : undefined, where);
+    if (!task || task.id !== item.id)
+      throw new SourceChanged(
+        `the task file ${item.file} changed while the batch ran: byte ${item.offset} no longer holds task "${item.id}"`,
+      );
+    return task;
+  }
+
+  return {
+    /** What an agent of a batch starts from: its task (when it is an item) and what it saved in an earlier run, if anything. */
+    async loadAgentPlace(input: {
+      place: string;
+      item?: AgentBatchItem;
+    }): Promise<{ task?: AgentTask; saved?: SavedPlace }> {
+      return mapped(async () => {
+        const task = input.item ? await readItem(input.item) : undefined;
+        const uri = childOf(input.place, PLACE_FILE);
+        const saved =
+          (await storage.size(uri)) === undefined
+            ? undefined
+            : (JSON.parse((await storage.read(uri)).toString('utf8')) as SavedPlace);
+        return { ...(task ? { task } : {}), ...(saved ? { saved } : {}) };
+      });
+    },
+
+    /** Saves an agent's place (flushed: it is what a resume goes on from). */
+    async saveAgentPlace(input: { place: string; saved: SavedPlace }): Promise<void> {
+      await mapped(() => storage.write(childOf(input.place, PLACE_FILE), JSON.stringify(input.saved)));
+    },
+
+    /**
+     * Writes an agent item's result line as its lane's segment (an agent is a lane of one item), its answer read in from
+     * the payload store when it came by reference. Once the line is ok, the agent's place (and its sub-agents') goes.
+     */
+    async sealAgentItem(input: {
+      spool: string;
+      lane: string;
+      line: BatchResultLine;
+      place?: string;
+    }): Promise<LaneResult> {
+      return mapped(async () => {
+        let line = input.line;
+        if (line.output === undefined && line.outputRef) {
+          const { outputRef, ...rest } = line;
+          line = { ...rest, output: await dependencies.store.get(outputRef) };
+        }
+        const result = emptyResult();
+        for (const text of await sealLane(storage, input.spool, input.lane, [JSON.stringify(line)]))
+          tally(result, text);
+        if (input.place !== undefined && line.status === 'ok') await storage.removeTree(input.place);
+        return result;
+      });
+    },
+  };
+}
