@@ -23,6 +23,7 @@ import { historyToJson } from '../test/support/history-json';
 import { startTestServers, startTestWorker, type TestWorker } from '../test/support/test-stack';
 import { waitFor } from '../test/support/wait-for';
 import { agentScenarios } from './agent-scenarios';
+import { agentProgressQuery } from '../src/workflows/agent/messages';
 import type { SimulatorConfigInput } from '../src/sim/config';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import type {
@@ -235,9 +236,67 @@ const scenarios: Scenario[] = [
       return handle.workflow;
     },
   },
+  {
+    // Agents in a batch: a plain item beside two agents (parallel tool calls; sub-agents), each saving its place.
+    name: 'batch-agents',
+    async run(stack, batchId, directory) {
+      const spawn = JSON.stringify({ tasks: [{ prompt: 'sub one' }, { prompt: 'sub two' }] });
+      const source = writeJsonl(directory, 'agents', [
+        { id: 'plain', prompt: 'hello' },
+        {
+          id: 'a1',
+          prompt: 'Look [[tool:search {"q":"a"}, tool:fetch_page {"url":"b"}]]',
+          tools: ['search', 'fetch_page'],
+        },
+        { id: 'a2', prompt: `Split [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents'] },
+      ]);
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'agents.out.jsonl'),
+        batchId,
+        options: { concurrency: 3 },
+      });
+      const summary = await handle.result();
+      expectThat(summary.succeeded === 3, this.name, 'answer the plain item and both agents');
+      return handle.workflow;
+    },
+  },
+  {
+    // Cancelled while an agent's tool call waits for approval: the agent saves its place (the step's other result kept).
+    name: 'batch-agents-cancelled',
+    async run(stack, batchId, directory) {
+      const source = writeJsonl(directory, 'agents-cancel', [
+        {
+          id: 'a1',
+          prompt: 'Dig [[tool:search {"q":"a"}, tool:publish {"title":"t"}]]',
+          tools: ['search', 'publish'],
+        },
+      ]);
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'agents-cancel.out.jsonl'),
+        batchId,
+        options: { concurrency: 2 },
+      });
+      const agent = stack.client.client.workflow.getHandle(`${batchId}/agent:a1`);
+      await waitFor('the publish call to wait for approval', async () =>
+        (await agent.query(agentProgressQuery).catch(() => undefined))?.waiting.length === 1 ? true : undefined,
+      );
+      await handle.cancel();
+      const { error } = await outcomeOf(handle.result());
+      expectThat(isCancelled(error), this.name, 'end cancelled');
+      return handle.workflow;
+    },
+  },
   ...agentScenarios,
   ...providerBatchScenarios(),
 ];
+
+function writeJsonl(directory: string, name: string, tasks: object[]): string {
+  const file = path.join(directory, `${name}.jsonl`);
+  writeFileSync(file, `${tasks.map((line) => JSON.stringify(line)).join('\n')}\n`);
+  return file;
+}
 
 /**
  * The provider-batch route: one answered part, one part with an expired item sent again in a second round and then
@@ -396,18 +455,26 @@ async function chainOf(handle: WorkflowHandle): Promise<string[]> {
   return histories;
 }
 
-/** The histories of the child workflows a run started (a batch's windows), by their ids' last part. */
-async function childrenOf(handle: WorkflowHandle): Promise<{ name: string; history: string }[]> {
+/**
+ * The histories of the child workflows a run started, and theirs (a batch's windows and their agents), by their ids'
+ * last part (`agent:a1` written `agent-a1`).
+ */
+async function childrenOf(handle: WorkflowHandle, depth = 0): Promise<{ name: string; history: string }[]> {
   const history = await handle.fetchHistory();
   const ids = (history.events ?? []).flatMap(
     (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
   );
-  return Promise.all(
-    ids.map(async (id) => ({
-      name: id.split('/').pop() as string,
-      history: historyToJson(await handle.client.getHandle(id).fetchHistory()),
-    })),
+  const children = await Promise.all(
+    ids.map(async (id) => {
+      const child = handle.client.getHandle(id);
+      const own = {
+        name: (id.split('/').pop() as string).replace(':', '-'),
+        history: historyToJson(await child.fetchHistory()),
+      };
+      return [own, ...(depth < 2 ? await childrenOf(child, depth + 1) : [])];
+    }),
   );
+  return children.flat();
 }
 
 function fixtureNames(name: string, label: string | undefined, runs: number): string[] {

@@ -15,8 +15,15 @@ const fixtures = readdirSync(FIXTURES)
   .sort()
   .map((file) => ({ name: file.slice(0, -'.json'.length), history: readHistory(path.join(FIXTURES, file)) }));
 
-/** The capture script runs each scenario under the workflow id that is its file name up to the first dot. */
-const workflowIdOf = (name: string): string => name.split('.')[0];
+/**
+ * The capture script runs each scenario under the workflow id that is its file name up to the first dot. An agent of a
+ * batch (`<scenario>.agent-<item>`) had `<scenario>/agent:<item>`, which its sub-agents' ids are derived from.
+ */
+const workflowIdOf = (name: string): string => {
+  const [scenario, ...parts] = name.split('.');
+  const agent = parts.find((part) => part.startsWith('agent-'));
+  return agent === undefined ? scenario : `${scenario}/agent:${agent.slice('agent-'.length)}`;
+};
 
 const workflowTypeOf = (fixture: (typeof fixtures)[number]): string =>
   fixture.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name ?? '(no start event)';
