@@ -1,3 +1,5 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { agentProgressQuery } from '../src/workflows/agent/messages';
 import { useAgentStack } from './support/agents';
@@ -97,6 +99,49 @@ it("shows the steps and tool calls of a run's agents in fanout watch", async () 
   ]) {
     expect(watch.stdout).toContain(line);
   }
+});
+
+it("a batch's agent: fanout status lists its waiting call, approve by the batch id answers it, batch status --watch shows its steps", async () => {
+  const directory = mkdtempSync(path.join(tmpdir(), 'fanout-batch-agent-'));
+  const source = path.join(directory, 'tasks.jsonl');
+  writeFileSync(
+    source,
+    `${[
+      { id: 'plain', prompt: 'hello' },
+      {
+        id: 'shipper',
+        prompt: 'Ship [[tool:search {"q":"facts"}]] [[tool:publish {"title":"Report"}]]',
+        tools: ['search', 'publish'],
+      },
+    ]
+      .map((task) => JSON.stringify(task))
+      .join('\n')}\n`,
+  );
+  const handle = await suite.stack.client.startBatch({ source, sink: path.join(directory, 'out.jsonl') });
+  const child = `${handle.batchId}/agent:shipper`;
+  await waitingCall(child);
+  const watching = runCli(['batch', 'status', handle.batchId, '--watch', ...suite.connectionArgs]);
+
+  const status = await runCli(['status', handle.batchId, ...suite.connectionArgs]);
+  expect(status.code).toBe(0);
+  expect(status.stdout).toContain(`agent shipper (${child}): 2 steps, 1 tool calls`);
+  expect(status.stdout).toContain(`-> fanout approve ${child} call_2_1`);
+  // Let the watcher take a first look while the call waits.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const approve = await runCli(['approve', handle.batchId, 'call_2_1', ...suite.connectionArgs]);
+  expect(approve.stderr).toBe('');
+  expect(approve.stdout).toBe(`approved call_2_1 of ${child}\n`);
+
+  const watch = await watching;
+  expect(watch.code).toBe(0);
+  for (const line of [
+    'shipper step 1 tool-call: search("facts")',
+    'shipper step 2 approval-waiting: call_2_1 publish("Report")',
+    'shipper step 2 approved: call_2_1',
+    'shipper step 3 answer: [simulated] answer to: Ship',
+  ])
+    expect(watch.stdout).toContain(line);
+  expect(watch.stdout).toContain('ok 2, failed 0');
 });
 
 it('refuses to start a worker whose --tools module exports no tool, naming the module', async () => {

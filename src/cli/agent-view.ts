@@ -17,12 +17,12 @@ const MAX_WALK_DEPTH = 8;
 /**
  * The running agents of a run, sub-agents included, each with its progress (events after `cursors[id]`). `root` is the
  * run's id: a fan-out, DAG or fan-in (its tasks with tools are agents; those `include` picks, by default the running
- * ones) or an agent itself. With `finished`, an agent read before (it has a cursor) that is no longer running is read once
+ * ones), a batch (its running agent items, `batchAgents`, from its progress) or an agent itself. With `finished`, an agent read before (it has a cursor) that is no longer running is read once
  * more for its last events (a sub-agent that answered since the last look), then added to `finished`.
  */
 export async function runningAgents(
   workflows: WorkflowClient,
-  root: { workflowId: string; type: string; progress?: RunProgress },
+  root: { workflowId: string; type: string; progress?: RunProgress; batchAgents?: readonly string[] },
   {
     cursors = new Map<string, number>(),
     include = (task: RunProgress['tasks'][number]) => task.state === 'running',
@@ -49,6 +49,7 @@ export async function runningAgents(
     await Promise.all([...progress.children, ...lastLooks].map((child) => visit(child, depth + 1)));
   };
   if (root.type === 'agent') await visit(root.workflowId, 0);
+  else if (root.type === 'batch') await Promise.all((root.batchAgents ?? []).map((id) => visit(id, 0)));
   else {
     const agents = (root.progress?.tasks ?? []).filter((task) => task.agentWorkflowId !== undefined && include(task));
     await Promise.all(agents.map((task) => visit(task.agentWorkflowId as string, 0)));

@@ -119,6 +119,7 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
     progress.inFlight += window.inFlight;
     progress.historyLength = Math.max(progress.historyLength, window.historyLength);
     if (window.pacing) progress.pacing = window.pacing;
+    if (window.agents) progress.runningAgents = [...(progress.runningAgents ?? []), ...window.agents];
   }
   progress.done = progress.succeeded + progress.failed;
   progress.pending = Math.max(0, progress.total - progress.done - progress.inFlight);

@@ -152,6 +152,8 @@ export interface BatchProgress {
   pacing?: PacingStatus;
   /** Workflow ids of the batch's windows that are running; the client adds their progress to the batch's. */
   runningWindows?: string[];
+  /** Workflow ids of the batch's agent items running now (the client fills it in from its windows). */
+  runningAgents?: string[];
   /** How the items are sent (an `auto` batch says which it chose); absent from a batch whose code predates routes. */
   route?: 'sync' | 'flex' | 'provider-batch';
   /**

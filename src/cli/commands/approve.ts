@@ -19,7 +19,7 @@ export function approveCommand(): Command {
   return withConnection(
     new Command('approve')
       .description('approve (or --deny) a tool call an agent waits on; `fanout status <run>` lists them')
-      .argument('<run>', "the waiting agent's workflow id, or its run's, or a parent agent's")
+      .argument('<run>', "the waiting agent's workflow id, or its run's (a batch's too), or a parent agent's")
       .argument('<call>', 'the call id')
       .option('--deny <why>', 'deny the call; the model reads why'),
   ).action(async (run: string, callId: string, flags: ApproveFlags) =>
@@ -27,12 +27,16 @@ export function approveCommand(): Command {
       const client = fanout.client;
       const description = await client.workflow.getHandle(run).describe();
       const isAgent = description.type === 'agent';
-      const progress = isAgent ? undefined : ((await client.workflow.getHandle(run).query('progress')) as RunProgress);
+      const isBatch = description.type === 'batch';
+      const progress =
+        isAgent || isBatch ? undefined : ((await client.workflow.getHandle(run).query('progress')) as RunProgress);
+      const batchAgents = isBatch ? (await fanout.getBatch(run).progress()).runningAgents : undefined;
       const waiting = (
         await runningAgents(client.workflow, {
           workflowId: run,
           type: description.type,
           ...(progress ? { progress } : {}),
+          ...(batchAgents ? { batchAgents } : {}),
         })
       ).filter((agent) => agent.progress.waiting.some((call) => call.callId === callId));
       if (waiting.length > 1) {

@@ -14,6 +14,7 @@ import {
 import { describeError, ExitCode } from '../errors';
 import { clientCommand, positiveNumber, wholeNumber, type ConnectionFlags } from '../options';
 import { formatCost, formatPacing } from '../report';
+import { formatAgentEvent, runningAgents } from '../agent-view';
 
 interface BatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -114,10 +115,32 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   void outcome.then((value) => (finished = value));
   // Each progress query is a billed action on Temporal Cloud: query when a free describe shows the batch moved, every 5 s at most.
   const gate = new QueryGate(handle.movement, { minIntervalMs: 5000 });
+  // The steps and tool calls of the batch's agent items, each read on from its cursor (an agent that ended, once more).
+  const agentCursors = new Map<string, number>();
+  const agentsFinished = new Set<string>();
+  const printAgentEvents = async (agentIds: readonly string[]): Promise<void> => {
+    if (agentIds.length === 0 && agentCursors.size === 0) return;
+    const agents = await runningAgents(
+      handle.workflow.client,
+      { workflowId: handle.batchId, type: 'batch', batchAgents: agentIds },
+      { cursors: agentCursors, finished: agentsFinished },
+    );
+    for (const { workflowId, progress: agent } of agents) {
+      for (const event of agent.events) {
+        agentCursors.set(workflowId, event.seq);
+        if (bar && started) bar.stop();
+        started = false;
+        process.stdout.write(
+          `${json ? JSON.stringify({ agent: workflowId, ...event }) : formatAgentEvent(agent.taskId, event)}\n`,
+        );
+      }
+    }
+  };
   while (finished === undefined) {
     try {
       if (await gate.due()) {
         const progress = await handle.progress();
+        await printAgentEvents(progress.runningAgents ?? []);
         const payload = {
           ok: progress.succeeded,
           failed: progress.failed,
@@ -140,6 +163,8 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
     }
     await Promise.race([outcome, new Promise((resolve) => setTimeout(resolve, 1000))]);
   }
+  // The agents that ended since the last look, once more for their last events (a closed workflow still answers queries).
+  await printAgentEvents([]).catch(() => undefined);
   bar?.stop();
   if ('error' in finished) throw finished.error;
   process.stdout.write(json ? `${JSON.stringify(finished.summary)}\n` : `${formatSummary(finished.summary)}\n`);

@@ -27,18 +27,19 @@ export function statusCommand(): Command {
     async (fanout, id, flags: StatusFlags) => {
       const { type, status } = await fanout.getHandle(id).describe();
       const progress = type === 'batch' || type === 'agent' ? undefined : await fanout.getHandle(id).progress();
-      // Agents (tasks with tools, their sub-agents): steps, spend, and the tool calls that wait for a person.
-      const agents =
-        type === 'batch'
-          ? []
-          : await runningAgents(fanout.client.workflow, { workflowId: id, type, ...(progress ? { progress } : {}) });
+      const batchProgress = type === 'batch' ? await fanout.getBatch(id).progress() : undefined;
+      // Agents (tasks with tools, a batch's agent items, their sub-agents): steps, spend, and the calls that wait.
+      const agents = await runningAgents(fanout.client.workflow, {
+        workflowId: id,
+        type,
+        ...(progress ? { progress } : {}),
+        ...(batchProgress?.runningAgents ? { batchAgents: batchProgress.runningAgents } : {}),
+      });
       if (flags.json)
-        process.stdout.write(
-          `${JSON.stringify({ id, type, status, progress: type === 'batch' ? await fanout.getBatch(id).progress() : progress, agents })}\n`,
-        );
+        process.stdout.write(`${JSON.stringify({ id, type, status, progress: batchProgress ?? progress, agents })}\n`);
       else if (type === 'batch')
         process.stdout.write(
-          `${type} ${id}: ${status.toLowerCase()}\n${JSON.stringify(await fanout.getBatch(id).progress())}\n`,
+          `${type} ${id}: ${status.toLowerCase()}\n${[JSON.stringify(batchProgress), ...formatAgents(agents)].join('\n')}\n`,
         );
       else
         process.stdout.write(

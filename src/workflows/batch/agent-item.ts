@@ -68,6 +68,8 @@ export async function runAgentItem(
     io: ReturnType<typeof storageActivities>;
     /** What the batch has spent so far: what is left of its token and dollar budgets is shared with the agent. */
     spent: { tokens: number; usd: number };
+    /** The window's running agents (its progress lists them): the agent's id is in it while it runs. */
+    agents: Set<string>;
   },
 ): Promise<LaneResult> {
   const { runOptions, io, spent } = context;
@@ -78,10 +80,12 @@ export async function runAgentItem(
   };
   const place = input.agentPlaces === undefined ? undefined : agentPlaceOf(input.agentPlaces, entry.id);
   const startedAt = Date.now();
+  const workflowId = agentWorkflowId(input.batchWorkflowId, entry.id);
   let line: BatchResultLine;
+  context.agents.add(workflowId);
   try {
     const outcome = await executeChild<typeof agent>('agent', {
-      workflowId: agentWorkflowId(input.batchWorkflowId, entry.id),
+      workflowId,
       args: [
         {
           item: {
@@ -122,6 +126,8 @@ export async function runAgentItem(
         ? {}
         : { usage: spend.usage, ...(spend.unpriced ? { unpriced: true as const } : { costUsd: spend.costUsd }) }),
     };
+  } finally {
+    context.agents.delete(workflowId);
   }
   const sealed = line;
   return CancellationScope.nonCancellable(() =>

@@ -40,6 +40,8 @@ export interface WindowProgress {
   /** Calls its predecessor still holds of its room. */
   borrowed: number;
   pacing?: PacingStatus;
+  /** Workflow ids of its agent items running now (`fanout status` and `approve` look for waiting calls there). */
+  agents?: string[];
 }
 
 export const windowProgressQuery = defineQuery<WindowProgress>('windowProgress');

@@ -49,12 +49,11 @@ const HISTORY_CEILING = 10_240;
 const HISTORY_BYTES = 4 * 1024 * 1024;
 
 /**
- * One window of a batch: a sliding window of lanes over the task file from `cursor`, `concurrency` calls in flight (less
- * what its predecessor still holds), a lane started as soon as one ends. Lanes journal their answers in the spool, so
- * the window holds only offsets and counters. When its history nears its budget it hands the rest to a successor (the
- * batch starts it at once) and lets its own lanes run to their end, returning their slots to the successor one by one:
- * the batch's window never drains. Cancelled (the batch cancelled, or stopping for fail-fast or its budget), it cancels
- * its lanes, which write what they have and return, and reports.
+ * One window of a batch: a sliding window of lanes (and agents) over the task file from `cursor`, `concurrency` calls in
+ * flight less what its predecessor still holds, one started as soon as one ends. Lanes journal answers in the spool; the
+ * window holds offsets and counters. Near its history budget it hands the rest to a successor (started at once) and lets
+ * its lanes run out, returning their slots one by one: the batch's window never drains. Cancelled (cancel, fail-fast,
+ * budget), it cancels its lanes, which write what they have and return, and reports.
  */
 export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   const runOptions = resolveRunOptions({ ...input.options, maxParallel: undefined });
@@ -86,6 +85,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let changed = 0;
   const wake = () => (changed += 1);
   const running = new Set<Promise<void>>();
+  const agents = new Set<string>();
   const scope = new CancellationScope();
   const reader = new PageReader(
     io,
@@ -122,6 +122,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     mode,
     borrowed,
     ...(pacing ? { pacing } : {}),
+    ...(agents.size > 0 ? { agents: [...agents] } : {}),
   }));
 
   const spentTokens = () => input.spent.tokens + counters.tokens.total;
@@ -218,7 +219,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const lane = laneName(input.window, sequence);
     sequence += 1;
     const spent = { tokens: spentTokens(), usd: spentUsd() };
-    track(lane, [entry], 1, () => runAgentItem(input, entry, lane, { runOptions, io, spent }));
+    track(lane, [entry], 1, () => runAgentItem(input, entry, lane, { runOptions, io, spent, agents }));
   };
 
   // Each lane still out at a hand-over adds about four events as it ends. Temporal's continue-as-new suggestion (4,096
@@ -284,8 +285,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   };
 
   for (;;) {
-    // Taken before anything is awaited in this round, so a change during an await (a lane ending while a signal goes
-    // out) wakes the next wait instead of being lost.
+    // Taken before this round awaits: a change during an await (a lane ending mid-signal) wakes the next wait.
     const seen = changed;
     if (mode === 'running') {
       const exhausted = dispatch();
