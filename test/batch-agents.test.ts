@@ -144,6 +144,33 @@ it('cancelled mid-agent, leaves nothing open; resumed, goes on from each agent p
   ).toEqual([]);
 });
 
+it('an agent stopped by its step budget is a failed line that keeps its place; resumed with a higher budget, it goes on from its last step', async () => {
+  const taskQueue = uniqueName('batch-agents-budget');
+  await suite.spawnWorker(taskQueue, workerEnvironment());
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const quick = 'Dig [[tool:search {"q":"one"}]] [[tool:search {"q":"two"}]] [[tool:search {"q":"three"}]]';
+  const source = writeJsonl('budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 2 }]);
+  const sink = path.join(directory, 'budget-out.jsonl');
+  const handle = await client.startBatch({ source, sink, options: { concurrency: 2 } });
+  expect(await handle.result()).toMatchObject({ total: 1, succeeded: 0, failed: 1 });
+  const [stopped] = readSink(sink);
+  expect(stopped).toMatchObject({ id: 'capped', status: 'failed', steps: 2, error: { type: 'BudgetExhausted' } });
+  expect(stopped.transcriptRef?.uri).toBeDefined();
+  expect(stopped.usage?.totalTokens).toBeGreaterThan(0);
+  expect(existsSync(path.join(`${sink}.agents`, 'capped', 'place.json'))).toBe(true);
+
+  writeJsonl('budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 10 }]);
+  const resumed = await client.resumeBatch(handle.batchId);
+  expect(await resumed.result()).toMatchObject({ total: 1, succeeded: 1, failed: 0 });
+  const [done] = readSink(sink);
+  expect(done).toMatchObject({ id: 'capped', status: 'ok', steps: 4 });
+  expect(done.output).toContain('search found: one | search found: two | search found: three');
+  const sent = suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId));
+  // Steps 1 and 2 were paid once, before the stop; the resume took steps 3 and 4 only.
+  expect(timesSent(sent).capped).toBe(4);
+  expect(existsSync(path.join(`${sink}.agents`, 'capped'))).toBe(false);
+});
+
 it('completes after its worker is SIGKILLed mid-agent, repeating no finished model step or tool call', async () => {
   const taskQueue = uniqueName('batch-agents-kill');
   const first = await suite.spawnWorker(taskQueue, workerEnvironment());
