@@ -331,6 +331,9 @@ export function createBatchActivities(
           const assembled = await assembleSink(storage, input.sink, input.spool, input.ledger, input.extra);
           if (input.resumed)
             await removeLeftovers(storage, input.sink, input.spool.slice(`${input.sink}.parts/`.length));
+          // Agents' places go as their lines are ok; their directory goes when none is left (every agent has ended).
+          const places = `${input.sink}.agents`;
+          if ((await storage.list(places)).length === 0) await storage.removeTree(places);
           return assembled;
         }),
       );
