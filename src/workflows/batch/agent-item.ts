@@ -17,6 +17,12 @@ import type { AgentOutcome } from '../agent/types';
 import type { storageActivities } from './activity-options';
 import type { WindowInput } from './window-contract';
 
+/**
+ * Most agent items one window runs at once (each a pending child workflow; Temporal allows 2,000 per workflow, and a
+ * window's lanes are pending activities beside them).
+ */
+export const MAX_AGENTS_PER_WINDOW = 1000;
+
 /** Where an agent item of the batch keeps its place (AgentInput.place), by its id: the same in every run of the batch. */
 export function agentPlaceOf(places: string, itemId: string): string {
   return childOf(places, segmentName(itemId));

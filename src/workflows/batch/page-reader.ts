@@ -63,11 +63,11 @@ export class PageReader {
   }
 
   /**
-   * The next lane's entries, at most `count`, or one agent item: a lane ends before the first agent, which runs on its
-   * own (a batch without agents takes `count` every time).
+   * The next lane's entries, at most `count`, or one agent item (none while `agentRoom` is false): a lane ends before
+   * the first agent, which runs on its own (a batch without agents takes `count` every time).
    */
-  takeNext(count: number): BatchEntry[] {
-    if (this.buffer[0]?.agent) return this.buffer.splice(0, 1);
+  takeNext(count: number, agentRoom = true): BatchEntry[] {
+    if (this.buffer[0]?.agent) return agentRoom ? this.buffer.splice(0, 1) : [];
     let end = 0;
     while (end < count && end < this.buffer.length && !this.buffer[end].agent) end += 1;
     return this.buffer.splice(0, end);

@@ -32,7 +32,7 @@ import { PageReader } from './page-reader';
 import { laneActivities, storageActivities } from './activity-options';
 import { addLaneCounts } from './counters';
 import { failureOf, FATAL_TYPES } from './failures';
-import { runAgentItem } from './agent-item';
+import { MAX_AGENTS_PER_WINDOW, runAgentItem } from './agent-item';
 import type { WindowInput, WindowResult } from './window-contract';
 
 export type { WindowInput, WindowResult, WindowStart } from './window-contract';
@@ -191,8 +191,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   };
 
   const startLane = (entries: BatchEntry[], priorAttempts: number): void => {
-    const lane = laneName(input.window, sequence);
-    sequence += 1;
+    const lane = laneName(input.window, sequence++);
     const maximumAttempts = Math.max(1, runOptions.retry.maximumAttempts - priorAttempts);
     const summary = entries.length === 1 ? entries[0].id : `${entries.length} items from ${entries[0].id}`;
     track(lane, entries, Math.min(parallel, entries.length), () =>
@@ -216,8 +215,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   /** An agent item: a child workflow in a slot of the window, sealed as a lane of one item (agent-item.ts). */
   const startAgent = (entry: BatchEntry): void => {
-    const lane = laneName(input.window, sequence);
-    sequence += 1;
+    const lane = laneName(input.window, sequence++);
     const spent = { tokens: spentTokens(), usd: spentUsd() };
     track(lane, [entry], 1, () => runAgentItem(input, entry, lane, { runOptions, io, spent, agents }));
   };
@@ -273,12 +271,13 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       const wave = patchedWindow() ? laneDepth(shape()) * 2 : 1;
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
-        const depth = laneDepth(shape());
-        const entries = reader.takeNext(Math.min(depth * parallel, reader.buffered()));
+        // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
+        const agentRoom = agents.size < MAX_AGENTS_PER_WINDOW;
+        const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agentRoom);
         unstarted -= entries.length;
-        if (entries[0].agent) startAgent(entries[0]);
-        else startLane(entries, 0);
-        continue;
+        if (entries[0]?.agent) startAgent(entries[0]);
+        else if (entries.length > 0) startLane(entries, 0);
+        if (entries.length > 0) continue;
       }
       return !reader.hasMore() && retries.length === 0;
     }
