@@ -222,3 +222,101 @@ it('a batch workflow started directly (not through the client) refuses agents in
   expect(failure?.cause?.message).toMatch(/line 2: an agent .* cannot go in a provider batch/);
   expect(suite.servers.simulator.log().length).toBe(before);
 });
+
+it('cancelled while one tool call waits for approval and one is still answering: keeps that answer, and the resume does not send it again', async () => {
+  const taskQueue = uniqueName('batch-agents-settle');
+  await suite.spawnWorker(taskQueue, workerEnvironment());
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const source = writeJsonl('settle', [
+    {
+      id: 'careful',
+      prompt: 'Careful [[tool:stubborn {"ms":3000}, tool:publish {"title":"t"}]]',
+      tools: ['stubborn', 'publish'],
+    },
+  ]);
+  const sink = path.join(directory, 'settle-out.jsonl');
+  const handle = await client.startBatch({ source, sink, options: { concurrency: 1 } });
+  const ofBatch = () =>
+    suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId));
+  await waitFor('the stubborn call sent', () => ofBatch().some((call) => call.taskId === 'tool:stubborn:call_1_1'), {
+    timeoutMs: 60_000,
+  });
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow(/cancelled/);
+  // The cancel waited for the call that would not stop: it answered, and nothing is open.
+  expect(ofBatch().filter((call) => call.taskId === 'tool:stubborn:call_1_1')[0].respondedAt).toBeDefined();
+  expect(ofBatch().filter((call) => call.respondedAt === undefined && call.clientClosedAt === undefined)).toEqual([]);
+
+  const resumed = await client.resumeBatch(handle.batchId);
+  const agent = suite.servers.server.client.workflow.getHandle(`${handle.batchId}/agent:careful`);
+  await waitFor(
+    'the publish call waiting again',
+    async () =>
+      (await agent.describe()).status.name === 'RUNNING' &&
+      (await agent.query<{ waiting: unknown[] }>('agentProgress').catch(() => ({ waiting: [] }))).waiting.length > 0,
+    { timeoutMs: 60_000 },
+  );
+  await agent.executeUpdate('approve', { args: [{ callId: 'call_1_2', approve: true }] });
+  expect(await resumed.result()).toMatchObject({ total: 1, succeeded: 1, failed: 0 });
+  expect(readSink(sink)[0].output).toContain('stubborn found: done | publish found: t');
+  const counts = timesSent(ofBatch());
+  // The answer that came in after the cancel was kept in the agent's place: sent once over both runs.
+  expect([counts['tool:stubborn:call_1_1'], counts['tool:publish:call_1_2'], counts.careful]).toEqual([1, 1, 2]);
+});
+
+it('an agent cancelled on its own (not by its batch) is a failed Cancelled line, and the batch goes on', async () => {
+  const taskQueue = uniqueName('batch-agents-alone');
+  await suite.spawnWorker(taskQueue, workerEnvironment());
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const source = writeJsonl('alone', [
+    { id: 'alone', prompt: DIG, tools: ['search'] },
+    { id: 'plain', prompt: 'hello' },
+  ]);
+  const sink = path.join(directory, 'alone-out.jsonl');
+  const handle = await client.startBatch({ source, sink, options: { concurrency: 2 } });
+  const ofBatch = () =>
+    suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId));
+  await waitFor('the slow tool call', () => ofBatch().some((call) => call.taskId === 'tool:search:call_2_1'), {
+    timeoutMs: 60_000,
+  });
+  await suite.servers.server.client.workflow.getHandle(`${handle.batchId}/agent:alone`).cancel();
+  expect(await handle.result()).toMatchObject({ total: 2, succeeded: 1, failed: 1 });
+  const lines = new Map(readSink(sink).map((line) => [line.id, line]));
+  expect(lines.get('alone')).toMatchObject({ status: 'failed', error: { type: 'Cancelled' } });
+  expect(lines.get('plain')).toMatchObject({ status: 'ok' });
+  expect(ofBatch().filter((call) => call.respondedAt === undefined && call.clientClosedAt === undefined)).toEqual([]);
+});
+
+it('a place saved for another task is not gone on from, and one that cannot be read fails its line naming it', async () => {
+  const taskQueue = uniqueName('batch-agents-places');
+  await suite.spawnWorker(taskQueue, workerEnvironment());
+  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const quick = 'Dig [[tool:search {"q":"one"}]] [[tool:search {"q":"two"}]]';
+  const source = writeJsonl('places', [
+    { id: 'edited', prompt: quick, tools: ['search'], maxSteps: 1 },
+    { id: 'broken', prompt: quick, tools: ['search'], maxSteps: 1 },
+  ]);
+  const sink = path.join(directory, 'places-out.jsonl');
+  const handle = await client.startBatch({ source, sink, options: { concurrency: 2 } });
+  expect(await handle.result()).toMatchObject({ total: 2, succeeded: 0, failed: 2 });
+  const brokenPlace = path.join(`${sink}.agents`, 'broken', 'place.json');
+  writeFileSync(brokenPlace, '{"state": ');
+  writeJsonl('places', [
+    { id: 'edited', prompt: 'Look again [[tool:search {"q":"other"}]]', tools: ['search'], maxSteps: 10 },
+    { id: 'broken', prompt: quick, tools: ['search'], maxSteps: 10 },
+  ]);
+  const resumed = await client.resumeBatch(handle.batchId);
+  expect(await resumed.result()).toMatchObject({ total: 2, succeeded: 1, failed: 1 });
+  const lines = new Map(readSink(sink).map((line) => [line.id, line]));
+  // The edited task started from its first step (its old place was of another prompt).
+  expect(lines.get('edited')).toMatchObject({ status: 'ok', steps: 2 });
+  expect(lines.get('edited')?.output).toContain('search found: other');
+  expect(lines.get('broken')).toMatchObject({ status: 'failed', error: { type: 'InvalidInput' } });
+  expect(lines.get('broken')?.error?.message).toContain(brokenPlace);
+  const counts = timesSent(
+    suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId)),
+  );
+  // One step each before the stop; the edited one two more; the broken one nothing more (its place was not read).
+  expect([counts.edited, counts.broken]).toEqual([3, 1]);
+  expect(existsSync(brokenPlace)).toBe(true);
+});

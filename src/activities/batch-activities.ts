@@ -117,6 +117,8 @@ export function createBatchActivities(
                 throw new InvalidInputError([{ path: input.sink, message: `cannot be written (${error.message})` }]);
               throw error;
             });
+            // Places agents of an earlier batch into this sink left are not this batch's to go on from.
+            await storage.removeTree(`${input.sink}.agents`);
           }
           const scan = await scanTaskSource(storage, file);
           const fileBytes = (await storage.size(file)) ?? 0;

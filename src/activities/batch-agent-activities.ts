@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
 import type { AgentTask } from '../contract/agent-task';
+import { FailureType } from '../contract/failure-types';
 import type { BatchResultLine } from '../contract/batch';
 import { childOf } from '../contract/location';
 import { sealLane } from '../batch/spool';
@@ -10,6 +13,15 @@ import type { AgentBatchItem, SavedPlace } from '../workflows/agent/types';
 import { mapped } from './batch-failures';
 import type { LaneResult } from './batch-activity-types';
 import { emptyResult, tally } from './lane-result';
+
+/**
+ * What a saved place is checked against: a hash of the agent's task less its budgets, so a task whose budget was raised
+ * after it stopped goes on from its place, and one whose prompt, tools, model or output changed starts afresh.
+ */
+export function fingerprintOf(task: AgentTask | undefined): string {
+  const { maxSteps: _steps, tokenBudget: _tokens, costBudgetUsd: _usd, ...identity } = task ?? ({} as AgentTask);
+  return createHash('sha256').update(JSON.stringify(identity)).digest('hex').slice(0, 32);
+}
 
 /** The file in an agent's place (AgentInput.place) that holds what it saved. */
 export const PLACE_FILE = 'place.json';
@@ -23,7 +35,7 @@ export function createBatchAgentActivities(dependencies: { storage: ObjectStorag
   const storage = retrying(dependencies.storage);
 
   /** The item's task, read from its place in the batch's file and checked to be the one the page named. */
-  async function readItem(item: AgentBatchItem): Promise<AgentTask> {
+  async function readItem(item: AgentBatchItem): Promise<{ task: AgentTask }> {
     const size = await storage.size(item.file);
     if (size !== item.fileBytes)
       throw new SourceChanged(
@@ -36,23 +48,51 @@ export function createBatchAgentActivities(dependencies: { storage: ObjectStorag
       throw new SourceChanged(
         `the task file ${item.file} changed while the batch ran: byte ${item.offset} no longer holds task "${item.id}"`,
       );
-    return task;
+    return { task };
+  }
+
+  /** What was saved at `uri`, checked to be a place; a place that cannot be read fails the agent, naming the file. */
+  async function readPlace(uri: string): Promise<SavedPlace | undefined> {
+    if ((await storage.size(uri)) === undefined) return undefined;
+    const text = (await storage.read(uri)).toString('utf8');
+    let saved: unknown;
+    try {
+      saved = JSON.parse(text);
+    } catch (error) {
+      saved = error;
+    }
+    const isObject = (value: unknown) => typeof value === 'object' && value !== null;
+    if (isObject(saved) && (isObject((saved as SavedPlace).state) || isObject((saved as SavedPlace).outcome)))
+      return saved as SavedPlace;
+    // Never retried: reading it again gives the same bytes. Starting afresh would send answered calls again, so a person
+    // decides (the file's agent then starts from its first step).
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `the agent's saved place ${uri} is not a place this agent saved (${saved instanceof Error ? saved.message : 'no state or outcome in it'}); remove it to run the agent from its first step`,
+      nonRetryable: true,
+    });
   }
 
   return {
-    /** What an agent of a batch starts from: its task (when it is an item) and what it saved in an earlier run, if anything. */
+    /**
+     * What an agent of a batch starts from: its task (when it is an item), the task's fingerprint (a hash of its line, or
+     * of a sub-agent's task), and what it saved in an earlier run, if anything. A place saved for another task (an edited
+     * file, an old batch's sink) is removed, with its sub-agents' places, and the agent starts afresh.
+     */
     async loadAgentPlace(input: {
       place: string;
       item?: AgentBatchItem;
-    }): Promise<{ task?: AgentTask; saved?: SavedPlace }> {
+      task?: AgentTask;
+    }): Promise<{ task?: AgentTask; saved?: SavedPlace; fingerprint: string }> {
       return mapped(async () => {
-        const task = input.item ? await readItem(input.item) : undefined;
-        const uri = childOf(input.place, PLACE_FILE);
-        const saved =
-          (await storage.size(uri)) === undefined
-            ? undefined
-            : (JSON.parse((await storage.read(uri)).toString('utf8')) as SavedPlace);
-        return { ...(task ? { task } : {}), ...(saved ? { saved } : {}) };
+        const read = input.item ? await readItem(input.item) : undefined;
+        const fingerprint = fingerprintOf(read?.task ?? input.task);
+        let saved = await readPlace(childOf(input.place, PLACE_FILE));
+        if (saved && saved.fingerprint !== fingerprint) {
+          await storage.removeTree(input.place);
+          saved = undefined;
+        }
+        return { ...(read ? { task: read.task } : {}), ...(saved ? { saved } : {}), fingerprint };
       });
     },
 

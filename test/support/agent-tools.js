@@ -38,6 +38,14 @@ const fetchPage = defineTool({
   run: ({ url }, context) => simulatedWork('fetch_page', url, 20, context),
 });
 
+// Does not listen for the abort: cancelled, it answers anyway (a tool a cancel cannot stop, whose answer must be kept).
+const stubborn = defineTool({
+  name: 'stubborn',
+  description: 'Works on, whatever happens',
+  input: z.object({ ms: z.number().int().min(0) }),
+  run: ({ ms }, context) => simulatedWork('stubborn', 'done', ms, { ...context, signal: undefined }),
+});
+
 const broken = defineTool({
   name: 'broken',
   description: 'Always fails',
@@ -55,4 +63,4 @@ const publish = defineTool({
   run: ({ title }, context) => simulatedWork('publish', title, 10, context),
 });
 
-module.exports = { search, fetchPage, broken, publish };
+module.exports = { search, fetchPage, stubborn, broken, publish };

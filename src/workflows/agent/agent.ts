@@ -17,7 +17,7 @@ import { failed } from '../task-outcome';
 import { agentActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
 import { agentSpendSignal } from './messages';
-import { addSpend, budgetReached, emptySpend, minimum, spendOf, type AgentBudgets } from './spend';
+import { addSpend, budgetReached, emptySpend, minimum, spendOf, spendSince, type AgentBudgets } from './spend';
 import { runToolCall, type ToolCallContext } from './tool-calls';
 import { AgentTracker } from './tracker';
 import {
@@ -29,6 +29,7 @@ import {
   type AgentState,
   type PendingStep,
   type SavedPlace,
+  type ToolCallResult,
 } from './types';
 
 /** Structured answers sent back for repair when the task says nothing. */
@@ -47,9 +48,12 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const place = given.place;
   const loaded =
     place !== undefined && given.state === undefined
-      ? await loadAgentPlace({ place, ...(given.item ? { item: given.item } : {}) })
+      ? await loadAgentPlace({ place, ...(given.item ? { item: given.item } : { task: given.task }) })
       : undefined;
   if (loaded?.saved?.outcome) return loaded.saved.outcome;
+  // A saved state's spend was counted by the runs that spent it: this run's budgets and reports count only the rest.
+  const resumed = loaded?.saved?.state;
+  if (resumed) resumed.before = { usage: resumed.usage, costUsd: resumed.costUsd };
   const parsedTask = agentTaskSchema.safeParse(given.task ?? loaded?.task);
   if (!parsedTask.success)
     throw ApplicationFailure.create({
@@ -58,7 +62,12 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       nonRetryable: true,
     });
   const task = parsedTask.data;
-  const input: AgentInput = { ...given, task, ...(loaded?.saved?.state ? { state: loaded.saved.state } : {}) };
+  const input: AgentInput = {
+    ...given,
+    task,
+    ...(resumed ? { state: resumed } : {}),
+    ...(loaded ? { placeFingerprint: loaded.fingerprint } : {}),
+  };
   const options = resolveRunOptions(input.options);
   const depth = input.depth ?? 0;
   const maxDepth = input.maxDepth ?? DEFAULT_MAX_AGENT_DEPTH;
@@ -70,16 +79,19 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const { agentStep, toolCall } = agentActivities(options);
   const tracker = new AgentTracker(task, depth, state, selfId);
 
+  // The agent's own budgets count all it spent; what it shares (its batch's, its parent's) only what it spent this run.
+  const before = state.before;
+  const offset = (limit: number | undefined, spent: number) => (limit === undefined ? undefined : limit + spent);
   const budgets: AgentBudgets = {
     maxSteps,
-    tokenLimit: minimum(task.tokenBudget, input.sharedBudget?.tokens),
-    costLimit: minimum(task.costBudgetUsd, input.sharedBudget?.costUsd),
+    tokenLimit: minimum(task.tokenBudget, offset(input.sharedBudget?.tokens, before?.usage.totalTokens ?? 0)),
+    costLimit: minimum(task.costBudgetUsd, offset(input.sharedBudget?.costUsd, before?.costUsd ?? 0)),
   };
   const describe = (now: string) =>
     setCurrentDetails(
       `agent ${task.name ?? task.id}: ${now}\n\n${state.steps} steps, ${state.toolCalls} tool calls, ${state.usage.totalTokens} tokens, $${state.costUsd}`,
     );
-  // A cancelled sub-agent's spend is this agent's too (a failed one's comes with its failure).
+  // A cancelled sub-agent's spend (this run's) is this agent's too (a failed one's comes with its failure).
   setHandler(agentSpendSignal, ({ spend }) => addSpend(state, spend));
   const outcome = (status: AgentOutcome['status'], extra: Partial<AgentOutcome>): AgentOutcome => ({
     status,
@@ -92,6 +104,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     ...(state.model === undefined ? {} : { model: state.model }),
     ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
     ...(state.transcript === undefined ? {} : { transcript: state.transcript }),
+    ...(before === undefined ? {} : { before }),
     ...extra,
   });
 
@@ -114,7 +127,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     const parent = workflowInfo().parent;
     const spentAny = state.usage.totalTokens > 0 || state.costUsd > 0 || state.unpricedSteps > 0;
     if (parent === undefined || !spentAny || !patched('failed-agent-spend')) return;
-    const spend = spendOf(state);
+    const { before: _counted, ...spend } = spendSince(spendOf(state), before);
     // The parent may have ended already (terminated): then nobody is left to count it.
     await CancellationScope.nonCancellable(() =>
       getExternalWorkflowHandle(parent.workflowId).signal(agentSpendSignal, { workflowId: selfId, spend }),
@@ -131,14 +144,19 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const runTools = async (pending: PendingStep): Promise<void> => {
     state.pending = pending;
     describe(`step ${pending.step}: ${pending.result.toolCalls.map((call) => call.summary).join(', ')}`);
-    const done = await Promise.all(
-      pending.result.toolCalls.map(
-        async (call, index) =>
-          pending.done[index] ??
-          (pending.done[index] = await runToolCall(toolCalls, pending.result, call, index, pending.step)),
-      ),
+    const calls = pending.result.toolCalls.map(
+      async (call, index) =>
+        pending.done[index] ??
+        (pending.done[index] = await runToolCall(toolCalls, pending.result, call, index, pending.step)),
     );
-    state.append = done.map((call) => call.message);
+    // An agent with a place waits for every call to end before it saves it (cancelled, a call still answering keeps its
+    // result); gated for agents without one, whose histories from before it rethrew the first failure at once.
+    if (place !== undefined || patched('agent-tools-settle')) {
+      const ended = await Promise.allSettled(calls);
+      const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
+      if (failures.length > 0) throw failures.find((reason) => isCancellation(reason)) ?? failures[0];
+    } else await Promise.all(calls);
+    state.append = pending.done.map((call) => (call as ToolCallResult).message);
     delete state.pending;
   };
 
@@ -151,6 +169,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     if (place === undefined) return;
     // A model step cut short is not a step taken: the resumed agent takes it again under the same number.
     if (saved.state && stepInFlight) saved = { state: { ...saved.state, steps: saved.state.steps - 1 } };
+    if (input.placeFingerprint !== undefined) saved = { ...saved, fingerprint: input.placeFingerprint };
     await CancellationScope.nonCancellable(() => saveAgentPlace({ place, saved })).catch(() => undefined);
   };
 

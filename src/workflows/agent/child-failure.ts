@@ -6,13 +6,18 @@ import {
   isCancellation,
 } from '@temporalio/workflow';
 import type { TokenUsage } from '../../contract/agent-task';
+import type { SpendBefore } from './types';
 import { FailureType } from '../../contract/failure-types';
 
 /** What a failed agent child workflow says: whether it was cancelled, and its failure's type and message. */
 export function childFailure(error: unknown): { cancelled: boolean; type: string; message: string; cause: unknown } {
   if (isCancellation(error))
     return { cancelled: true, type: FailureType.Cancelled, message: 'cancelled', cause: error };
-  const cause = error instanceof ChildWorkflowFailure && error.cause ? error.cause : error;
+  // Through the child's failure and any activity or child failure it failed with (an agent whose place could not be
+  // read fails with its activity's failure): the type is the innermost application failure's.
+  let cause = error;
+  while ((cause instanceof ChildWorkflowFailure || cause instanceof ActivityFailure) && cause.cause)
+    cause = cause.cause;
   if (cause instanceof ApplicationFailure)
     return { cancelled: false, type: cause.type ?? FailureType.Unknown, message: cause.message, cause };
   return {
@@ -33,6 +38,8 @@ export interface FailureSpend {
   costUsd: number;
   /** Some of its steps were of a model without a price. */
   unpriced?: boolean;
+  /** What of it the agent spent in a batch's earlier runs (AgentState.before). */
+  before?: SpendBefore;
 }
 
 /**
@@ -65,5 +72,10 @@ export function spendOfFailure(error: unknown): FailureSpend | undefined {
   if (typeof detail !== 'object' || detail === null || !('spend' in detail)) return undefined;
   const spend = (detail as { spend?: Partial<FailureSpend> }).spend;
   if (typeof spend?.usage?.totalTokens !== 'number' || typeof spend.costUsd !== 'number') return undefined;
-  return { usage: spend.usage, costUsd: spend.costUsd, ...(spend.unpriced ? { unpriced: true } : {}) };
+  return {
+    usage: spend.usage,
+    costUsd: spend.costUsd,
+    ...(spend.unpriced ? { unpriced: true } : {}),
+    ...(spend.before ? { before: spend.before } : {}),
+  };
 }

@@ -1,7 +1,7 @@
 import type { TokenUsage } from '../../contract/agent-task';
 import { roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
-import type { AgentSpend, AgentStopReason } from './types';
+import type { AgentSpend, AgentStopReason, SpendBefore } from './types';
 
 /** An agent's spend before its first step. */
 export const emptySpend = (): AgentSpend => ({
@@ -24,11 +24,29 @@ export function addSpend(state: AgentSpend, spend: { usage?: TokenUsage; costUsd
 }
 
 /** What the agent reports it spent to the workflow that started it, when it fails or is cancelled. */
-export function spendOf(state: AgentSpend): FailureSpend {
+export function spendOf(state: AgentSpend & { before?: SpendBefore }): FailureSpend {
   return {
     usage: state.usage,
     costUsd: state.costUsd,
     ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),
+    ...(state.before ? { before: state.before } : {}),
+  };
+}
+
+/**
+ * What an agent spent in this run of its batch: its spend less what it had spent in earlier runs (`before`), which
+ * those runs counted. The spend itself when it has no earlier runs.
+ */
+export function spendSince<T extends { usage: TokenUsage; costUsd: number }>(spend: T, before?: SpendBefore): T {
+  if (before === undefined) return spend;
+  return {
+    ...spend,
+    usage: {
+      promptTokens: Math.max(0, spend.usage.promptTokens - before.usage.promptTokens),
+      completionTokens: Math.max(0, spend.usage.completionTokens - before.usage.completionTokens),
+      totalTokens: Math.max(0, spend.usage.totalTokens - before.usage.totalTokens),
+    },
+    costUsd: Math.max(0, roundUsd(spend.costUsd - before.costUsd)),
   };
 }
 

@@ -10,7 +10,7 @@ import { childOf } from '../../contract/location';
 import type { agent } from './agent';
 import type { AgentActivities } from './activity-options';
 import { childFailure, spendOfFailure } from './child-failure';
-import { addSpend, type AgentBudgets } from './spend';
+import { addSpend, spendSince, type AgentBudgets } from './spend';
 import type { AgentTracker } from './tracker';
 import type { AgentInput, AgentState, AgentStepResult, SpawnedAgent, ToolCallRequest, ToolCallResult } from './types';
 
@@ -76,11 +76,9 @@ async function spawn(
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
           staticSummary: `sub-agent of ${task.name ?? task.id}: ${child.prompt.slice(0, 80)}`,
         });
-        addSpend(state, {
-          usage: result.usage,
-          costUsd: result.costUsd,
-          ...(result.unpriced ? { unpriced: true } : {}),
-        });
+        // What a sub-agent resumed from its place spent before was counted then (this agent's saved state holds it).
+        const spent = spendSince({ usage: result.usage, costUsd: result.costUsd }, result.before);
+        addSpend(state, { ...spent, ...(result.unpriced ? { unpriced: true } : {}) });
         return {
           id: child.id,
           status: result.status,
@@ -93,7 +91,7 @@ async function spawn(
         if (failure.cancelled) throw error;
         // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
         const spent = spendOfFailure(error);
-        if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spent);
+        if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spendSince(spent, spent.before));
         return { id: child.id, status: 'failed', error: failure.message };
       } finally {
         tracker.childEnded(workflowId);
@@ -129,8 +127,10 @@ export async function runToolCall(
     tracker.emit('approval-waiting', step, `${call.id} ${call.summary}`);
     context.describe(`waiting for approval of ${call.summary} (fanout approve ${selfId} ${call.id})`);
     // A durable timer: the wait holds no activity slot and costs nothing while it lasts.
-    const answered = await condition(() => tracker.decisions.has(call.id), call.approvalTimeoutMs);
-    tracker.waiting.delete(call.id);
+    // Cancelled while it waits, it waits no more: the agent's last progress must not list it.
+    const answered = await condition(() => tracker.decisions.has(call.id), call.approvalTimeoutMs).finally(() =>
+      tracker.waiting.delete(call.id),
+    );
     const decision = tracker.decisions.get(call.id);
     if (!answered || !decision) {
       extra = { denied: `no one approved the call within ${call.approvalTimeoutMs} ms` };

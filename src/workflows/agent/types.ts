@@ -135,6 +135,12 @@ export interface AgentSpend {
   unpricedSteps: number;
 }
 
+/** Tokens and dollars an agent of a batch had spent in the batch's earlier runs, when it went on from its saved place. */
+export interface SpendBefore {
+  usage: TokenUsage;
+  costUsd: number;
+}
+
 /** What an agent run carries across continue-as-new: its place in the loop. */
 export interface AgentState extends AgentSpend {
   transcript?: PayloadRef;
@@ -150,6 +156,11 @@ export interface AgentState extends AgentSpend {
    * that had come back. A resumed agent runs only the others, then goes on with its next model step.
    */
   pending?: PendingStep;
+  /**
+   * Set when the agent went on from a saved place: what it had spent before (part of its spend above). Its own budgets
+   * count it; the batch's (and a parent's) count only what this run spent, as the earlier runs counted the rest.
+   */
+  before?: SpendBefore;
 }
 
 /** A step's tool calls part way through: the step's result, and each call's result once it has one. */
@@ -168,6 +179,11 @@ export interface PendingStep {
 export interface SavedPlace {
   state?: AgentState;
   outcome?: AgentOutcome;
+  /**
+   * The task the place is of (loadAgentPlace's `fingerprint`: a hash of its line, or of a sub-agent's task): a place
+   * saved for another task (the file was edited, or a new batch writes to the sink of an old one) is not gone on from.
+   */
+  fingerprint?: string;
 }
 
 /** A batch item that is an agent: the agent reads its task from the batch's file (the window holds only offsets). */
@@ -204,6 +220,8 @@ export interface AgentInput {
   place?: string;
   /** Set by a batch in place of `task`, which is then read from the batch's file. */
   item?: AgentBatchItem;
+  /** Set with `place` once the agent has loaded it: the fingerprint of its task, saved with its place (SavedPlace). */
+  placeFingerprint?: string;
 }
 
 /** Why an agent stopped before answering: its (or the shared) budget of steps, tokens or dollars. */
@@ -222,6 +240,8 @@ export interface AgentOutcome extends AgentSpend {
   unpriced?: boolean;
   /** Every message, by reference: kept when the agent stops early too. */
   transcript?: PayloadRef;
+  /** What of its spend was spent in the batch's earlier runs (AgentState.before). */
+  before?: SpendBefore;
 }
 
 /** A tool call waiting for a person. */

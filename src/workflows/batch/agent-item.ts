@@ -3,18 +3,24 @@ import {
   ChildWorkflowCancellationType,
   ParentClosePolicy,
   executeChild,
+  setHandler,
+  sleep,
 } from '@temporalio/workflow';
 import type { LaneResult } from '../../activities/batch-activities';
-import type { BatchEntry, BatchResultLine } from '../../contract/batch';
+import type { BatchCounters, BatchEntry, BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
 import { childOf, segmentName } from '../../contract/location';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../../contract/payload-ref';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 import type { agent } from '../agent/agent';
 import { agentWorkflowId } from '../agent/agent-child';
-import { childFailure, spendOfFailure } from '../agent/child-failure';
+import { childFailure, spendOfFailure, type FailureSpend } from '../agent/child-failure';
+import { agentSpendSignal } from '../agent/messages';
+import { spendSince } from '../agent/spend';
 import type { AgentOutcome } from '../agent/types';
 import type { storageActivities } from './activity-options';
+import { addCounters } from './counters';
+import { FATAL_TYPES } from './failures';
 import type { WindowInput } from './window-contract';
 
 /**
@@ -22,6 +28,10 @@ import type { WindowInput } from './window-contract';
  * window's lanes are pending activities beside them).
  */
 export const MAX_AGENTS_PER_WINDOW = 1000;
+
+/** Waits for an agent of the same id still ending (a batch resumed right after it was terminated): about a minute. */
+const START_TRIES = 30;
+const START_RETRY_MS = 2000;
 
 /** Where an agent item of the batch keeps its place (AgentInput.place), by its id: the same in every run of the batch. */
 export function agentPlaceOf(places: string, itemId: string): string {
@@ -60,83 +70,168 @@ function outcomeLine(id: string, outcome: AgentOutcome, durationMs: number): Bat
 }
 
 /**
- * Runs one agent item of a window: the `agent` workflow as a child (its id and place derived from the batch and the
- * item, so a resume finds both), then its line sealed as a lane of one item. Cancelled, the child is cancelled and
- * waited for (it saves its place first) and nothing is sealed: a resume runs the item again from that place. Once the
- * child has ended, its line is sealed whatever happens to the window.
+ * The agent items of a window: each the `agent` workflow as a child (its id and place derived from the batch and the
+ * item, so a resume finds both), then its line sealed as a lane of one item. Cancelled with the window, the child is
+ * cancelled and waited for (it saves its place first) and nothing is sealed: a resume runs the item again from that
+ * place. Once the child has ended, its line is sealed whatever happens to the window.
+ *
+ * Spend: an item's line holds all its agent spent, across the batch's runs (its place carries it); the window counts
+ * only this run's (the earlier runs counted the rest), and a cancelled agent's comes by agentSpendSignal. Budgets: each
+ * agent shares what is left of the batch's, less what agents running already hold, evenly over the slots that may still
+ * take one, so agents started together cannot each spend all that is left.
  */
-export async function runAgentItem(
-  input: WindowInput,
-  entry: BatchEntry,
-  lane: string,
-  context: {
-    runOptions: ResolvedRunOptions;
-    io: ReturnType<typeof storageActivities>;
-    /** What the batch has spent so far: what is left of its token and dollar budgets is shared with the agent. */
-    spent: { tokens: number; usd: number };
-    /** The window's running agents (its progress lists them): the agent's id is in it while it runs. */
-    agents: Set<string>;
-  },
-): Promise<LaneResult> {
-  const { runOptions, io, spent } = context;
-  const { tokenBudget, costBudgetUsd } = runOptions;
-  const left = {
-    ...(tokenBudget === undefined ? {} : { tokens: Math.max(0, Math.floor(tokenBudget - spent.tokens)) }),
-    ...(costBudgetUsd === undefined ? {} : { costUsd: Math.max(0, costBudgetUsd - spent.usd) }),
-  };
-  const place = input.agentPlaces === undefined ? undefined : agentPlaceOf(input.agentPlaces, entry.id);
-  const startedAt = Date.now();
-  const workflowId = agentWorkflowId(input.batchWorkflowId, entry.id);
-  let line: BatchResultLine;
-  context.agents.add(workflowId);
-  try {
-    const outcome = await executeChild<typeof agent>('agent', {
-      workflowId,
-      args: [
-        {
-          item: {
-            file: input.file,
-            fileBytes: input.fileBytes,
-            id: entry.id,
-            offset: entry.offset,
-            length: entry.length,
-          },
-          ...(place === undefined ? {} : { place }),
-          options: {
-            retry: runOptions.retry,
-            agentTimeoutMs: runOptions.agentTimeoutMs,
-            ...(runOptions.heartbeatTimeoutMs === undefined
-              ? {}
-              : { heartbeatTimeoutMs: runOptions.heartbeatTimeoutMs }),
-          },
-          inlineOutputBytes: DEFAULT_INLINE_OUTPUT_BYTES,
-          sharedBudget: left,
-        },
-      ],
-      cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
-      parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-      staticSummary: `agent ${entry.id} of batch ${input.batchId}`,
-    });
-    line = outcomeLine(entry.id, outcome, Date.now() - startedAt);
-  } catch (error) {
-    const failure = childFailure(error);
-    if (failure.cancelled) throw error;
-    const spend = spendOfFailure(error);
-    line = {
-      id: entry.id,
-      status: 'failed',
-      error: { type: failure.type, message: failure.message },
-      attempts: 1,
-      durationMs: Date.now() - startedAt,
-      ...(spend === undefined
-        ? {}
-        : { usage: spend.usage, ...(spend.unpriced ? { unpriced: true as const } : { costUsd: spend.costUsd }) }),
-    };
-  } finally {
-    context.agents.delete(workflowId);
+export class AgentItems {
+  /** Workflow ids of the agents running now (the window's progress lists them). */
+  readonly running = new Set<string>();
+  private readonly held = new Map<string, { tokens: number; usd: number }>();
+
+  constructor(
+    private readonly input: WindowInput,
+    private readonly runOptions: ResolvedRunOptions,
+    private readonly io: ReturnType<typeof storageActivities>,
+    /** The window's counters: a cancelled agent's spend of this run is added to them. */
+    counters: BatchCounters,
+  ) {
+    setHandler(agentSpendSignal, ({ spend: { usage, costUsd } }) =>
+      addCounters(counters, {
+        ...{ succeeded: 0, failed: 0, cost: { usd: costUsd, unpricedCalls: 0 } },
+        tokens: { prompt: usage.promptTokens, completion: usage.completionTokens, total: usage.totalTokens },
+      }),
+    );
   }
-  const sealed = line;
-  return CancellationScope.nonCancellable(() =>
-    io.sealAgentItem({ spool: input.spool, lane, line: sealed, ...(place === undefined ? {} : { place }) }),
-  );
+
+  hasRoom(): boolean {
+    return this.running.size < MAX_AGENTS_PER_WINDOW;
+  }
+
+  /** What an agent started now may spend: an even share of what is left and not held, over `slots` (at least 1). */
+  private share(spent: { tokens: number; usd: number }, slots: number): { tokens?: number; costUsd?: number } {
+    const { tokenBudget, costBudgetUsd } = this.runOptions;
+    let tokens = 0;
+    let usd = 0;
+    for (const held of this.held.values()) {
+      tokens += held.tokens;
+      usd += held.usd;
+    }
+    const part = (budget: number, used: number) => Math.max(0, budget - used) / Math.max(1, slots);
+    return {
+      ...(tokenBudget === undefined ? {} : { tokens: Math.floor(part(tokenBudget, spent.tokens + tokens)) }),
+      ...(costBudgetUsd === undefined ? {} : { costUsd: part(costBudgetUsd, spent.usd + usd) }),
+    };
+  }
+
+  /** Runs the agent item; `slots` is how many agents could still start beside it (the window's room and items left). */
+  async run(
+    entry: BatchEntry,
+    lane: string,
+    spent: { tokens: number; usd: number },
+    slots: number,
+  ): Promise<LaneResult> {
+    const { input, runOptions } = this;
+    const place = input.agentPlaces === undefined ? undefined : agentPlaceOf(input.agentPlaces, entry.id);
+    const startedAt = Date.now();
+    const workflowId = agentWorkflowId(input.batchWorkflowId, entry.id);
+    const left = this.share(spent, slots);
+    let line: BatchResultLine;
+    let before: FailureSpend['before'];
+    this.running.add(workflowId);
+    this.held.set(workflowId, { tokens: left.tokens ?? 0, usd: left.costUsd ?? 0 });
+    const start = () =>
+      executeChild<typeof agent>('agent', {
+        workflowId,
+        args: [
+          {
+            item: {
+              file: input.file,
+              fileBytes: input.fileBytes,
+              id: entry.id,
+              offset: entry.offset,
+              length: entry.length,
+            },
+            ...(place === undefined ? {} : { place }),
+            options: {
+              retry: runOptions.retry,
+              agentTimeoutMs: runOptions.agentTimeoutMs,
+              ...(runOptions.heartbeatTimeoutMs === undefined
+                ? {}
+                : { heartbeatTimeoutMs: runOptions.heartbeatTimeoutMs }),
+            },
+            inlineOutputBytes: DEFAULT_INLINE_OUTPUT_BYTES,
+            sharedBudget: left,
+          },
+        ],
+        cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        staticSummary: `agent ${entry.id} of batch ${input.batchId}`,
+      });
+    try {
+      const outcome = await startOnceFree(start);
+      before = outcome.before;
+      line = outcomeLine(entry.id, outcome, Date.now() - startedAt);
+    } catch (error) {
+      const failure = childFailure(error);
+      // Cancelled with the window: a resume goes on from its place. Cancelled on its own (from the UI): a failed line.
+      if (failure.cancelled && CancellationScope.current().consideredCancelled) throw error;
+      // The batch's own failures (its file changed, its storage is gone) end the batch, as a lane's do.
+      if (failure.type !== FailureType.InvalidInput && FATAL_TYPES.includes(failure.type)) throw failure.cause;
+      const spend = spendOfFailure(error);
+      before = spend?.before;
+      line = {
+        id: entry.id,
+        status: 'failed',
+        error: {
+          type: failure.type,
+          message: failure.cancelled ? `agent ${workflowId} was cancelled` : failure.message,
+        },
+        attempts: 1,
+        durationMs: Date.now() - startedAt,
+        ...(spend === undefined
+          ? {}
+          : { usage: spend.usage, ...(spend.unpriced ? { unpriced: true as const } : { costUsd: spend.costUsd }) }),
+      };
+    } finally {
+      this.running.delete(workflowId);
+      this.held.delete(workflowId);
+    }
+    const sealed = line;
+    const result = await CancellationScope.nonCancellable(() =>
+      this.io.sealAgentItem({ spool: input.spool, lane, line: sealed, ...(place === undefined ? {} : { place }) }),
+    );
+    // The window counts what this run spent: the line says all the agent spent.
+    const counted = spendSince({ usage: lineUsage(result), costUsd: result.costUsd }, before);
+    return {
+      ...result,
+      tokens: {
+        prompt: counted.usage.promptTokens,
+        completion: counted.usage.completionTokens,
+        total: counted.usage.totalTokens,
+      },
+      costUsd: counted.costUsd,
+    };
+  }
+}
+
+/** A lane result's tokens as usage. */
+function lineUsage(result: LaneResult) {
+  return {
+    promptTokens: result.tokens.prompt,
+    completionTokens: result.tokens.completion,
+    totalTokens: result.tokens.total,
+  };
+}
+
+/**
+ * Starts the agent, waiting while one of the same id still runs: a batch terminated and resumed at once finds its old
+ * agents still cancelling (they save their places as they go), and must not take their places from under them.
+ */
+async function startOnceFree<T>(start: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries += 1) {
+    try {
+      return await start();
+    } catch (error) {
+      const running = error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError';
+      if (!running || tries >= START_TRIES) throw error;
+      await sleep(START_RETRY_MS);
+    }
+  }
 }

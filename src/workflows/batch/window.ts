@@ -32,7 +32,7 @@ import { PageReader } from './page-reader';
 import { laneActivities, storageActivities } from './activity-options';
 import { addLaneCounts } from './counters';
 import { failureOf, FATAL_TYPES } from './failures';
-import { MAX_AGENTS_PER_WINDOW, runAgentItem } from './agent-item';
+import { AgentItems } from './agent-item';
 import type { WindowInput, WindowResult } from './window-contract';
 
 export type { WindowInput, WindowResult, WindowStart } from './window-contract';
@@ -85,7 +85,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let changed = 0;
   const wake = () => (changed += 1);
   const running = new Set<Promise<void>>();
-  const agents = new Set<string>();
+  const agents = new AgentItems(input, runOptions, io, counters);
   const scope = new CancellationScope();
   const reader = new PageReader(
     io,
@@ -122,7 +122,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     mode,
     borrowed,
     ...(pacing ? { pacing } : {}),
-    ...(agents.size > 0 ? { agents: [...agents] } : {}),
+    ...(agents.running.size > 0 ? { agents: [...agents.running] } : {}),
   }));
 
   const spentTokens = () => input.spent.tokens + counters.tokens.total;
@@ -214,10 +214,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   };
 
   /** An agent item: a child workflow in a slot of the window, sealed as a lane of one item (agent-item.ts). */
-  const startAgent = (entry: BatchEntry): void => {
+  const startAgent = (entry: BatchEntry, slots: number): void => {
     const lane = laneName(input.window, sequence++);
     const spent = { tokens: spentTokens(), usd: spentUsd() };
-    track(lane, [entry], 1, () => runAgentItem(input, entry, lane, { runOptions, io, spent, agents }));
+    track(lane, [entry], 1, () => agents.run(entry, lane, spent, slots));
   };
 
   // Each lane still out at a hand-over adds about four events as it ends. Temporal's continue-as-new suggestion (4,096
@@ -272,10 +272,9 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       reader.readAhead(lanesWide * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
-        const agentRoom = agents.size < MAX_AGENTS_PER_WINDOW;
-        const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agentRoom);
+        const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agents.hasRoom());
         unstarted -= entries.length;
-        if (entries[0]?.agent) startAgent(entries[0]);
+        if (entries[0]?.agent) startAgent(entries[0], Math.min(room, unstarted + 1));
         else if (entries.length > 0) startLane(entries, 0);
         if (entries.length > 0) continue;
       }
