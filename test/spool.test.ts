@@ -13,6 +13,7 @@ import {
   inOrderAhead,
   journaled,
   LaneJournal,
+  sealedLines,
   sealLane,
   spoolOf,
 } from '../src/batch/spool';
@@ -144,6 +145,59 @@ describe('the spool', () => {
     const journal = await LaneJournal.open(refusing, spool, lane);
     await Promise.all([journal.record(0, ok('a')), journal.record(1, ok('b'))]);
     await journal.close();
+    expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b') });
+  });
+
+  it('seals a lane without reading its journal back when the attempt knows a line for every item, and reads it when one lacks a line', async () => {
+    const sink = path.join(directory, 'known.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    const reads: string[] = [];
+    const counting: ObjectStorage = Object.assign(Object.create(storage) as ObjectStorage, {
+      list: (prefix: string) => (reads.push(`list ${path.basename(prefix)}`), storage.list(prefix)),
+      read: (uri: string) => (reads.push(`read ${path.basename(uri)}`), storage.read(uri)),
+      size: (uri: string) => (reads.push(`size ${path.basename(uri)}`), storage.size(uri)),
+    });
+    // Every item answered by this attempt (and journaled): the segment is written from what it knows.
+    const whole = laneName(0, 0);
+    const known = new Map([0, 1, 2].map((index) => [index, ok(`w${index}`)]));
+    const journal = await LaneJournal.open(storage, spool, whole, true);
+    for (const [index, line] of known) await journal.record(index, line);
+    await journal.close();
+    expect(await sealLane(counting, spool, whole, [], known, 3)).toEqual([ok('w0'), ok('w1'), ok('w2')]);
+    expect(reads).toEqual([]);
+    // Item 1 has no line this attempt knows of (another attempt journaled it): the journal is read, the line is in.
+    const partial = laneName(0, 1);
+    await journalItem(storage, spool, partial, 1, ok('p1', 'from another attempt'));
+    const mine = new Map([
+      [0, ok('p0')],
+      [2, ok('p2')],
+    ]);
+    await journalItem(storage, spool, partial, 0, ok('p0'));
+    await journalItem(storage, spool, partial, 2, ok('p2'));
+    expect(await sealLane(counting, spool, partial, [], mine, 3)).toEqual([
+      ok('p0'),
+      ok('p1', 'from another attempt'),
+      ok('p2'),
+    ]);
+    expect(reads).toEqual(['list w0000-l0000001', 'read journal.log']);
+    // A segment is read straight away, without a look at its size first; a missing one is undefined.
+    reads.length = 0;
+    expect(await sealedLines(counting, spool, whole)).toEqual([ok('w0'), ok('w1'), ok('w2')]);
+    expect(await sealedLines(counting, spool, laneName(0, 2))).toBeUndefined();
+    expect(reads.filter((read) => read.startsWith('size'))).toEqual([]);
+    await assembleSink(storage, sink, spool, { windows: [2], unsealed: [] });
+    expect(sinkIds(sink)).toEqual(['w0', 'w1', 'w2', 'p0', 'p1', 'p2']);
+  });
+
+  it('opens a fresh journal where its directory is new and where it already holds records', async () => {
+    const spool = spoolOf(path.join(directory, 'fresh.jsonl'), 'run-1');
+    const lane = laneName(0, 0);
+    const first = await LaneJournal.open(storage, spool, lane, true);
+    await first.record(0, ok('a'));
+    await first.close();
+    const again = await LaneJournal.open(storage, spool, lane, true);
+    await again.record(1, ok('b'));
+    await again.close();
     expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b') });
   });
 

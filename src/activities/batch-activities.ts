@@ -166,7 +166,7 @@ export function createBatchActivities(
         : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
-      const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane));
+      const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane, !retried));
       /** What this attempt journaled, so sealing does not read it back. */
       const written = new Map<number, string>(done);
       const lane = new AbortController();
@@ -277,7 +277,7 @@ export function createBatchActivities(
       if (fatal !== undefined && !context.cancellationSignal.aborted) throw asFailure(fatal);
       result.notRun = input.entries.length - result.succeeded - result.failed - result.retry.length;
       // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
-      await mapped(() => sealLane(storage, input.spool, input.lane, [], written));
+      await mapped(() => sealLane(storage, input.spool, input.lane, [], written, input.entries.length));
       return result;
     },
 

@@ -1,5 +1,5 @@
 import { childOf } from '../contract/location';
-import type { ObjectStorage } from '../store';
+import { StorageError, type ObjectStorage } from '../store';
 import type { Appender } from '../store/object-storage';
 import { JOURNAL_LOG, journalOf, segmentOf } from './spool-layout';
 
@@ -19,9 +19,12 @@ export class LaneJournal {
     private appender: Appender | undefined,
   ) {}
 
-  static async open(storage: ObjectStorage, spool: string, lane: string): Promise<LaneJournal> {
+  /** `fresh`: the lane's first attempt, whose journal is most likely not there yet (its directory is made first). */
+  static async open(storage: ObjectStorage, spool: string, lane: string, fresh = false): Promise<LaneJournal> {
     const directory = journalOf(spool, lane);
-    const appender = await storage.openAppender(childOf(directory, JOURNAL_LOG)).catch(() => undefined);
+    const appender = await storage
+      .openAppender(childOf(directory, JOURNAL_LOG), fresh ? { newPlace: true } : undefined)
+      .catch(() => undefined);
     return new LaneJournal(storage, directory, appender);
   }
 
@@ -96,9 +99,15 @@ export async function journaled(
 
 /** The lines of a lane's segment, when the lane was sealed. */
 export async function sealedLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[] | undefined> {
-  const uri = segmentOf(spool, lane);
-  if ((await storage.size(uri)) === undefined) return undefined;
-  return (await storage.read(uri))
+  let bytes: Buffer;
+  try {
+    // Read at once, not after a look at its size: a finishing batch reads every lane's segment, most of them there.
+    bytes = await storage.read(segmentOf(spool, lane));
+  } catch (error) {
+    if (error instanceof StorageError && error.code === 'NotFound') return undefined;
+    throw error;
+  }
+  return bytes
     .toString('utf8')
     .split('\n')
     .filter((line) => line.length > 0);
@@ -106,7 +115,9 @@ export async function sealedLines(storage: ObjectStorage, spool: string, lane: s
 
 /**
  * Seals a lane: its segment gets every item recorded in its journal (by this attempt or any other) and `extra` lines
- * (failed items that were never journaled). Returns the lines written.
+ * (failed items that were never journaled). Returns the lines written. `known` is what this attempt journaled (and read
+ * from the journal as it began); when it holds a line for every one of the lane's `items`, the journal has nothing more
+ * to give and is not read back (most lanes: a list and a read of the store each).
  */
 export async function sealLane(
   storage: ObjectStorage,
@@ -114,9 +125,19 @@ export async function sealLane(
   lane: string,
   extra: readonly string[] = [],
   known?: ReadonlyMap<number, string>,
+  items?: number,
 ): Promise<string[]> {
-  const recorded = await journaled(storage, spool, lane, known);
+  const recorded =
+    known !== undefined && items !== undefined && everyItem(known, items)
+      ? known
+      : await journaled(storage, spool, lane, known);
   const lines = [...[...recorded.entries()].sort(([a], [b]) => a - b).map(([, line]) => line), ...extra];
   await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
   return lines;
+}
+
+/** True when `lines` holds a line for each of the items 0..items-1. */
+function everyItem(lines: ReadonlyMap<number, string>, items: number): boolean {
+  for (let index = 0; index < items; index += 1) if (!lines.has(index)) return false;
+  return true;
 }

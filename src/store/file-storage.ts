@@ -38,9 +38,19 @@ function wrapped(uri: string, error: unknown): unknown {
 
 /**
  * Opens a file for writing (`w`) or appending (`a`), making `directory` (where the file goes) when it is missing. The
- * directory is made only then: most files go where others went before.
+ * directory is made only then (most files go where others went before), or first when the caller says it is new: a
+ * failed open costs an error object and a system call.
  */
-function openMakingDirectory(file: string, flags: 'w' | 'a', directory: string): Promise<FileHandle> {
+async function openMakingDirectory(
+  file: string,
+  flags: 'w' | 'a',
+  directory: string,
+  newDirectory = false,
+): Promise<FileHandle> {
+  if (newDirectory) {
+    await mkdir(directory, { recursive: true });
+    return open(file, flags);
+  }
   return open(file, flags).catch(async (error: NodeJS.ErrnoException) => {
     if (error.code !== 'ENOENT') throw error;
     await mkdir(directory, { recursive: true });
@@ -166,10 +176,10 @@ export class FileStorage implements ObjectStorage {
     }
   }
 
-  async openAppender(uri: string): Promise<Appender> {
+  async openAppender(uri: string, options?: { newPlace?: boolean }): Promise<Appender> {
     const target = localPath(uri);
     try {
-      const handle = await openMakingDirectory(target, 'a', path.dirname(target));
+      const handle = await openMakingDirectory(target, 'a', path.dirname(target), options?.newPlace);
       let broken: unknown;
       return {
         append: async (record: string) => {
