@@ -4,6 +4,7 @@ import type { WorkflowFailedError } from '@temporalio/client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { SimulatedRequest } from '../src/sim/simulator';
 import { modelCalls, toolCalls } from './support/agents';
+import { agentBatchClient, agentWorkerEnvironment, waitForSent, writeJsonl } from './support/batch-agents';
 import { batchDirectory, readSink } from './support/batch-files';
 import { useWorkerProcesses } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
@@ -11,19 +12,6 @@ import { waitFor } from './support/wait-for';
 
 const suite = useWorkerProcesses({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
 const directory = batchDirectory();
-
-function workerEnvironment(): Record<string, string> {
-  return {
-    FANOUT_TOOLS: path.join(__dirname, 'support', 'agent-tools.js'),
-    FANOUT_TEST_SIM_URL: suite.servers.simulator.baseUrl,
-  };
-}
-
-function writeJsonl(name: string, tasks: object[]): string {
-  const file = path.join(directory, `${name}.jsonl`);
-  writeFileSync(file, `${tasks.map((task) => JSON.stringify(task)).join('\n')}\n`);
-  return file;
-}
 
 /** How many times each id was sent, of the requests given. */
 function timesSent(requests: readonly SimulatedRequest[]): Record<string, number> {
@@ -36,10 +24,8 @@ function timesSent(requests: readonly SimulatedRequest[]): Record<string, number
 const DIG = 'Dig [[tool:search {"q":"one"}]] [[tool:search {"q":"slow","ms":8000}]] [[tool:search {"q":"three"}]]';
 
 it('runs agents in a batch beside single calls: each agent a child workflow, every line in the sink', async () => {
-  const taskQueue = uniqueName('batch-agents');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-  const source = writeJsonl('mixed', [
+  const { client } = await agentBatchClient(suite, 'batch-agents');
+  const source = writeJsonl(directory, 'mixed', [
     { id: 'plain-0', prompt: 'hello' },
     { id: 'agent-0', prompt: 'Look [[tool:search {"q":"a"}]]', tools: ['search'] },
     { id: 'plain-1', prompt: 'hello' },
@@ -74,14 +60,12 @@ it('runs agents in a batch beside single calls: each agent a child workflow, eve
 });
 
 it('cancelled mid-agent, leaves nothing open; resumed, goes on from each agent place: no answered model step or tool call sent again', async () => {
-  const taskQueue = uniqueName('batch-agents-resume');
   const { simulator } = suite.servers;
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const { client } = await agentBatchClient(suite, 'batch-agents-resume');
   // The lead's sub-agent "slow" calls the model for two minutes: the cancel finds it in flight, "quick" answered.
   const spawn = JSON.stringify({ tasks: [{ prompt: 'quick part' }, { prompt: 'slow part' }] });
   simulator.configure({ latency: { minMs: 20, maxMs: 20 }, latencyByTask: { 'lead.1-1-2': 120_000 } });
-  const source = writeJsonl('resume', [
+  const source = writeJsonl(directory, 'resume', [
     { id: 'digger', prompt: DIG, tools: ['search'] },
     {
       id: 'pair',
@@ -144,11 +128,9 @@ it('cancelled mid-agent, leaves nothing open; resumed, goes on from each agent p
 });
 
 it('an agent stopped by its step budget is a failed line that keeps its place; resumed with a higher budget, it goes on from its last step', async () => {
-  const taskQueue = uniqueName('batch-agents-budget');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const { client } = await agentBatchClient(suite, 'batch-agents-budget');
   const quick = 'Dig [[tool:search {"q":"one"}]] [[tool:search {"q":"two"}]] [[tool:search {"q":"three"}]]';
-  const source = writeJsonl('budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 2 }]);
+  const source = writeJsonl(directory, 'budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 2 }]);
   const sink = path.join(directory, 'budget-out.jsonl');
   const handle = await client.startBatch({ source, sink, options: { concurrency: 2 } });
   expect(await handle.result()).toMatchObject({ total: 1, succeeded: 0, failed: 1 });
@@ -158,7 +140,7 @@ it('an agent stopped by its step budget is a failed line that keeps its place; r
   expect(stopped.usage?.totalTokens).toBeGreaterThan(0);
   expect(existsSync(path.join(`${sink}.agents`, 'capped', 'place.json'))).toBe(true);
 
-  writeJsonl('budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 10 }]);
+  writeJsonl(directory, 'budget', [{ id: 'capped', prompt: quick, tools: ['search'], maxSteps: 10 }]);
   const resumed = await client.resumeBatch(handle.batchId);
   expect(await resumed.result()).toMatchObject({ total: 1, succeeded: 1, failed: 0 });
   const [done] = readSink(sink);
@@ -172,9 +154,10 @@ it('an agent stopped by its step budget is a failed line that keeps its place; r
 
 it('completes after its worker is SIGKILLed mid-agent, repeating no finished model step or tool call', async () => {
   const taskQueue = uniqueName('batch-agents-kill');
-  const first = await suite.spawnWorker(taskQueue, workerEnvironment());
+  const first = await suite.spawnWorker(taskQueue, agentWorkerEnvironment(suite.servers.simulator.baseUrl));
   const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
   const source = writeJsonl(
+    directory,
     'kill',
     Array.from({ length: 3 }, (_, index) => ({ id: `dig-${index}`, prompt: DIG, tools: ['search'] })),
   );
@@ -188,7 +171,7 @@ it('completes after its worker is SIGKILLed mid-agent, repeating no finished mod
     { timeoutMs: 60_000 },
   );
   await first.kill();
-  await suite.spawnWorker(taskQueue, workerEnvironment());
+  await suite.spawnWorker(taskQueue, agentWorkerEnvironment(suite.servers.simulator.baseUrl));
   const summary = await handle.result();
 
   expect(summary).toMatchObject({ total: 3, succeeded: 3, failed: 0 });
@@ -202,8 +185,8 @@ it('completes after its worker is SIGKILLed mid-agent, repeating no finished mod
 
 it('a batch workflow started directly (not through the client) refuses agents in a provider batch before sending anything', async () => {
   const taskQueue = uniqueName('batch-agents-route');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const source = writeJsonl('route', [
+  await suite.spawnWorker(taskQueue, agentWorkerEnvironment(suite.servers.simulator.baseUrl));
+  const source = writeJsonl(directory, 'route', [
     { id: 'plain', prompt: 'hello' },
     { id: 'agent', prompt: 'Look [[tool:search {"q":"a"}]]', tools: ['search'] },
   ]);
@@ -224,10 +207,8 @@ it('a batch workflow started directly (not through the client) refuses agents in
 });
 
 it('cancelled while one tool call waits for approval and one is still answering: keeps that answer, and the resume does not send it again', async () => {
-  const taskQueue = uniqueName('batch-agents-settle');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-  const source = writeJsonl('settle', [
+  const { client } = await agentBatchClient(suite, 'batch-agents-settle');
+  const source = writeJsonl(directory, 'settle', [
     {
       id: 'careful',
       prompt: 'Careful [[tool:stubborn {"ms":3000}, tool:publish {"title":"t"}]]',
@@ -238,9 +219,7 @@ it('cancelled while one tool call waits for approval and one is still answering:
   const handle = await client.startBatch({ source, sink, options: { concurrency: 1 } });
   const ofBatch = () =>
     suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId));
-  await waitFor('the stubborn call sent', () => ofBatch().some((call) => call.taskId === 'tool:stubborn:call_1_1'), {
-    timeoutMs: 60_000,
-  });
+  await waitForSent(suite.servers.simulator, handle.batchId, 'tool:stubborn:call_1_1');
   await handle.cancel();
   await expect(handle.result()).rejects.toThrow(/cancelled/);
   // The cancel waited for the call that would not stop: it answered, and nothing is open.
@@ -265,10 +244,8 @@ it('cancelled while one tool call waits for approval and one is still answering:
 });
 
 it('an agent cancelled on its own (not by its batch) is a failed Cancelled line, and the batch goes on', async () => {
-  const taskQueue = uniqueName('batch-agents-alone');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
-  const source = writeJsonl('alone', [
+  const { client } = await agentBatchClient(suite, 'batch-agents-alone');
+  const source = writeJsonl(directory, 'alone', [
     { id: 'alone', prompt: DIG, tools: ['search'] },
     { id: 'plain', prompt: 'hello' },
   ]);
@@ -276,9 +253,7 @@ it('an agent cancelled on its own (not by its batch) is a failed Cancelled line,
   const handle = await client.startBatch({ source, sink, options: { concurrency: 2 } });
   const ofBatch = () =>
     suite.servers.simulator.log().filter((request) => request.workflowId.startsWith(handle.batchId));
-  await waitFor('the slow tool call', () => ofBatch().some((call) => call.taskId === 'tool:search:call_2_1'), {
-    timeoutMs: 60_000,
-  });
+  await waitForSent(suite.servers.simulator, handle.batchId, 'tool:search:call_2_1');
   await suite.servers.server.client.workflow.getHandle(`${handle.batchId}/agent:alone`).cancel();
   expect(await handle.result()).toMatchObject({ total: 2, succeeded: 1, failed: 1 });
   const lines = new Map(readSink(sink).map((line) => [line.id, line]));
@@ -288,11 +263,9 @@ it('an agent cancelled on its own (not by its batch) is a failed Cancelled line,
 });
 
 it('a place saved for another task is not gone on from, and one that cannot be read fails its line naming it', async () => {
-  const taskQueue = uniqueName('batch-agents-places');
-  await suite.spawnWorker(taskQueue, workerEnvironment());
-  const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+  const { client } = await agentBatchClient(suite, 'batch-agents-places');
   const quick = 'Dig [[tool:search {"q":"one"}]] [[tool:search {"q":"two"}]]';
-  const source = writeJsonl('places', [
+  const source = writeJsonl(directory, 'places', [
     { id: 'edited', prompt: quick, tools: ['search'], maxSteps: 1 },
     { id: 'broken', prompt: quick, tools: ['search'], maxSteps: 1 },
   ]);
@@ -301,7 +274,7 @@ it('a place saved for another task is not gone on from, and one that cannot be r
   expect(await handle.result()).toMatchObject({ total: 2, succeeded: 0, failed: 2 });
   const brokenPlace = path.join(`${sink}.agents`, 'broken', 'place.json');
   writeFileSync(brokenPlace, '{"state": ');
-  writeJsonl('places', [
+  writeJsonl(directory, 'places', [
     { id: 'edited', prompt: 'Look again [[tool:search {"q":"other"}]]', tools: ['search'], maxSteps: 10 },
     { id: 'broken', prompt: quick, tools: ['search'], maxSteps: 10 },
   ]);

@@ -1,5 +1,6 @@
 import {
   ApplicationFailure,
+  CancelledFailure,
   CancellationScope,
   continueAsNew,
   getExternalWorkflowHandle,
@@ -50,7 +51,11 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     place !== undefined && given.state === undefined
       ? await loadAgentPlace({ place, ...(given.item ? { item: given.item } : { task: given.task }) })
       : undefined;
-  if (loaded?.saved?.outcome) return loaded.saved.outcome;
+  // An answer saved before: whoever started the agent then counted its spend when it came (a parent agent's saved state
+  // holds it), so all of it is `before`.
+  const answeredBefore = loaded?.saved?.outcome;
+  if (answeredBefore)
+    return { ...answeredBefore, before: { usage: answeredBefore.usage, costUsd: answeredBefore.costUsd } };
   // A saved state's spend was counted by the runs that spent it: this run's budgets and reports count only the rest.
   const resumed = loaded?.saved?.state;
   if (resumed) resumed.before = { usage: resumed.usage, costUsd: resumed.costUsd };
@@ -78,6 +83,8 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const selfId = workflowInfo().workflowId;
   const { agentStep, toolCall } = agentActivities(options);
   const tracker = new AgentTracker(task, depth, state, selfId);
+  for (const [callId, decision] of Object.entries(state.pending?.decisions ?? {}))
+    tracker.decisions.set(callId, decision);
 
   // The agent's own budgets count all it spent; what it shares (its batch's, its parent's) only what it spent this run.
   const before = state.before;
@@ -108,6 +115,9 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     ...extra,
   });
 
+  /** Whether the tool calls of a step (and the sub-agents of a spawn) are all waited for before a failure is thrown. */
+  const settles = (): boolean => place !== undefined || patched('agent-tools-settle');
+
   const toolCalls: ToolCallContext = {
     task,
     input,
@@ -120,6 +130,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     toolCall,
     describe,
     agentWorkflow: agent,
+    settles,
   };
 
   /** Tells the workflow that started this agent what it spent, before it ends cancelled (agentSpendSignal). */
@@ -144,18 +155,27 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const runTools = async (pending: PendingStep): Promise<void> => {
     state.pending = pending;
     describe(`step ${pending.step}: ${pending.result.toolCalls.map((call) => call.summary).join(', ')}`);
-    const calls = pending.result.toolCalls.map(
-      async (call, index) =>
-        pending.done[index] ??
-        (pending.done[index] = await runToolCall(toolCalls, pending.result, call, index, pending.step)),
-    );
     // An agent with a place waits for every call to end before it saves it (cancelled, a call still answering keeps its
-    // result); gated for agents without one, whose histories from before it rethrew the first failure at once.
-    if (place !== undefined || patched('agent-tools-settle')) {
-      const ended = await Promise.allSettled(calls);
+    // result); gated for agents without one, whose histories from before it rethrew the first failure at once. A call
+    // that fails (not cancelled) cancels the others, whose answers so far are kept.
+    const settle = settles();
+    const calls = new CancellationScope();
+    const running = pending.result.toolCalls.map(async (call, index) => {
+      if (pending.done[index]) return pending.done[index];
+      try {
+        const run = () => runToolCall(toolCalls, pending.result, call, index, pending.step);
+        return (pending.done[index] = await (settle ? calls.run(run) : run()));
+      } catch (error) {
+        if (settle && !isCancellation(error)) calls.cancel();
+        throw error;
+      }
+    });
+    if (settle) {
+      const ended = await Promise.allSettled(running);
       const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
-      if (failures.length > 0) throw failures.find((reason) => isCancellation(reason)) ?? failures[0];
-    } else await Promise.all(calls);
+      const cancelled = CancellationScope.current().consideredCancelled;
+      if (failures.length > 0) throw failures.find((reason) => isCancellation(reason) === cancelled) ?? failures[0];
+    } else await Promise.all(running);
     state.append = pending.done.map((call) => (call as ToolCallResult).message);
     delete state.pending;
   };
@@ -170,6 +190,18 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     // A model step cut short is not a step taken: the resumed agent takes it again under the same number.
     if (saved.state && stepInFlight) saved = { state: { ...saved.state, steps: saved.state.steps - 1 } };
     if (input.placeFingerprint !== undefined) saved = { ...saved, fingerprint: input.placeFingerprint };
+    // A person's answer to a call of the pending step is kept: the resumed agent does not ask again.
+    const pending = saved.state?.pending;
+    const decided = pending?.result.toolCalls.filter((call) => tracker.decisions.has(call.id)) ?? [];
+    if (saved.state && pending && decided.length > 0) {
+      const decisions = Object.fromEntries(
+        decided.flatMap((call) => {
+          const decision = tracker.decisions.get(call.id);
+          return decision ? [[call.id, decision] as const] : [];
+        }),
+      );
+      saved = { ...saved, state: { ...saved.state, pending: { ...pending, decisions } } };
+    }
     await CancellationScope.nonCancellable(() => saveAgentPlace({ place, saved })).catch(() => undefined);
   };
 
@@ -191,6 +223,10 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
         });
       }
       if (stepsThisRun >= stepsPerRun || workflowInfo().continueAsNewSuggested) {
+        // A cancel that came while the step's tool calls answered anyway must not be carried off by continue-as-new
+        // (which a cancelled scope does not refuse, as it refuses an activity). Gated: it changes what such a run did.
+        if (CancellationScope.current().consideredCancelled && patched('agent-cancel-before-continue'))
+          throw new CancelledFailure('agent cancelled');
         tracker.emit('continued', state.steps, 'continuing as new');
         await continueAsNew<typeof agent>({ ...input, state: { ...state, eventSeq: tracker.eventSeq } });
       }

@@ -4,6 +4,7 @@ import {
   ChildWorkflowFailure,
   TemporalFailure,
   isCancellation,
+  sleep,
 } from '@temporalio/workflow';
 import type { TokenUsage } from '../../contract/agent-task';
 import type { SpendBefore } from './types';
@@ -78,4 +79,24 @@ export function spendOfFailure(error: unknown): FailureSpend | undefined {
     ...(spend.unpriced ? { unpriced: true } : {}),
     ...(spend.before ? { before: spend.before } : {}),
   };
+}
+
+/** Waits for an agent of the same id still ending (a batch resumed right after it was terminated): about a minute. */
+const START_TRIES = 30;
+const START_RETRY_MS = 2000;
+
+/**
+ * Starts the agent, waiting while one of the same id still runs: a batch terminated and resumed at once finds its old
+ * agents still cancelling (they save their places as they go), and must not take their places from under them.
+ */
+export async function startOnceFree<T>(start: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries += 1) {
+    try {
+      return await start();
+    } catch (error) {
+      const running = error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError';
+      if (!running || tries >= START_TRIES) throw error;
+      await sleep(START_RETRY_MS);
+    }
+  }
 }

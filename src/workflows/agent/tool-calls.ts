@@ -9,7 +9,7 @@ import type { AgentTask } from '../../contract/agent-task';
 import { childOf } from '../../contract/location';
 import type { agent } from './agent';
 import type { AgentActivities } from './activity-options';
-import { childFailure, spendOfFailure } from './child-failure';
+import { childFailure, spendOfFailure, startOnceFree } from './child-failure';
 import { addSpend, spendSince, type AgentBudgets } from './spend';
 import type { AgentTracker } from './tracker';
 import type { AgentInput, AgentState, AgentStepResult, SpawnedAgent, ToolCallRequest, ToolCallResult } from './types';
@@ -30,6 +30,8 @@ export interface ToolCallContext {
   describe(now: string): void;
   /** The `agent` workflow, which sub-agents run as (handed in: agent.ts imports this file). */
   agentWorkflow: typeof agent;
+  /** Whether every sub-agent of a spawn is waited for before a cancellation is thrown (agent.ts). */
+  settles(): boolean;
 }
 
 /** Runs the sub-agents of a `spawn_agents` call as child workflows, sharing what is left of this agent's budgets. */
@@ -47,12 +49,12 @@ async function spawn(
   const tokens = share(tokenLimit, state.usage.totalTokens);
   const costUsd = share(costLimit, state.costUsd);
   tracker.emit('spawned', step, `${tasks.length} sub-agents: ${tasks.map((spawned) => spawned.id).join(', ')}`);
-  return Promise.all(
-    tasks.map(async (child, position): Promise<SpawnedAgent> => {
-      const workflowId = `${selfId}/sub-${step}-${index + 1}-${position + 1}`;
-      tracker.children.add(workflowId);
-      try {
-        const result = await executeChild(context.agentWorkflow, {
+  const running = tasks.map(async (child, position): Promise<SpawnedAgent> => {
+    const workflowId = `${selfId}/sub-${step}-${index + 1}-${position + 1}`;
+    tracker.children.add(workflowId);
+    try {
+      const start = () =>
+        executeChild(context.agentWorkflow, {
           workflowId,
           args: [
             {
@@ -76,28 +78,35 @@ async function spawn(
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
           staticSummary: `sub-agent of ${task.name ?? task.id}: ${child.prompt.slice(0, 80)}`,
         });
-        // What a sub-agent resumed from its place spent before was counted then (this agent's saved state holds it).
-        const spent = spendSince({ usage: result.usage, costUsd: result.costUsd }, result.before);
-        addSpend(state, { ...spent, ...(result.unpriced ? { unpriced: true } : {}) });
-        return {
-          id: child.id,
-          status: result.status,
-          ...(result.output === undefined ? {} : { output: result.output }),
-          ...(result.outputRef === undefined ? {} : { outputRef: result.outputRef }),
-          ...(result.message === undefined ? {} : { error: result.message }),
-        };
-      } catch (error) {
-        const failure = childFailure(error);
-        if (failure.cancelled) throw error;
-        // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
-        const spent = spendOfFailure(error);
-        if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spendSince(spent, spent.before));
-        return { id: child.id, status: 'failed', error: failure.message };
-      } finally {
-        tracker.childEnded(workflowId);
-      }
-    }),
-  );
+      // A resumed parent's sub-agent may still be ending from the run before (it saves its place as it goes).
+      const result = await (input.place === undefined ? start() : startOnceFree(start));
+      // What a sub-agent resumed from its place spent before was counted then (this agent's saved state holds it).
+      const spent = spendSince({ usage: result.usage, costUsd: result.costUsd }, result.before);
+      addSpend(state, { ...spent, ...(result.unpriced ? { unpriced: true } : {}) });
+      return {
+        id: child.id,
+        status: result.status,
+        ...(result.output === undefined ? {} : { output: result.output }),
+        ...(result.outputRef === undefined ? {} : { outputRef: result.outputRef }),
+        ...(result.message === undefined ? {} : { error: result.message }),
+      };
+    } catch (error) {
+      const failure = childFailure(error);
+      if (failure.cancelled) throw error;
+      // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
+      const spent = spendOfFailure(error);
+      if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spendSince(spent, spent.before));
+      return { id: child.id, status: 'failed', error: failure.message };
+    } finally {
+      tracker.childEnded(workflowId);
+    }
+  });
+  // Cancelled, every sub-agent is waited for: none outlives its parent's run, and each reports its spend to it first.
+  if (!context.settles()) return Promise.all(running);
+  const ended = await Promise.allSettled(running);
+  const failure = ended.find((end) => end.status === 'rejected');
+  if (failure) throw failure.reason;
+  return ended.map((end) => (end as PromiseFulfilledResult<SpawnedAgent>).value);
 }
 
 /** One tool call of a step, through approval when the tool needs it; resolves to its stored result. */

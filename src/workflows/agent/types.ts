@@ -168,6 +168,8 @@ export interface PendingStep {
   step: number;
   result: AgentStepResult;
   done: (ToolCallResult | null)[];
+  /** Only in a saved place: what people had decided of the step's calls that wait for approval, by call id. */
+  decisions?: Record<string, { approve: boolean; reason?: string }>;
 }
 
 /**

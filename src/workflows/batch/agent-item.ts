@@ -4,7 +4,6 @@ import {
   ParentClosePolicy,
   executeChild,
   setHandler,
-  sleep,
 } from '@temporalio/workflow';
 import type { LaneResult } from '../../activities/batch-activities';
 import type { BatchCounters, BatchEntry, BatchResultLine } from '../../contract/batch';
@@ -14,7 +13,7 @@ import { DEFAULT_INLINE_OUTPUT_BYTES } from '../../contract/payload-ref';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 import type { agent } from '../agent/agent';
 import { agentWorkflowId } from '../agent/agent-child';
-import { childFailure, spendOfFailure, type FailureSpend } from '../agent/child-failure';
+import { childFailure, spendOfFailure, startOnceFree, type FailureSpend } from '../agent/child-failure';
 import { agentSpendSignal } from '../agent/messages';
 import { spendSince } from '../agent/spend';
 import type { AgentOutcome } from '../agent/types';
@@ -28,10 +27,6 @@ import type { WindowInput } from './window-contract';
  * window's lanes are pending activities beside them).
  */
 export const MAX_AGENTS_PER_WINDOW = 1000;
-
-/** Waits for an agent of the same id still ending (a batch resumed right after it was terminated): about a minute. */
-const START_TRIES = 30;
-const START_RETRY_MS = 2000;
 
 /** Where an agent item of the batch keeps its place (AgentInput.place), by its id: the same in every run of the batch. */
 export function agentPlaceOf(places: string, itemId: string): string {
@@ -83,7 +78,7 @@ function outcomeLine(id: string, outcome: AgentOutcome, durationMs: number): Bat
 export class AgentItems {
   /** Workflow ids of the agents running now (the window's progress lists them). */
   readonly running = new Set<string>();
-  private readonly held = new Map<string, { tokens: number; usd: number }>();
+  private readonly holds = new Map<string, { tokens: number; usd: number }>();
 
   constructor(
     private readonly input: WindowInput,
@@ -100,6 +95,17 @@ export class AgentItems {
     );
   }
 
+  /** What running agents may still spend of the batch's budgets: a successor window counts it as spent. */
+  held(): { tokens: number; usd: number } {
+    let tokens = 0;
+    let usd = 0;
+    for (const hold of this.holds.values()) {
+      tokens += hold.tokens;
+      usd += hold.usd;
+    }
+    return { tokens, usd };
+  }
+
   hasRoom(): boolean {
     return this.running.size < MAX_AGENTS_PER_WINDOW;
   }
@@ -107,12 +113,7 @@ export class AgentItems {
   /** What an agent started now may spend: an even share of what is left and not held, over `slots` (at least 1). */
   private share(spent: { tokens: number; usd: number }, slots: number): { tokens?: number; costUsd?: number } {
     const { tokenBudget, costBudgetUsd } = this.runOptions;
-    let tokens = 0;
-    let usd = 0;
-    for (const held of this.held.values()) {
-      tokens += held.tokens;
-      usd += held.usd;
-    }
+    const { tokens, usd } = this.held();
     const part = (budget: number, used: number) => Math.max(0, budget - used) / Math.max(1, slots);
     return {
       ...(tokenBudget === undefined ? {} : { tokens: Math.floor(part(tokenBudget, spent.tokens + tokens)) }),
@@ -135,7 +136,7 @@ export class AgentItems {
     let line: BatchResultLine;
     let before: FailureSpend['before'];
     this.running.add(workflowId);
-    this.held.set(workflowId, { tokens: left.tokens ?? 0, usd: left.costUsd ?? 0 });
+    this.holds.set(workflowId, { tokens: left.tokens ?? 0, usd: left.costUsd ?? 0 });
     const start = () =>
       executeChild<typeof agent>('agent', {
         workflowId,
@@ -191,7 +192,7 @@ export class AgentItems {
       };
     } finally {
       this.running.delete(workflowId);
-      this.held.delete(workflowId);
+      this.holds.delete(workflowId);
     }
     const sealed = line;
     const result = await CancellationScope.nonCancellable(() =>
@@ -218,20 +219,4 @@ function lineUsage(result: LaneResult) {
     completionTokens: result.tokens.completion,
     totalTokens: result.tokens.total,
   };
-}
-
-/**
- * Starts the agent, waiting while one of the same id still runs: a batch terminated and resumed at once finds its old
- * agents still cancelling (they save their places as they go), and must not take their places from under them.
- */
-async function startOnceFree<T>(start: () => Promise<T>): Promise<T> {
-  for (let tries = 1; ; tries += 1) {
-    try {
-      return await start();
-    } catch (error) {
-      const running = error instanceof Error && error.name === 'WorkflowExecutionAlreadyStartedError';
-      if (!running || tries >= START_TRIES) throw error;
-      await sleep(START_RETRY_MS);
-    }
-  }
 }

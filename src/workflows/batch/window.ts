@@ -241,7 +241,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       inFlight: inFlight + borrowed,
       unstarted,
       ...(callMs === undefined ? {} : { callMs }),
-      spent: { tokens: spentTokens(), usd: spentUsd() },
+      // What this window's agents still hold counts as spent there (their spend after the hand-over is this window's).
+      spent: { tokens: spentTokens() + agents.held().tokens, usd: spentUsd() + agents.held().usd },
     };
     await getExternalWorkflowHandle(input.batchWorkflowId).signal(handOverSignal, next);
   };
