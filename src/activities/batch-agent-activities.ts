@@ -7,7 +7,7 @@ import { childOf } from '../contract/location';
 import { sealLane } from '../batch/spool';
 import { decodeLine } from '../batch/lines';
 import { parseTaskLine, SourceChanged } from '../batch/task-source';
-import type { ObjectStorage, PayloadStore } from '../store';
+import { StorageError, type ObjectStorage, type PayloadStore } from '../store';
 import { retrying } from '../store/retrying-storage';
 import type { AgentBatchItem, SavedPlace } from '../workflows/agent/types';
 import { mapped } from './batch-failures';
@@ -35,7 +35,7 @@ export function createBatchAgentActivities(dependencies: { storage: ObjectStorag
   const storage = retrying(dependencies.storage);
 
   /** The item's task, read from its place in the batch's file and checked to be the one the page named. */
-  async function readItem(item: AgentBatchItem): Promise<{ task: AgentTask }> {
+  async function readItem(item: AgentBatchItem): Promise<AgentTask> {
     const size = await storage.size(item.file);
     if (size !== item.fileBytes)
       throw new SourceChanged(
@@ -48,13 +48,18 @@ export function createBatchAgentActivities(dependencies: { storage: ObjectStorag
       throw new SourceChanged(
         `the task file ${item.file} changed while the batch ran: byte ${item.offset} no longer holds task "${item.id}"`,
       );
-    return { task };
+    return task;
   }
 
   /** What was saved at `uri`, checked to be a place; a place that cannot be read fails the agent, naming the file. */
   async function readPlace(uri: string): Promise<SavedPlace | undefined> {
-    if ((await storage.size(uri)) === undefined) return undefined;
-    const text = (await storage.read(uri)).toString('utf8');
+    let text: string;
+    try {
+      text = (await storage.read(uri)).toString('utf8');
+    } catch (error) {
+      if (error instanceof StorageError && error.code === 'NotFound') return undefined;
+      throw error;
+    }
     let saved: unknown;
     try {
       saved = JSON.parse(text);
@@ -85,14 +90,14 @@ export function createBatchAgentActivities(dependencies: { storage: ObjectStorag
       task?: AgentTask;
     }): Promise<{ task?: AgentTask; saved?: SavedPlace; fingerprint: string }> {
       return mapped(async () => {
-        const read = input.item ? await readItem(input.item) : undefined;
-        const fingerprint = fingerprintOf(read?.task ?? input.task);
+        const task = input.item ? await readItem(input.item) : undefined;
+        const fingerprint = fingerprintOf(task ?? input.task);
         let saved = await readPlace(childOf(input.place, PLACE_FILE));
         if (saved && saved.fingerprint !== fingerprint) {
           await storage.removeTree(input.place);
           saved = undefined;
         }
-        return { ...(read ? { task: read.task } : {}), ...(saved ? { saved } : {}), fingerprint };
+        return { ...(task ? { task } : {}), ...(saved ? { saved } : {}), fingerprint };
       });
     },
 

@@ -192,16 +192,14 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     if (input.placeFingerprint !== undefined) saved = { ...saved, fingerprint: input.placeFingerprint };
     // A person's answer to a call of the pending step is kept: the resumed agent does not ask again.
     const pending = saved.state?.pending;
-    const decided = pending?.result.toolCalls.filter((call) => tracker.decisions.has(call.id)) ?? [];
-    if (saved.state && pending && decided.length > 0) {
-      const decisions = Object.fromEntries(
-        decided.flatMap((call) => {
-          const decision = tracker.decisions.get(call.id);
-          return decision ? [[call.id, decision] as const] : [];
-        }),
-      );
+    const decisions = Object.fromEntries(
+      (pending?.result.toolCalls ?? []).flatMap((call) => {
+        const decision = tracker.decisions.get(call.id);
+        return decision ? [[call.id, decision] as const] : [];
+      }),
+    );
+    if (saved.state && pending && Object.keys(decisions).length > 0)
       saved = { ...saved, state: { ...saved.state, pending: { ...pending, decisions } } };
-    }
     await CancellationScope.nonCancellable(() => saveAgentPlace({ place, saved })).catch(() => undefined);
   };
 
