@@ -3,12 +3,15 @@
  * dev server and one simulator, the same fan-outs for both, rounds alternated.
  *
  *   tsx bench/worker-cpu.ts [--calls 1500] [--width 300] [--latency-ms 1000-3000] [--rounds 2] [--batch] [--profile DIR]
+ *                           [--variant NAME=NODE_ARGS ...]
  *
  * Each contender's worker is its own process (ours with FANOUT_WORKER_HEAP_MB=off, so one process); its CPU is user +
  * system time from /proc/<pid>/stat, read right before a round's first fan-out starts and right after its last one
  * ends, divided by the calls of the round. Calls are fan-outs of `width` tasks run one after another, so `width` are in
  * flight at once. `--batch`: one batch of `calls` items at concurrency `width` instead (ours `startBatch` from a JSONL file,
  * plain its sliding-window `plainBatch`). `--profile DIR` runs the workers with `node --cpu-prof --cpu-prof-dir DIR`.
+ * `--variant NAME=NODE_ARGS` (repeatable) adds another of our workers, on its own task queue, started with those node
+ * arguments (e.g. `cap=--max-old-space-size=256`), so settings are compared side by side in one run.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -33,6 +36,7 @@ const { values: flags } = parseArgs({
     rounds: { type: 'string', default: '2' },
     batch: { type: 'boolean', default: false },
     profile: { type: 'string' },
+    variant: { type: 'string', multiple: true, default: [] },
   },
 });
 const CALLS = Number(flags.calls);
@@ -69,10 +73,12 @@ async function worker(
   args: string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp,
+  extraNodeArgs: string[] = [],
 ): Promise<{ pid: number; stop(): Promise<void> }> {
   const nodeArgs = flags.profile
     ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`]
     : [];
+  nodeArgs.push(...extraNodeArgs);
   const child = spawn(process.execPath, [...nodeArgs, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -139,13 +145,27 @@ async function main(): Promise<void> {
     latency: flags.batch ? { minMs: MIN_MS, maxMs: MAX_MS } : { minMs: 0, maxMs: 0 },
   });
   const env = { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' };
-  const oursQueue = `ours-${Date.now()}`;
   const plainQueue = `plain-${Date.now()}`;
-  const ours = await worker(
-    'ours',
-    [CLI, 'worker', '--address', server.address, '--task-queue', oursQueue],
-    { ...env, FANOUT_WORKER_HEAP_MB: 'off' },
-    /worker polling/,
+  const variants: [string, string[]][] = [
+    ['ours', []],
+    ...(flags.variant ?? []).map((spec): [string, string[]] => {
+      const [name, ...rest] = spec.split('=');
+      return [name, rest.join('=').split(/\s+/).filter(Boolean)];
+    }),
+  ];
+  const ourWorkers = await Promise.all(
+    variants.map(async ([name, nodeArgs]) => {
+      const queue = `${name}-${Date.now()}`;
+      const started = await worker(
+        name,
+        [CLI, 'worker', '--address', server.address, '--task-queue', queue],
+        { ...env, FANOUT_WORKER_HEAP_MB: 'off' },
+        /worker polling/,
+        nodeArgs,
+      );
+      const fanout = await FanoutClient.connect({ client: server.client, taskQueue: queue });
+      return { name, started, fanout };
+    }),
   );
   const plain = await worker(
     'plain',
@@ -163,7 +183,6 @@ async function main(): Promise<void> {
     env,
     /plain worker polling/,
   );
-  const fanout = await FanoutClient.connect({ client: server.client, taskQueue: oursQueue });
   const batches = flags.batch ? 1 : Math.ceil(CALLS / WIDTH);
   const batchFile = (round: number) => {
     const file = path.join(directory, `tasks-${round}.jsonl`);
@@ -175,44 +194,37 @@ async function main(): Promise<void> {
     );
     return file;
   };
-  const contenders = flags.batch
-    ? {
-        ours: {
-          pid: ours.pid,
-          run: async (round: number) => {
+  type Contender = { pid: number; run(round: number, batch: number): Promise<void> };
+  const contenders: Record<string, Contender> = {};
+  for (const { name, started, fanout } of ourWorkers) {
+    contenders[name] = {
+      pid: started.pid,
+      run: flags.batch
+        ? async (round: number) => {
             const handle = await fanout.startBatch({
               source: batchFile(round),
-              sink: path.join(directory, `out-${round}-${Date.now()}.jsonl`),
+              sink: path.join(directory, `out-${name}-${round}-${Date.now()}.jsonl`),
               options: { concurrency: WIDTH },
             });
             await handle.result();
-          },
-        },
-        plain: {
-          pid: plain.pid,
-          run: async (round: number) =>
-            void (await runPlainBatch(server.client, plainQueue, round < 0 ? WIDTH : CALLS, WIDTH)),
-        },
-      }
-    : {
-        ours: {
-          pid: ours.pid,
-          run: async (round: number, batch: number) =>
+          }
+        : async (round: number, batch: number) =>
             void (await fanout.runParallel(tasks(round, batch), { maxParallel: WIDTH })),
-        },
-        plain: {
-          pid: plain.pid,
-          run: async (round: number, batch: number) =>
-            void (await runPlainFanOut(server.client, plainQueue, tasks(round, batch))),
-        },
-      };
+    };
+  }
+  contenders.plain = {
+    pid: plain.pid,
+    run: flags.batch
+      ? async (round: number) => void (await runPlainBatch(server.client, plainQueue, round < 0 ? WIDTH : CALLS, WIDTH))
+      : async (round: number, batch: number) =>
+          void (await runPlainFanOut(server.client, plainQueue, tasks(round, batch))),
+  };
   // One small warm-up each (JIT, connections), not counted.
   for (const contender of Object.values(contenders)) await contender.run(-1, 0);
-  const results: Record<string, number[]> = { ours: [], plain: [] };
+  const results: Record<string, number[]> = Object.fromEntries(Object.keys(contenders).map((name) => [name, []]));
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const [name, contender] of round % 2 === 0
-      ? Object.entries(contenders)
-      : Object.entries(contenders).reverse()) {
+    const order = Object.entries(contenders);
+    for (const [name, contender] of [...order.slice(round % order.length), ...order.slice(0, round % order.length)]) {
       const before = cpuMs(contender.pid);
       const threadsBefore = cpuByThread(contender.pid);
       const startedAt = Date.now();
@@ -236,7 +248,10 @@ async function main(): Promise<void> {
       `${name}: CPU per call ${sorted.map((value) => value.toFixed(2)).join(', ')} ms (median ${sorted[Math.floor(sorted.length / 2)].toFixed(2)})`,
     );
   }
-  await ours.stop();
+  for (const { started, fanout } of ourWorkers) {
+    await fanout.close();
+    await started.stop();
+  }
   await plain.stop();
   await simulator.close();
   await server.stop();

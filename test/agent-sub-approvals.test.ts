@@ -107,3 +107,32 @@ it('refuses a call id two sub-agents wait on, naming both, and takes each by its
       .map((call) => call.workflowId),
   ).toEqual([right]);
 });
+
+it('takes a sub-agent cancelled on its own (not the lead) as a failed sub-agent, and the lead goes on', async () => {
+  const handle = await suite.stack.client.startParallel([
+    lead('solo', ['parked [[tool:publish {"title":"P"}]]', 'quick answer']),
+  ]);
+  const parked = `${handle.workflowId}/agent:solo/sub-1-1-1`;
+  await waitsOn(parked, 'call_1_1');
+  await suite.stack.client.client.workflow.getHandle(parked).cancel();
+
+  const { results } = await handle.result();
+  expect(results[0].status).toBe('ok');
+  const answers = await spawnedAnswers(results[0]);
+  expect(answers.map((answer) => [answer.id, answer.status])).toEqual([
+    ['solo.1-1-1', 'failed'],
+    ['solo.1-1-2', 'ok'],
+  ]);
+  expect((await suite.stack.client.client.workflow.getHandle(parked).describe()).status.name).toBe('CANCELLED');
+  // The parked call never ran; each agent's model was asked once per step, none twice.
+  expect(
+    toolCalls(suite.servers.simulator, 'publish').filter((call) => call.workflowId.startsWith(handle.workflowId)),
+  ).toEqual([]);
+  const asked = suite.servers.simulator
+    .log()
+    .filter((request) => request.taskId?.startsWith('solo'))
+    .map((request) => request.taskId);
+  expect(asked.filter((id) => id === 'solo.1-1-1')).toHaveLength(1);
+  expect(asked.filter((id) => id === 'solo.1-1-2')).toHaveLength(1);
+  expect(asked.filter((id) => id === 'solo')).toHaveLength(2);
+});

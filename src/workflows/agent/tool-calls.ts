@@ -1,4 +1,5 @@
 import {
+  CancellationScope,
   ChildWorkflowCancellationType,
   ParentClosePolicy,
   condition,
@@ -92,7 +93,13 @@ async function spawn(
       };
     } catch (error) {
       const failure = childFailure(error);
-      if (failure.cancelled) throw error;
+      // This agent cancelled: its cancellation goes on up. A sub-agent cancelled on its own (from the UI, say) is a
+      // failed sub-agent for the model, as it was meant to be (gated: before, it cancelled the whole agent).
+      if (
+        failure.cancelled &&
+        (CancellationScope.current().consideredCancelled || !patched('sub-agent-cancelled-alone'))
+      )
+        throw error;
       // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
       const spent = spendOfFailure(error);
       if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spendSince(spent, spent.before));
