@@ -51,6 +51,20 @@ function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * (1000 / 100);
 }
 
+/** Resets a process's peak RSS (VmHWM), so the next read is this round's peak. */
+function resetPeakRss(pid: number): void {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+  } catch {
+    // not allowed here: the peak is then the process's own so far
+  }
+}
+
+function peakRssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+}
+
 /** CPU ms so far per thread name (/proc/<pid>/task/<tid>/stat): where a process's CPU goes, main thread or helpers. */
 function cpuByThread(pid: number): Map<string, number> {
   const byName = new Map<string, number>();
@@ -226,6 +240,7 @@ async function main(): Promise<void> {
     const order = Object.entries(contenders);
     for (const [name, contender] of [...order.slice(round % order.length), ...order.slice(0, round % order.length)]) {
       const before = cpuMs(contender.pid);
+      resetPeakRss(contender.pid);
       const threadsBefore = cpuByThread(contender.pid);
       const startedAt = Date.now();
       for (let batch = 0; batch < batches; batch += 1) await contender.run(round, batch);
@@ -238,7 +253,7 @@ async function main(): Promise<void> {
         .map(([thread, ms]) => `${thread} ${ms.toFixed(2)}`)
         .join(', ');
       console.log(
-        `round ${round + 1} ${name}: ${calls} calls in ${((Date.now() - startedAt) / 1000).toFixed(1)} s, worker CPU ${perCall.toFixed(2)} ms per call (${threads})`,
+        `round ${round + 1} ${name}: ${calls} calls in ${((Date.now() - startedAt) / 1000).toFixed(1)} s, worker CPU ${perCall.toFixed(2)} ms per call (${threads}), peak RSS ${peakRssMb(contender.pid)} MB`,
       );
     }
   }
