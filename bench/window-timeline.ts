@@ -154,11 +154,27 @@ async function main(): Promise<void> {
       const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
       console.log(`  ${ms} ms ${kind.replace('EventAttributes', '')}${activity ? ` ${activity}` : ''}`);
     }
+    // Windows by number (a batch in stripes numbers stripe k's windows k, k + stripes, ...; not every number ran).
+    const batchEvents = (await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? [];
+    const windowIds = new Set(
+      batchEvents.flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []),
+    );
     for (let window = 0; window < summary.runs; window += 1) {
+      if (!windowIds.has(`${handle.batchId}/${firstRunId}/window-${window}`)) continue;
       const history = await client.workflow
         .getHandle(`${handle.batchId}/${firstRunId}/window-${window}`)
         .fetchHistory();
       console.log(`window ${window} (${history.events?.length ?? 0} events), by second from the first call:`);
+      if (process.env.DUMP_EVENTS)
+        writeFileSync(
+          `${process.env.DUMP_EVENTS}.${window}.txt`,
+          (history.events ?? [])
+            .map((event) => {
+              const kind = Object.keys(event).find((key) => key.endsWith('EventAttributes')) ?? '?';
+              return `${event.eventId} ${msAfter(event, zero)} ${kind.replace('EventAttributes', '')} ${JSON.stringify(event[kind as keyof Event]).slice(0, 300)}`;
+            })
+            .join('\n'),
+        );
       summarise(history.events ?? [], zero);
     }
   } finally {

@@ -57,23 +57,29 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(lanes.length).toBeLessThan(200);
   });
 
-  it('keeps its calls in flight across hand-overs between windows: never zero while items remain, never over the concurrency', async () => {
-    const { handle, sink } = await startTaskBatch(
-      suite.stack.client,
-      'window',
-      240,
-      (index) => `x [sim latency=${200 + (index % 5) * 100}]`,
-      { concurrency: 12, pageSize: 20, pagesPerRun: 2 },
-    );
-    const summary = await handle.result();
-    expect(summary).toMatchObject({ total: 240, succeeded: 240 });
-    expect(summary.runs).toBeGreaterThanOrEqual(4);
-    expect(sinkCounts(sink)).toEqual({ lines: 240, ids: 240, ok: 240 });
-    const requests = requestsOf(handle.batchId);
-    expect(requests).toHaveLength(240);
-    expect(maxOverlap(requests)).toBeLessThanOrEqual(12);
-    expect(fewestOpenBetweenFirstAndLast(requests)).toBeGreaterThan(0);
-  });
+  it.each([
+    ['one chain of windows', {}],
+    ['three stripes side by side, each a chain (windowCalls 4)', { windowCalls: 4 }],
+  ])(
+    'keeps its calls in flight across hand-overs between windows, %s: never zero while items remain, never over the concurrency',
+    async (_, stripes) => {
+      const { handle, sink } = await startTaskBatch(
+        suite.stack.client,
+        'window',
+        240,
+        (index) => `x [sim latency=${200 + (index % 5) * 100}]`,
+        { concurrency: 12, pageSize: 20, pagesPerRun: 2, ...stripes },
+      );
+      const summary = await handle.result();
+      expect(summary).toMatchObject({ total: 240, succeeded: 240 });
+      expect(summary.runs).toBeGreaterThanOrEqual('windowCalls' in stripes ? 6 : 4);
+      expect(sinkCounts(sink)).toEqual({ lines: 240, ids: 240, ok: 240 });
+      const requests = requestsOf(handle.batchId);
+      expect(requests).toHaveLength(240);
+      expect(maxOverlap(requests)).toBeLessThanOrEqual(12);
+      expect(fewestOpenBetweenFirstAndLast(requests)).toBeGreaterThan(0);
+    },
+  );
 
   it("spreads a concurrency above one worker's slots over the workers polling the queue: 40 in flight on four workers of 10", async () => {
     const taskQueue = uniqueName('spread');

@@ -36,36 +36,44 @@ describe('a batch on worker processes', () => {
     await servers?.stop();
   });
 
-  it('completes after its worker is SIGKILLed half-way: no answered call sent again, re-sent calls no more than were open at the kill', async () => {
-    const taskQueue = uniqueName('batch-kill');
-    workers.push(
-      await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
-    );
-    const source = writeTasks(directory, 400, () => 'x [sim latency=300]', 'kill');
-    const sink = path.join(directory, 'kill.jsonl');
-    const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
-    // Lanes of several items each (the default): a lost lane's answered items must not be paid for again.
-    const handle = await client.startBatch({ source, sink, options: { concurrency: 20 } });
+  it.each([
+    ['in one window', {}],
+    ['in four stripes side by side (windowCalls 5)', { windowCalls: 5 }],
+  ])(
+    'completes after its worker is SIGKILLed half-way, %s: no answered call sent again, re-sent calls no more than were open at the kill',
+    async (_, stripes) => {
+      const taskQueue = uniqueName('batch-kill');
+      workers.push(
+        await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
+      );
+      const name = 'windowCalls' in stripes ? 'kill-stripes' : 'kill';
+      const source = writeTasks(directory, 400, () => 'x [sim latency=300]', name);
+      const sink = path.join(directory, `${name}.jsonl`);
+      const client = await FanoutClient.connect({ client: servers.server.client, taskQueue });
+      // Lanes of several items each (the default): a lost lane's answered items must not be paid for again.
+      const handle = await client.startBatch({ source, sink, options: { concurrency: 20, ...stripes } });
 
-    const answeredCount = () =>
-      servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.outcome === 200)
-        .length;
-    await waitFor('half the batch answered', () => answeredCount() >= 200, { timeoutMs: 60_000 });
-    await workers[0].kill();
-    const killedAt = Date.now();
-    workers.push(
-      await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
-    );
+      const answeredCount = () =>
+        servers.simulator.log().filter((request) => request.workflowId === handle.batchId && request.outcome === 200)
+          .length;
+      await waitFor('half the batch answered', () => answeredCount() >= 200, { timeoutMs: 60_000 });
+      await workers[0].kill();
+      const killedAt = Date.now();
+      workers.push(
+        await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
+      );
 
-    const summary = await handle.result();
-    expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });
-    expect(sinkCounts(sink)).toEqual({ lines: 400, ids: 400, ok: 400 });
-    const cost = resent(servers.simulator, handle.batchId, killedAt);
-    expect(cost.openAt).toBeGreaterThan(0);
-    expect(cost.answeredThenResent).toEqual([]);
-    expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt);
-    expect(cost.openNow).toBe(0);
-  });
+      const summary = await handle.result();
+      expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });
+      expect(sinkCounts(sink)).toEqual({ lines: 400, ids: 400, ok: 400 });
+      const cost = resent(servers.simulator, handle.batchId, killedAt);
+      expect(cost.openAt).toBeGreaterThan(0);
+      expect(cost.answeredThenResent).toEqual([]);
+      expect(cost.duplicated).toBeLessThanOrEqual(cost.openAt);
+      expect(cost.openNow).toBe(0);
+      if ('windowCalls' in stripes) expect(summary.runs).toBeGreaterThanOrEqual(4);
+    },
+  );
 
   it('keeps two workers together under the task queue rate limit', async () => {
     const taskQueue = uniqueName('batch-rate');

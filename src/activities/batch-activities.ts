@@ -18,6 +18,7 @@ import {
 } from '../batch/spool';
 import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../batch/task-source';
 import { decodeLine } from '../batch/lines';
+import { StripeMarks } from '../batch/stripes';
 import { StorageError, type ObjectStorage } from '../store';
 import { retrying } from '../store/retrying-storage';
 import type { PricingDependencies } from '../pricing';
@@ -92,6 +93,8 @@ export function createBatchActivities(
       spool: string;
       resume: boolean;
       firstPageSize: number;
+      /** Cut the file into this many stripes (ScanResult.stripes), when more than one. */
+      stripes?: number;
     }): Promise<ScanResult> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(async () => {
@@ -120,25 +123,37 @@ export function createBatchActivities(
             // Places agents of an earlier batch into this sink left are not this batch's to go on from.
             await storage.removeTree(`${input.sink}.agents`);
           }
-          const scan = await scanTaskSource(storage, file);
+          const marks = (input.stripes ?? 1) > 1 ? new StripeMarks() : undefined;
+          const scan = await scanTaskSource(storage, file, { marks });
           const fileBytes = (await storage.size(file)) ?? 0;
           const typicalCallMs = recentCalls.typicalMs(scan.firstModel ?? dependencies.defaultModel);
+          const stripes = marks?.split(input.stripes ?? 1);
+          // The first page is the first stripe's: it stops where the second begins.
+          const firstEnd = stripes && stripes.length > 1 ? stripes[1].offset : fileBytes;
           return {
             total: scan.tasks,
             alreadyOk,
             file,
             fileBytes,
-            firstPage: await readEntries(storage, file, 0, input.firstPageSize, fileBytes),
+            firstPage: await readEntries(storage, file, 0, input.firstPageSize, firstEnd),
             ...(typicalCallMs === undefined ? {} : { typicalCallMs }),
             ...(scan.firstAgentLine === undefined ? {} : { firstAgentLine: scan.firstAgentLine }),
+            ...(stripes && stripes.length > 1 ? { stripes } : {}),
           };
         }),
       );
     },
 
-    async readBatchPage(input: { file: string; fileBytes: number; offset: number; limit: number }): Promise<BatchPage> {
+    /** Up to `limit` entries from `offset` on, none at or past `end` (a stripe's end; default the file's scanned size). */
+    async readBatchPage(input: {
+      file: string;
+      fileBytes: number;
+      offset: number;
+      limit: number;
+      end?: number;
+    }): Promise<BatchPage> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
-        mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.fileBytes)),
+        mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.end ?? input.fileBytes)),
       );
     },
 

@@ -1,5 +1,6 @@
 import type { BatchEntry } from '../contract/batch';
 import type { PacingReport } from '../contract/pacing';
+import type { Stripe } from '../batch/stripes';
 
 export interface ScanResult {
   /** Items this batch (or this resume) runs. */
@@ -16,6 +17,8 @@ export interface ScanResult {
   typicalCallMs?: number;
   /** The line of the file's first agent (a task with tools or an output schema): provider batches cannot run it. */
   firstAgentLine?: number;
+  /** The file cut into stripes of about equal item counts, when the scan was asked for more than one. */
+  stripes?: Stripe[];
 }
 
 export interface BatchPage {

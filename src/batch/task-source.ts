@@ -3,6 +3,7 @@ import type { BatchEntry } from '../contract/batch';
 import { InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
 import { StorageError, type ObjectStorage } from '../store';
 import { linesOf } from './lines';
+import type { StripeMarks } from './stripes';
 
 export { linesOf } from './lines';
 
@@ -108,7 +109,7 @@ export interface SourceScan {
 export async function scanTaskSource(
   storage: ObjectStorage,
   uri: string,
-  options: { skip?: ReadonlySet<string>; onProgress?: () => void } = {},
+  options: { skip?: ReadonlySet<string>; onProgress?: () => void; marks?: StripeMarks } = {},
 ): Promise<SourceScan> {
   const issues: InputIssue[] = [];
   const firstSeen = new Map<string, number>();
@@ -138,6 +139,7 @@ export async function scanTaskSource(
         if (!options.skip?.has(task.id)) {
           if (toRun === 0) firstModel = task.model;
           toRun += 1;
+          options.marks?.add(line.offset);
         }
       }
       if (issues.length >= 20) break;

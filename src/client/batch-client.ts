@@ -13,6 +13,7 @@ import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
 import {
   BATCH_DEFAULTS,
+  MAX_STRIPES,
   type BatchInput,
   type BatchOptions,
   type BatchProgress,
@@ -308,7 +309,9 @@ export class BatchClient {
    */
   private async windowsClosed(batchId: string, firstRunId: string, timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    for (let window = 0; ; window += 1) {
+    // A batch in stripes numbers stripe k's windows k, k + stripes, ...: one stripe may have ended before another's next
+    // window, so the look goes on past MAX_STRIPES windows in a row that never ran.
+    for (let window = 0, missing = 0; missing < MAX_STRIPES; window += 1) {
       const handle = this.options.client.workflow.getHandle(`${batchId}/${firstRunId}/window-${window}`);
       for (;;) {
         const status = await handle.describe().then(
@@ -318,7 +321,8 @@ export class BatchClient {
             throw error;
           },
         );
-        if (status === undefined) return;
+        missing = status === undefined ? missing + 1 : 0;
+        if (status === undefined) break;
         if (status !== 'RUNNING' || Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, 250));
       }

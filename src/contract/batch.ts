@@ -10,6 +10,8 @@ import { routeOptionsSchema } from '../provider-batch/route-options';
 export const MAX_ITEMS_PER_ACTIVITY = 100;
 /** Most calls a batch keeps in flight. */
 export const MAX_BATCH_CONCURRENCY = 5000;
+/** Most stripes (chains of windows side by side) one batch runs. */
+export const MAX_STRIPES = 32;
 
 /**
  * Options of a batch: the run options (less `maxParallel` and `runTimeoutMs`) and the paging knobs. `tokenBudget` and
@@ -39,6 +41,13 @@ export const batchOptionsSchema = runOptionsSchema.omit({ maxParallel: true, run
    * crash. Set 1 to run an activity per item.
    */
   itemsPerActivity: z.number().int().min(1).max(MAX_ITEMS_PER_ACTIVITY).optional(),
+  /**
+   * Most calls one window workflow keeps in flight. A wider batch cuts its task file into stripes (at most MAX_STRIPES),
+   * each run by its own chain of windows side by side. Default 200: every answer adds two events to a window's history,
+   * and Temporal fails a workflow task that more than 100 events arrived behind, so one workflow cannot take hundreds of
+   * answers a second. Ignored (one window) with a token or dollar budget, which one window keeps.
+   */
+  windowCalls: z.number().int().min(1).max(MAX_BATCH_CONCURRENCY).optional(),
 });
 export type BatchOptions = z.infer<typeof batchOptionsSchema>;
 
@@ -71,6 +80,7 @@ export interface ResolvedBatchOptions {
   pageSize: number;
   pagesPerRun: number | undefined;
   itemsPerActivity: number | undefined;
+  windowCalls: number;
 }
 
 /**
@@ -84,7 +94,7 @@ export function pageLimit(options: ResolvedBatchOptions): number {
 }
 
 /** A batch's defaults: the workflow, the client's summary and the CLI's help read them here. */
-export const BATCH_DEFAULTS = { concurrency: 50, storageAttempts: 10, pageSize: 200 } as const;
+export const BATCH_DEFAULTS = { concurrency: 50, storageAttempts: 10, pageSize: 200, windowCalls: 200 } as const;
 
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {
   return {
@@ -93,6 +103,7 @@ export function resolveBatchOptions(options: BatchOptions | undefined): Resolved
     pageSize: options?.pageSize ?? BATCH_DEFAULTS.pageSize,
     pagesPerRun: options?.pagesPerRun,
     itemsPerActivity: options?.itemsPerActivity,
+    windowCalls: options?.windowCalls ?? BATCH_DEFAULTS.windowCalls,
   };
 }
 

@@ -4,10 +4,10 @@ import {
   CancelledFailure,
   ChildWorkflowCancellationType,
   condition,
-  executeChild,
   getExternalWorkflowHandle,
   isCancellation,
   ParentClosePolicy,
+  patched,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -33,13 +33,16 @@ import { validateOrFail } from '../input';
 import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
-import { providerBatch } from '../provider-batch';
+import { sendProviderBatches } from './provider-route';
 import { resolveAutoRoute } from '../../provider-batch/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
+import { stripeConcurrency, stripeStarts, stripesWanted } from './stripe-plan';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
+
+const STRIPES_PATCH = 'batch-stripes';
 
 /**
  * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
@@ -108,13 +111,26 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     };
   });
 
-  const scan = await io.scanBatchSource({ source, sink, spool, resume: resumed, firstPageSize: pageLimit(options) });
+  // A batch wider than one window's calls runs its file in stripes, a chain of windows each, side by side (gated: a batch
+  // from before it replays its single chain; a narrow batch never asks, and pays no marker).
+  const wanted = stripesWanted(parsed.options);
+  const asked = wanted > 1 && patched(STRIPES_PATCH) ? wanted : 1;
+  const scan = await io.scanBatchSource({
+    source,
+    sink,
+    spool,
+    resume: resumed,
+    firstPageSize: pageLimit(options),
+    ...(asked > 1 ? { stripes: asked } : {}),
+  });
   total = scan.total;
   alreadyOk = scan.alreadyOk;
   phase = 'running';
   setCurrentDetails(`batch ${batchId}: ${total} items, concurrency ${options.concurrency}`);
 
   const windowId = (window: number) => `${batchId}/${info.firstExecutionRunId}/window-${window}`;
+  // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
+  let width = 1;
   const results: Promise<void>[] = [];
   const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();
@@ -128,7 +144,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       file: scan.file,
       fileBytes: scan.fileBytes,
       spool,
-      options: parsed.options,
+      options:
+        width > 1
+          ? { ...parsed.options, concurrency: stripeConcurrency(options.concurrency, width, window % width) }
+          : parsed.options,
       laneShare: laneShareFor(parsed.options),
       agentPlaces: `${sink}.agents`,
       ...from,
@@ -165,7 +184,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
             if (result.fatal) fatal ??= result.fatal;
             if (result.stoppedBy) stoppedBy ??= result.stoppedBy;
             // Every call this window held has ended: its successor gets all its room.
-            const successor = result.handedOver ? await started.get(window + 1) : undefined;
+            const successor = result.handedOver ? await started.get(window + width) : undefined;
             if (successor) await successor.signal(slotsFreedSignal, Number.MAX_SAFE_INTEGER).catch(() => undefined);
           },
           (error: unknown) => {
@@ -180,7 +199,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
         }),
     );
     // The predecessor's calls still in flight are borrowed from this window; it returns them as they end.
-    const predecessor = running.get(window - 1);
+    const predecessor = running.get(window - width);
     if (predecessor)
       await getExternalWorkflowHandle(predecessor.workflowId)
         .signal(successorSignal, workflowId)
@@ -219,39 +238,16 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     // A resume whose items were all answered already has nothing to send (a first run of nothing fails its scan).
     if (total === 0) first = undefined;
     else if (route === 'provider-batch') {
-      const pollSeconds = parsed.options?.providerPollSeconds;
-      const workflowId = `${batchId}/${info.firstExecutionRunId}/provider-batch`;
-      routeState.providerBatchWorkflow = workflowId;
-      const sent = await executeChild(providerBatch, {
-        workflowId,
-        args: [
-          {
-            batchId,
-            source: scan.file,
-            spool: childOf(spool, 'provider'),
-            options: {
-              deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
-              ...(parsed.options?.provider ? { provider: parsed.options.provider } : {}),
-              ...(api === 'responses' ? { endpoint: '/v1/responses' as const } : {}),
-              ...(pollSeconds === undefined
-                ? {}
-                : { pollIntervalMs: pollSeconds * 1000, maxPollIntervalMs: Math.max(pollSeconds * 1000, 1000) }),
-            },
-          },
-        ],
-        cancellationType: ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
-        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-        staticSummary: `provider batches of batch ${batchId}`,
+      const sent = await sendProviderBatches({
+        batchId,
+        workflowId: `${batchId}/${info.firstExecutionRunId}/provider-batch`,
+        file: scan.file,
+        spool,
+        deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
+        options: parsed.options,
+        routeState,
       });
       addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
-      routeState.providerBatches = sent.providerBatches.map(({ provider, id, status, counts }) => ({
-        provider,
-        id,
-        status,
-        counts,
-      }));
-      routeState.savingsUsd = sent.savingsUsd;
-      delete routeState.providerBatchWorkflow;
       // What expired or failed retryably is sent again sync, in a window of its own.
       const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
       first =
@@ -265,7 +261,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
               unstarted: 0,
             };
     }
-    if (first) await startWindow(0, first);
+    const stripes = route === 'provider-batch' ? undefined : scan.stripes;
+    width = stripes?.length ?? 1;
+    if (first) await Promise.all(stripeStarts(first, stripes).map((from, index) => startWindow(index, from)));
     for (;;) {
       if (fatal !== undefined || stoppedBy !== undefined) {
         // One window stopped the batch: the others stop too (a predecessor may still be draining).
@@ -274,7 +272,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       const handOver = handOvers.shift();
       if (handOver && fatal === undefined && stoppedBy === undefined) {
         const { window, ...rest } = handOver;
-        await startWindow(window + 1, { ...rest, borrowed: handOver.inFlight });
+        await startWindow(window + width, { ...rest, borrowed: handOver.inFlight });
         continue;
       }
       if (running.size === 0 && handOvers.length === 0) break;
@@ -289,13 +287,20 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   await CancellationScope.nonCancellable(() => Promise.all(results));
   phase = cancelled ? 'cancelling' : 'draining';
   const finished = await CancellationScope.nonCancellable(() =>
-    io.finishBatch({ sink, spool, ledger: { windows: lanesPerWindow, unsealed }, resumed }).then(
-      (assembled) => assembled,
-      (error: unknown) => {
-        fatal ??= { type: 'ResultsNotWritten', message: messageChain(error) };
-        return undefined;
-      },
-    ),
+    io
+      .finishBatch({
+        sink,
+        spool,
+        ledger: { windows: Array.from(lanesPerWindow, (lanes) => lanes ?? 0), unsealed },
+        resumed,
+      })
+      .then(
+        (assembled) => assembled,
+        (error: unknown) => {
+          fatal ??= { type: 'ResultsNotWritten', message: messageChain(error) };
+          return undefined;
+        },
+      ),
   );
   upsertMemo({
     progress: {

@@ -8,6 +8,8 @@ export interface HandOver {
   window: number;
   /** Byte offset of the next item no window has started. */
   cursor: number;
+  /** Where the window's stripe of the file ends, when the batch runs in stripes. */
+  end?: number;
   /** Entries from `cursor` on the window had read: the successor's first lanes start without a page read. */
   firstPage?: BatchPage;
   /** Items waiting to run again. */

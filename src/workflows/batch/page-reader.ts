@@ -21,7 +21,15 @@ export class PageReader {
 
   constructor(
     private readonly io: PageActivities,
-    private readonly where: { file: string; fileBytes: number; cursor: number; pageSize: number; maxPages?: number },
+    private readonly where: {
+      file: string;
+      fileBytes: number;
+      cursor: number;
+      pageSize: number;
+      maxPages?: number;
+      /** The stripe's end, when the window runs one. */
+      end?: number;
+    },
     firstPage: BatchPage | undefined,
     private readonly onChange: () => void,
     /** The first page is what a predecessor read and handed over: it does not count as a page this window read. */
@@ -82,6 +90,7 @@ export class PageReader {
         fileBytes: this.where.fileBytes,
         offset: this.nextOffset,
         limit: this.where.pageSize,
+        ...(this.where.end === undefined ? {} : { end: this.where.end }),
       })
       .then(
         (page) => this.accept(page),

@@ -14,6 +14,8 @@ export interface WindowInput {
   options: BatchOptions | undefined;
   /** Byte offset of the first item this window may start. */
   cursor: number;
+  /** Byte offset its stripe of the file ends at (its chain's windows start nothing from there on); default fileBytes. */
+  end?: number;
   firstPage?: BatchPage;
   retries: LaneRetry[];
   /** Calls the predecessor still has in flight. */

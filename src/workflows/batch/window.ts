@@ -43,10 +43,8 @@ export const MAX_LANES_PER_WINDOW = 1000;
 export const WINDOW_PATCH = 'window-progress-memo';
 /** Most read-ahead entries a window hands its successor (about 60 bytes each in the signal and the child's input). */
 const HAND_OFF_ENTRIES = 4000;
-/** Hard ceiling a window stays under: Temporal warns at 10,240 events. */
-const HISTORY_CEILING = 10_240;
-/** A window hands over before its history reaches this many bytes (Temporal warns at 10 MB, fails at 50 MB). */
-const HISTORY_BYTES = 4 * 1024 * 1024;
+/** Hard ceiling a window stays under (Temporal warns at 10,240 events), and the history bytes it hands over before. */
+const [HISTORY_CEILING, HISTORY_BYTES] = [10_240, 4 * 1024 * 1024];
 
 /**
  * One window of a batch: a sliding window of lanes (and agents) over the task file from `cursor`, `concurrency` calls in
@@ -95,6 +93,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       cursor: input.cursor,
       pageSize: pageLimit(options),
       maxPages: options.pagesPerRun,
+      end: input.end,
     },
     input.firstPage,
     wake,
@@ -235,6 +234,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const next: HandOver = {
       window: input.window,
       cursor: reader.cursor(),
+      end: input.end,
       firstPage: reader.handOff(HAND_OFF_ENTRIES),
       retries: retries.splice(0),
       // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
