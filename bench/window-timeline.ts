@@ -6,8 +6,9 @@
  *   tsx bench/window-timeline.ts [--items 4000] [--concurrency 500] [--latency-ms 3000] [--profile DIR]
  *
  * The worker is the built CLI (`npm run build` first), its own process; `--profile DIR` runs it with
- * `node --cpu-prof --cpu-prof-dir DIR` (one profile per thread: the main thread and the workflow thread). Prints only;
- * docs/BENCHMARKS.md quotes what it showed.
+ * `node --cpu-prof --cpu-prof-dir DIR` (one profile per thread: the main thread and the workflow thread).
+ * `DUMP_EVENTS=PREFIX` also writes each window's events, one a line, to `PREFIX.<window>.txt` (where the failed workflow
+ * tasks of docs/BENCHMARKS.md's "Stripes" showed). Prints only; docs/BENCHMARKS.md quotes what it showed.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';

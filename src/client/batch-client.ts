@@ -321,8 +321,11 @@ export class BatchClient {
             throw error;
           },
         );
-        missing = status === undefined ? missing + 1 : 0;
-        if (status === undefined) break;
+        if (status === undefined) {
+          missing += 1;
+          break;
+        }
+        missing = 0;
         if (status !== 'RUNNING' || Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
