@@ -151,48 +151,74 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(lanes.every((lane) => lane.items === 1)).toBe(true);
   });
 
-  it('cancelled mid-lane, keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancelled', 300, 'x [sim latency=250]', {
-      concurrency: 8,
-    });
-    await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
-    expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(1);
-    const cancelledAt = Date.now();
-    await handle.cancel();
-    const returnedAt = Date.now();
-    await expect(handle.result()).rejects.toThrow();
-    const atCancel = requestsOf(handle.batchId);
-    expect(atCancel.filter((request) => request.arrivedAt > returnedAt)).toEqual([]);
-    expect(faultCost(atCancel, returnedAt).openNow).toBe(0);
-    // The calls open at the cancel were aborted within seconds, not left to answer.
-    for (const request of atCancel.filter((request) => request.clientClosedAt !== undefined))
-      expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
-    expect(droppedAnswers(atCancel, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
+  it.each([
+    ['one window', {}],
+    ['two stripes (windowCalls 4)', { windowCalls: 4 }],
+  ])(
+    'cancelled mid-lane (%s), keeps every answer: in the sink, never sent again on resume, nothing open and nothing started after',
+    async (_, stripes) => {
+      const { handle, sink } = await startTaskBatch(suite.stack.client, 'cancelled', 300, 'x [sim latency=250]', {
+        concurrency: 8,
+        ...stripes,
+      });
+      await waitFor('deep lanes answering', () => answeredIds(requestsOf(handle.batchId)).size >= 60);
+      expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(1);
+      const cancelledAt = Date.now();
+      await handle.cancel();
+      const returnedAt = Date.now();
+      await expect(handle.result()).rejects.toThrow();
+      const atCancel = requestsOf(handle.batchId);
+      expect(atCancel.filter((request) => request.arrivedAt > returnedAt)).toEqual([]);
+      expect(faultCost(atCancel, returnedAt).openNow).toBe(0);
+      // The calls open at the cancel were aborted within seconds, not left to answer.
+      for (const request of atCancel.filter((request) => request.clientClosedAt !== undefined))
+        expect((request.clientClosedAt ?? 0) - cancelledAt).toBeLessThan(3000);
+      expect(droppedAnswers(atCancel, new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
 
-    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
-    expect(resumed.succeeded + resumed.alreadyOk).toBe(300);
-    expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
-    expect(faultCost(requestsOf(handle.batchId), cancelledAt).answeredThenResent).toEqual([]);
-  });
+      const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
+      expect(resumed.succeeded + resumed.alreadyOk).toBe(300);
+      expect(sinkCounts(sink)).toEqual({ lines: 300, ids: 300, ok: 300 });
+      expect(faultCost(requestsOf(handle.batchId), cancelledAt).answeredThenResent).toEqual([]);
+      if ('windowCalls' in stripes) {
+        // Both stripes were running when the cancel came: each had answers of its own in the sink.
+        const ids = readSink(sink).map((line) => Number(line.id.split('-')[1]));
+        expect(ids.some((index) => index < 150) && ids.some((index) => index >= 150)).toBe(true);
+      }
+    },
+  );
 
-  it('fails fast with lanes in flight: every answered call is in the sink and the cost, none is left open', async () => {
-    const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'failfast', 400, prompt, {
-      concurrency: 8,
-      errorPolicy: 'fail-fast',
-    });
-    const summary = await handle.result();
-    expect(summary.stoppedBy).toBe('fail-fast');
-    expect(summary.failed).toBe(1);
-    expect(summary.notRun).toBeGreaterThan(0);
-    const requests = requestsOf(handle.batchId);
-    expect(faultCost(requests, Date.now()).openNow).toBe(0);
-    const lines = readSink(sink);
-    const written = new Set(lines.filter((line) => line.status === 'ok').map((line) => line.id));
-    expect(droppedAnswers(requests, written)).toEqual([]);
-    expect(summary.succeeded).toBe(written.size);
-    expect(summary.tokens.total).toBe(lines.reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
-  });
+  it.each([
+    ['one window', {}],
+    ['two stripes (windowCalls 4), the failure in the first', { windowCalls: 4 }],
+  ])(
+    'fails fast with lanes in flight (%s): every answered call is in the sink and the cost, none is left open',
+    async (_, stripes) => {
+      const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
+      const { handle, sink } = await startTaskBatch(suite.stack.client, 'failfast', 400, prompt, {
+        concurrency: 8,
+        errorPolicy: 'fail-fast',
+        ...stripes,
+      });
+      const summary = await handle.result();
+      expect(summary.stoppedBy).toBe('fail-fast');
+      expect(summary.failed).toBe(1);
+      expect(summary.notRun).toBeGreaterThan(0);
+      const requests = requestsOf(handle.batchId);
+      expect(faultCost(requests, Date.now()).openNow).toBe(0);
+      const lines = readSink(sink);
+      const written = new Set(lines.filter((line) => line.status === 'ok').map((line) => line.id));
+      expect(droppedAnswers(requests, written)).toEqual([]);
+      expect(summary.succeeded).toBe(written.size);
+      expect(summary.tokens.total).toBe(lines.reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
+      expect(summary.succeeded + summary.failed + summary.notRun).toBe(400);
+      if ('windowCalls' in stripes) {
+        // The second stripe was stopped too, not left to run its items after the first one failed.
+        const secondStripe = requests.filter((request) => Number(request.taskId.split('-')[1]) >= 200);
+        expect(secondStripe.length).toBeGreaterThan(0);
+        expect(secondStripe.length).toBeLessThan(200);
+      }
+    },
+  );
 
   it('stops at its cost budget with lanes in flight: every answered call counted, a resume pays for none of them again', async () => {
     const { handle, sink } = await startTaskBatch(
@@ -230,5 +256,37 @@ describe('batch lanes: several calls one after another per activity, each answer
     expect(cli.code).toBe(2);
     expect(cli.stderr).toContain('--items-per-activity');
     expect(execFileSync('ls', [directory], { encoding: 'utf8' })).not.toContain('refused.jsonl');
+    const zero = await runBatchStart(source, path.join(directory, 'refused.jsonl'), [
+      '--window-calls',
+      '0',
+      ...suite.connectionArgs,
+    ]);
+    expect(zero.code).toBe(2);
+    expect(zero.stderr).toContain('--window-calls');
+  });
+
+  it('takes --window-calls from the CLI: concurrency 6 at 3 calls a window runs two stripes side by side', async () => {
+    const source = writeTasks(directory, 30, () => 'x [sim latency=100]', 'clistripes');
+    const batchId = uniqueName('clistripes');
+    const out = path.join(directory, 'clistripes.jsonl');
+    const cli = await runBatchStart(source, out, [
+      '--id',
+      batchId,
+      '-c',
+      '6',
+      '--window-calls',
+      '3',
+      ...suite.connectionArgs,
+    ]);
+    expect(cli.code).toBe(0);
+    const handle = suite.stack.client.getBatch(batchId);
+    expect(await handle.result()).toMatchObject({ total: 30, succeeded: 30 });
+    expect(sinkCounts(out)).toEqual({ lines: 30, ids: 30, ok: 30 });
+    const history = await handle.workflow.fetchHistory();
+    const windows = (history.events ?? []).flatMap(
+      (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+    );
+    expect(windows.map((id) => id.split('/').pop()).sort()).toEqual(['window-0', 'window-1']);
+    expect(maxOverlap(requestsOf(batchId))).toBeLessThanOrEqual(6);
   });
 });

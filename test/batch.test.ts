@@ -197,7 +197,9 @@ describe('batch', () => {
       suite.stack.client,
       'budget',
       40,
-      (index) => `budget words here [sim latency=${300 + (index % 4) * 700}]`,
+      // 11 tokens an answer: the ten short calls (two lanes of five) pass the budget while the others' calls run on for
+      // seconds, so the stop finds calls to abort however slowly it reaches the worker.
+      (index) => `budget words here [sim latency=${index < 10 ? 300 : 5000}]`,
       { concurrency: 4, tokenBudget: 60 },
     );
     const summary = await handle.result();
@@ -212,7 +214,9 @@ describe('batch', () => {
     expect(droppedAnswers(requestsOf(handle.batchId), new Set(readSink(sink).map((line) => line.id)))).toEqual([]);
     expect(summary.tokens.total).toBe(readSink(sink).reduce((sum, line) => sum + (line.usage?.totalTokens ?? 0), 0));
 
-    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000 })).result();
+    const resumed = await (
+      await suite.stack.client.resumeBatch(handle.batchId, { tokenBudget: 1_000_000, concurrency: 30 })
+    ).result();
     expect(resumed.stoppedBy).toBeUndefined();
     expect(sinkCounts(sink)).toEqual({ lines: 40, ids: 40, ok: 40 });
   });
@@ -237,30 +241,42 @@ describe('batch', () => {
     ).toEqual([expect.stringMatching(/FINISHED\.json$/)]);
   });
 
-  it('recovers every answered result of a terminated batch into its sink when its status is asked', async () => {
-    const { handle, sink } = await startTaskBatch(suite.stack.client, 'terminated', 80, 'x [sim latency=250]', {
-      concurrency: 4,
-    });
-    await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
-    await handle.workflow.terminate('operator stopped it');
-    expect(existsSync(sink)).toBe(false);
-    const recovered = await suite.stack.client.recoverStoppedBatch(handle.batchId);
-    expect(recovered?.sink).toBe(sink);
-    const counts = sinkCounts(sink);
-    expect(counts.ok).toBeGreaterThanOrEqual(8);
-    expect(counts.ids).toBe(counts.lines);
-    expect(existsSync(`${sink}.parts`)).toBe(false);
-    // Recovered once the windows had closed (their lanes cancelled with them): every call answered is in the sink, and
-    // none is still open.
-    const written = new Set(readSink(sink).map((line) => line.id));
-    expect(droppedAnswers(requestsOf(handle.batchId), written)).toEqual([]);
-    expect(
-      requestsOf(handle.batchId).filter((request) => request.outcome === undefined && !request.clientClosedAt),
-    ).toEqual([]);
-    const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
-    expect(resumed.alreadyOk).toBe(counts.ok);
-    expect(sinkCounts(sink)).toEqual({ lines: 80, ids: 80, ok: 80 });
-  });
+  it.each([
+    ['one window', {}],
+    ['two stripes (windowCalls 2)', { windowCalls: 2 }],
+  ])(
+    'recovers every answered result of a terminated batch into its sink when its status is asked (%s)',
+    async (_, stripes) => {
+      const { handle, sink } = await startTaskBatch(suite.stack.client, 'terminated', 80, 'x [sim latency=250]', {
+        concurrency: 4,
+        ...stripes,
+      });
+      await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
+      await handle.workflow.terminate('operator stopped it');
+      expect(existsSync(sink)).toBe(false);
+      const recovered = await suite.stack.client.recoverStoppedBatch(handle.batchId);
+      expect(recovered?.sink).toBe(sink);
+      const counts = sinkCounts(sink);
+      expect(counts.ok).toBeGreaterThanOrEqual(8);
+      expect(counts.ids).toBe(counts.lines);
+      expect(existsSync(`${sink}.parts`)).toBe(false);
+      // Recovered once the windows had closed (their lanes cancelled with them): every call answered is in the sink, and
+      // none is still open.
+      const written = new Set(readSink(sink).map((line) => line.id));
+      expect(droppedAnswers(requestsOf(handle.batchId), written)).toEqual([]);
+      expect(
+        requestsOf(handle.batchId).filter((request) => request.outcome === undefined && !request.clientClosedAt),
+      ).toEqual([]);
+      const resumed = await (await suite.stack.client.resumeBatch(handle.batchId)).result();
+      if ('windowCalls' in stripes) {
+        // Both stripes' answers were recovered: items of each half of the file were in the sink before the resume.
+        expect([...written].some((id) => Number(id.split('-')[1]) < 40)).toBe(true);
+        expect([...written].some((id) => Number(id.split('-')[1]) >= 40)).toBe(true);
+      }
+      expect(resumed.alreadyOk).toBe(counts.ok);
+      expect(sinkCounts(sink)).toEqual({ lines: 80, ids: 80, ok: 80 });
+    },
+  );
 
   it('refuses a malformed task file before starting, naming the line', async () => {
     const bad = path.join(directory, 'bad.jsonl');

@@ -13,13 +13,13 @@ import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
 import {
   BATCH_DEFAULTS,
-  MAX_STRIPES,
   type BatchInput,
   type BatchOptions,
   type BatchProgress,
   type BatchSummary,
 } from '../contract/batch';
 import type { batch } from '../workflows/batch/batch';
+import { stripesWanted } from '../workflows/batch/stripe-plan';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
@@ -302,16 +302,16 @@ export class BatchClient {
   }
 
   /**
-   * Waits until every window of a stopped batch has closed, for at most `timeoutMs`. Temporal asks a terminated batch's
-   * windows to cancel, and each one's lanes then abort their calls and journal the answers they have: read before that,
-   * the spool would miss the last answers, and a lane writing into it as it is removed would leave a spool behind.
-   * With no worker running the windows cannot close: after the wait the spool is read as it is (nothing answers then).
+   * Waits (at most a minute) until every window of a stopped batch has closed: Temporal asks a terminated batch's windows
+   * to cancel, and their lanes then abort their calls and journal the answers they have. Read before that, the spool would
+   * miss the last answers. With no worker running they cannot close: after the wait the spool is read as it is.
    */
-  private async windowsClosed(batchId: string, firstRunId: string, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
+  private async windowsClosed(batchId: string, firstRunId: string, options?: BatchOptions): Promise<void> {
+    const deadline = Date.now() + 60_000;
     // A batch in stripes numbers stripe k's windows k, k + stripes, ...: one stripe may have ended before another's next
-    // window, so the look goes on past MAX_STRIPES windows in a row that never ran.
-    for (let window = 0, missing = 0; missing < MAX_STRIPES; window += 1) {
+    // window, so the look goes on past as many windows in a row that never ran as the stripes its options asked for.
+    const stripes = stripesWanted(options);
+    for (let window = 0, missing = 0; missing < stripes; window += 1) {
       const handle = this.options.client.workflow.getHandle(`${batchId}/${firstRunId}/window-${window}`);
       for (;;) {
         const status = await handle.describe().then(
@@ -339,10 +339,10 @@ export class BatchClient {
   async recoverStopped(batchId: string): Promise<{ sink: string; bytes: number } | undefined> {
     const description = await this.options.client.workflow.getHandle<typeof batch>(batchId).describe();
     if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
-    const memo = description.memo as { sink?: string } | undefined;
+    const memo = description.memo as { sink?: string; options?: BatchOptions } | undefined;
     const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
     if (!memo?.sink || !firstRunId) return undefined;
-    await this.windowsClosed(batchId, firstRunId);
+    await this.windowsClosed(batchId, firstRunId, memo.options);
     const bytes = await assembleLeftover(this.options.storage, memo.sink, spoolOf(memo.sink, firstRunId));
     return bytes === undefined ? undefined : { sink: memo.sink, bytes };
   }

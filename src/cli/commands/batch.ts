@@ -30,6 +30,7 @@ interface StartFlags extends BatchFlags {
   agentTimeout?: number;
   budgetUsd?: number;
   itemsPerActivity?: number;
+  windowCalls?: number;
   route?: BatchRoute;
   deadline?: number;
   api?: 'chat' | 'responses';
@@ -262,6 +263,11 @@ export function batchCommand(): Command {
           wholeNumber(1, MAX_ITEMS_PER_ACTIVITY),
         )
         .option(
+          '--window-calls <n>',
+          `most calls one window workflow keeps in flight; a wider batch runs in stripes side by side (default ${BATCH_DEFAULTS.windowCalls})`,
+          wholeNumber(1, MAX_BATCH_CONCURRENCY),
+        )
+        .option(
           '--route <route>',
           'how the calls are sent: sync (default), flex, provider-batch (half price, answers within the deadline), auto',
           routeOf,
@@ -286,6 +292,7 @@ export function batchCommand(): Command {
           ...(flags.agentTimeout === undefined ? {} : { agentTimeoutMs: flags.agentTimeout }),
           ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
           ...(flags.itemsPerActivity === undefined ? {} : { itemsPerActivity: flags.itemsPerActivity }),
+          ...(flags.windowCalls === undefined ? {} : { windowCalls: flags.windowCalls }),
           ...(flags.route === undefined ? {} : { route: flags.route }),
           ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
           ...(flags.api === undefined ? {} : { api: flags.api }),
