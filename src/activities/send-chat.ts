@@ -210,7 +210,7 @@ export async function sendChat(
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
-      const request = deadlineSignal(signal, Math.ceil(deadlineMs));
+      const request = deadlineSignal(signal, Math.ceil(deadlineMs), { afterArrived: true });
       const startedAt = dependencies.clock();
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);

@@ -48,15 +48,24 @@ export function watchForCancellation(
 /**
  * A signal aborted when `source` is (with its reason) or after `ms` (a TimeoutError, as `AbortSignal.timeout` gives);
  * `clear()` unhooks both, so nothing outlives the call.
+ *
+ * `afterArrived`: `source`'s abort reaches the signal two event-loop turns late, so an answer already in the socket when
+ * the cancel came is read first. A cancel and an answer often land together (a budget stop, a fail-fast, calls of one
+ * wave); aborted at once, the request throws away an answer the provider has sent and billed, and a resume pays for it
+ * again. Two turns: the cancel may be handled in the poll that did not yet see the answer; the next poll reads it, and
+ * its parsing and the client's reading of a body that is all there run before the turn ends. Still an abort within
+ * a millisecond or so for a request that is really in flight.
  */
 export function deadlineSignal(
   source: AbortSignal,
   ms: number,
+  options: { afterArrived?: boolean } = {},
 ): { signal: AbortSignal; timedOut(): boolean; clear(): void } {
   const controller = new AbortController();
   let timedOut = false;
-  const onAbort = () => controller.abort(source.reason);
-  if (source.aborted) onAbort();
+  const abortNow = () => controller.abort(source.reason);
+  const onAbort = options.afterArrived ? () => setImmediate(() => setImmediate(abortNow)) : abortNow;
+  if (source.aborted) abortNow();
   else source.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => {
     timedOut = true;
