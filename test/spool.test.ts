@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
+import { appendFileSync, createWriteStream, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -79,7 +79,7 @@ describe('the spool', () => {
     await journalItem(storage, spool, lane, 0, ok('a'));
     const retried = await LaneJournal.open(storage, spool, lane);
     // A stale attempt, killed mid-append while the retried one had the log open, left half a record with no newline.
-    appendFileSync(path.join(spool, 'lanes', lane, 'journal.log'), `1 ${ok('b').slice(0, 20)}`);
+    appendFileSync(path.join(spool, 'lanes', `${lane}.log`), `1 ${ok('b').slice(0, 20)}`);
     await retried.record(1, ok('b', 'retried'));
     await retried.record(0, ok('a', 'a stale attempt again'));
     await retried.close();
@@ -121,10 +121,10 @@ describe('the spool', () => {
     for (const [index, id] of ['a', 'b', 'c'].entries()) await journal.record(index, ok(id));
     await journal.close();
     expect(appends).toBe(2);
-    expect((await storage.list(path.join(spool, 'lanes', lane))).sort()).toEqual([
-      '0001.json',
-      '0002.json',
-      'journal.log',
+    expect((await storage.list(path.join(spool, 'lanes'))).sort()).toEqual([
+      `${lane}.log`,
+      `${lane}/0001.json`,
+      `${lane}/0002.json`,
     ]);
     expect([...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b)).toEqual([
       [0, ok('a')],
@@ -160,7 +160,7 @@ describe('the spool', () => {
     // Every item answered by this attempt (and journaled): the segment is written from what it knows.
     const whole = laneName(0, 0);
     const known = new Map([0, 1, 2].map((index) => [index, ok(`w${index}`)]));
-    const journal = await LaneJournal.open(storage, spool, whole, true);
+    const journal = await LaneJournal.open(storage, spool, whole);
     for (const [index, line] of known) await journal.record(index, line);
     await journal.close();
     expect(await sealLane(counting, spool, whole, [], known, 3)).toEqual([ok('w0'), ok('w1'), ok('w2')]);
@@ -179,7 +179,7 @@ describe('the spool', () => {
       ok('p1', 'from another attempt'),
       ok('p2'),
     ]);
-    expect(reads).toEqual(['list w0000-l0000001', 'read journal.log']);
+    expect(reads).toEqual(['read w0000-l0000001.log', 'list w0000-l0000001']);
     // A segment is read straight away, without a look at its size first; a missing one is undefined.
     reads.length = 0;
     expect(await sealedLines(counting, spool, whole)).toEqual([ok('w0'), ok('w1'), ok('w2')]);
@@ -189,16 +189,45 @@ describe('the spool', () => {
     expect(sinkIds(sink)).toEqual(['w0', 'w1', 'w2', 'p0', 'p1', 'p2']);
   });
 
-  it('opens a fresh journal where its directory is new and where it already holds records', async () => {
+  it('opens a journal where the lanes directory is new and where it already holds records', async () => {
     const spool = spoolOf(path.join(directory, 'fresh.jsonl'), 'run-1');
     const lane = laneName(0, 0);
-    const first = await LaneJournal.open(storage, spool, lane, true);
+    const first = await LaneJournal.open(storage, spool, lane);
     await first.record(0, ok('a'));
     await first.close();
-    const again = await LaneJournal.open(storage, spool, lane, true);
+    const again = await LaneJournal.open(storage, spool, lane);
     await again.record(1, ok('b'));
     await again.close();
     expect(Object.fromEntries(await journaled(storage, spool, lane))).toEqual({ 0: ok('a'), 1: ok('b') });
+  });
+
+  it('reads the journal of a spool from before the logs moved out of the lanes directories, sealed or not', async () => {
+    const sink = path.join(directory, 'old-layout.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    const [sealed, open] = [laneName(0, 0), laneName(0, 1)];
+    for (const [lane, id] of [
+      [sealed, 'a'],
+      [open, 'b'],
+    ]) {
+      mkdirSync(path.join(spool, 'lanes', lane), { recursive: true });
+      appendFileSync(path.join(spool, 'lanes', lane, 'journal.log'), `\n0 ${ok(id)}\n`);
+    }
+    // A retried attempt on this code journals the lane's next item in the new place: both count.
+    const retried = await LaneJournal.open(storage, spool, open);
+    await retried.record(1, ok('c'));
+    await retried.close();
+    expect(Object.fromEntries(await journaled(storage, spool, open))).toEqual({ 0: ok('b'), 1: ok('c') });
+    await sealLane(storage, spool, sealed);
+    await assembleSink(storage, sink, spool, { windows: [2], unsealed: [open] });
+    expect(sinkIds(sink)).toEqual(['a', 'b', 'c']);
+    // A window whose lane count was lost: its lanes are found from the spool, in both layouts.
+    const lost = path.join(directory, 'old-layout-lost.jsonl');
+    const lostSpool = spoolOf(lost, 'run-1');
+    mkdirSync(path.join(lostSpool, 'lanes', sealed), { recursive: true });
+    appendFileSync(path.join(lostSpool, 'lanes', sealed, 'journal.log'), `\n0 ${ok('d')}\n`);
+    await journalItem(storage, lostSpool, open, 0, ok('e'));
+    await assembleSink(storage, lost, lostSpool, { windows: [-1], unsealed: [] });
+    expect(sinkIds(lost).sort()).toEqual(['d', 'e']);
   });
 
   it('refuses to write a sink when a sealed lane is missing its segment, and writes nothing', async () => {

@@ -181,7 +181,7 @@ export function createBatchActivities(
         : new Map<number, string>();
       for (const text of done.values()) tally(result, text);
       const raws = await mapped(() => readLane(input));
-      const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane, !retried));
+      const journal = await mapped(() => LaneJournal.open(storage, input.spool, input.lane));
       /** What this attempt journaled, so sealing does not read it back. */
       const written = new Map<number, string>(done);
       const lane = new AbortController();

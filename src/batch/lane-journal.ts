@@ -1,7 +1,7 @@
 import { childOf } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
 import type { Appender } from '../store/object-storage';
-import { JOURNAL_LOG, journalOf, segmentOf } from './spool-layout';
+import { JOURNAL_LOG, journalLogOf, journalOf, segmentOf } from './spool-layout';
 
 /**
  * Where a lane records its finished items, each before anything can end the lane. Not flushed to the disk (a local
@@ -19,13 +19,10 @@ export class LaneJournal {
     private appender: Appender | undefined,
   ) {}
 
-  /** `fresh`: the lane's first attempt, whose journal is most likely not there yet (its directory is made first). */
-  static async open(storage: ObjectStorage, spool: string, lane: string, fresh = false): Promise<LaneJournal> {
-    const directory = journalOf(spool, lane);
-    const appender = await storage
-      .openAppender(childOf(directory, JOURNAL_LOG), fresh ? { newPlace: true } : undefined)
-      .catch(() => undefined);
-    return new LaneJournal(storage, directory, appender);
+  /** Opens the lane's journal log, making the directory every lane's log goes in when it is missing (the first lane). */
+  static async open(storage: ObjectStorage, spool: string, lane: string): Promise<LaneJournal> {
+    const appender = await storage.openAppender(journalLogOf(spool, lane)).catch(() => undefined);
+    return new LaneJournal(storage, journalOf(spool, lane), appender);
   }
 
   async record(index: number, line: string): Promise<void> {
@@ -83,8 +80,11 @@ export async function journaled(
   known?: ReadonlyMap<number, string>,
 ): Promise<Map<number, string>> {
   const found = new Map<number, string>();
+  const log = await readIfThere(storage, journalLogOf(spool, lane));
+  if (log !== undefined) logRecords(log.toString('utf8'), found);
   const directory = journalOf(spool, lane);
   const names = await storage.list(directory);
+  // A spool from before the logs moved out of the lanes' directories.
   if (names.includes(JOURNAL_LOG))
     logRecords((await storage.read(childOf(directory, JOURNAL_LOG))).toString('utf8'), found);
   for (const name of names) {
@@ -97,16 +97,21 @@ export async function journaled(
   return found;
 }
 
-/** The lines of a lane's segment, when the lane was sealed. */
-export async function sealedLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[] | undefined> {
-  let bytes: Buffer;
+/** The object at `uri`, read at once rather than after a look at its size (it is there most times); undefined if not. */
+async function readIfThere(storage: ObjectStorage, uri: string): Promise<Buffer | undefined> {
   try {
-    // Read at once, not after a look at its size: a finishing batch reads every lane's segment, most of them there.
-    bytes = await storage.read(segmentOf(spool, lane));
+    return await storage.read(uri);
   } catch (error) {
     if (error instanceof StorageError && error.code === 'NotFound') return undefined;
     throw error;
   }
+}
+
+/** The lines of a lane's segment, when the lane was sealed. */
+export async function sealedLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[] | undefined> {
+  // A finishing batch reads every lane's segment, most of them there.
+  const bytes = await readIfThere(storage, segmentOf(spool, lane));
+  if (bytes === undefined) return undefined;
   return bytes
     .toString('utf8')
     .split('\n')

@@ -20,7 +20,8 @@ export async function leftoverSpools(storage: ObjectStorage, sink: string, excep
 /** Every result line a spool holds: kept lines, segments and journal records (a line may appear more than once). */
 async function* spoolLines(storage: ObjectStorage, spool: string): AsyncGenerator<string> {
   for (const name of await storage.list(spool)) {
-    const log = /^lanes\/[^/]+\/journal\.log$/.test(name);
+    // lanes/<lane>.log, or lanes/<lane>/journal.log in a spool from before the logs moved out of the lanes' directories.
+    const log = /^lanes\/[^/]+\.log$/.test(name) || /^lanes\/[^/]+\/journal\.log$/.test(name);
     if (!(log || name === 'kept.jsonl' || /^seg\/.+\.jsonl$/.test(name) || /^lanes\/[^/]+\/\d+\.json$/.test(name)))
       continue;
     for await (const line of linesOf(storage, childOf(spool, name))) {

@@ -36,15 +36,18 @@ async function lanesFound(storage: ObjectStorage, spool: string, window: number)
     ...(await storage.list(childOf(spool, 'seg'))),
     ...(await storage.list(childOf(spool, 'lanes'))),
   ]) {
-    const lane = name.split('/')[0].replace(/\.jsonl$/, '');
+    // seg/<lane>.jsonl, lanes/<lane>.log, lanes/<lane>/<index>.json (and a spool from before: lanes/<lane>/journal.log).
+    const lane = name.split('/')[0].replace(/\.(jsonl|log)$/, '');
     if (lane.startsWith(`${prefix}-`)) names.add(lane);
   }
   return [...names].sort();
 }
 
-/** A lane's lines: its segment when sealed, else its journal. */
+/** A lane's lines: its segment when sealed, else its journal (in the lane's order, as a segment is). */
 async function laneLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[]> {
-  return (await sealedLines(storage, spool, lane)) ?? [...(await journaled(storage, spool, lane)).values()];
+  const sealed = await sealedLines(storage, spool, lane);
+  if (sealed) return sealed;
+  return [...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b).map(([, line]) => line);
 }
 
 /** Segment reads in flight at once while the sink is written. */

@@ -6,9 +6,11 @@ import { childOf } from '../contract/location';
  *
  *   kept.jsonl                ok lines a resume carried over from the sink and from spools of stopped runs
  *   todo.jsonl                a resume's task lines still to run (the source, less what is ok)
- *   lanes/<lane>/journal.log  the lane's finished items, one `<index> <line>` record appended as each call answers:
- *                             the journal, where the store can append (local files)
- *   lanes/<lane>/<index>.json one finished item of a lane, where it cannot (S3), or when an append failed
+ *   lanes/<lane>.log          the lane's finished items, one `<index> <line>` record appended as each call answers:
+ *                             the journal, where the store can append (local files). One file in a directory every
+ *                             lane shares: a directory per lane cost a mkdir per lane, about a tenth of the worker's
+ *                             file-system CPU (spools from before it keep theirs in lanes/<lane>/journal.log, still read)
+ *   lanes/<lane>/<index>.json one finished item of a lane, where it cannot append (S3), or when an append failed
  *   seg/<lane>.jsonl          every finished item of a lane, written when the lane ends: the segment
  *   FINISHED.json             written once the sink is whole, before anything else of the spool is removed
  *
@@ -46,4 +48,10 @@ export function segmentOf(spool: string, lane: string): string {
   return childOf(childOf(spool, 'seg'), `${lane}.jsonl`);
 }
 
+/** The journal log of a lane: one file beside every other lane's. */
+export function journalLogOf(spool: string, lane: string): string {
+  return childOf(childOf(spool, 'lanes'), `${lane}.log`);
+}
+
+/** The journal log's name in a lane's directory, where spools from before `journalLogOf` keep it. */
 export const JOURNAL_LOG = 'journal.log';

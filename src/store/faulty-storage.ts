@@ -46,8 +46,8 @@ export class FaultyStorage implements ObjectStorage {
   async write(uri: string, data: Buffer | string, options?: { sync?: boolean }) {
     return this.faulty(uri, 'write', (inner) => inner.write(uri, data, options));
   }
-  async openAppender(uri: string, options?: { newPlace?: boolean }): Promise<Appender | undefined> {
-    const inner = await this.faulty(uri, 'openAppender', (store) => store.openAppender(uri, options));
+  async openAppender(uri: string): Promise<Appender | undefined> {
+    const inner = await this.faulty(uri, 'openAppender', (store) => store.openAppender(uri));
     if (!inner) return undefined;
     return {
       // A fault before the write: the record never reaches the object, as when a disk refuses a write.

@@ -37,20 +37,10 @@ function wrapped(uri: string, error: unknown): unknown {
 }
 
 /**
- * Opens a file for writing (`w`) or appending (`a`), making `directory` (where the file goes) when it is missing. The
- * directory is made only then (most files go where others went before), or first when the caller says it is new: a
- * failed open costs an error object and a system call.
+ * Opens a file for writing (`w`) or appending (`a`), making `directory` (where the file goes) when it is missing: only
+ * then, since most files go where others went before.
  */
-async function openMakingDirectory(
-  file: string,
-  flags: 'w' | 'a',
-  directory: string,
-  newDirectory = false,
-): Promise<FileHandle> {
-  if (newDirectory) {
-    await mkdir(directory, { recursive: true });
-    return open(file, flags);
-  }
+async function openMakingDirectory(file: string, flags: 'w' | 'a', directory: string): Promise<FileHandle> {
   return open(file, flags).catch(async (error: NodeJS.ErrnoException) => {
     if (error.code !== 'ENOENT') throw error;
     await mkdir(directory, { recursive: true });
@@ -176,10 +166,10 @@ export class FileStorage implements ObjectStorage {
     }
   }
 
-  async openAppender(uri: string, options?: { newPlace?: boolean }): Promise<Appender> {
+  async openAppender(uri: string): Promise<Appender> {
     const target = localPath(uri);
     try {
-      const handle = await openMakingDirectory(target, 'a', path.dirname(target), options?.newPlace);
+      const handle = await openMakingDirectory(target, 'a', path.dirname(target));
       let broken: unknown;
       return {
         append: async (record: string) => {

@@ -41,7 +41,7 @@ export class Storage implements ObjectStorage {
   readonly readStream: ObjectStorage['readStream'] = (uri, start) => this.backend(uri).readStream(uri, start);
   readonly write: ObjectStorage['write'] = (uri, data, options) => this.backend(uri).write(uri, data, options);
   readonly writeStream: ObjectStorage['writeStream'] = (uri, chunks) => this.backend(uri).writeStream(uri, chunks);
-  readonly openAppender: ObjectStorage['openAppender'] = (uri, options) => this.backend(uri).openAppender(uri, options);
+  readonly openAppender: ObjectStorage['openAppender'] = (uri) => this.backend(uri).openAppender(uri);
   readonly list: ObjectStorage['list'] = (prefix) => this.backend(prefix).list(prefix);
   readonly remove: ObjectStorage['remove'] = (uri) => this.backend(uri).remove(uri);
   readonly removeTree: ObjectStorage['removeTree'] = (prefix) => this.backend(prefix).removeTree(prefix);

@@ -18,11 +18,9 @@ export interface ObjectStorage {
   /**
    * Opens `uri` for appending records, where the store can (local files): one open for many small records, none ever
    * rewritten, at a fraction of a whole-object write's cost. `undefined` where objects are written whole (S3): write one
-   * object per record there. A crash may cut the last record short; `Appender` says how readers tell. `newPlace`: the
-   * caller knows the object's directory is most likely missing (a lane's first attempt), so it is made first rather
-   * than after an open fails; an existing one is fine too.
+   * object per record there. A crash may cut the last record short; `Appender` says how readers tell.
    */
-  openAppender(uri: string, options?: { newPlace?: boolean }): Promise<Appender | undefined>;
+  openAppender(uri: string): Promise<Appender | undefined>;
   /** Writes a stream as one object, atomically, without holding it in memory. Returns the bytes written. */
   writeStream(uri: string, chunks: AsyncIterable<Buffer | string>): Promise<number>;
   /** Names (not URIs) directly or indirectly under `prefix` + '/', sorted. */

@@ -41,7 +41,7 @@ export function retrying(inner: ObjectStorage): ObjectStorage {
     write: (uri, data, options) => again(() => inner.write(uri, data, options)),
     writeStream: (uri, chunks) => inner.writeStream(uri, chunks),
     // Opening is tried again; an append is not (a failed one may have written part of its record): the caller falls back.
-    openAppender: (uri, options) => again(() => inner.openAppender(uri, options)),
+    openAppender: (uri) => again(() => inner.openAppender(uri)),
     list: (prefix) => again(() => inner.list(prefix)),
     remove: (uri) => again(() => inner.remove(uri)),
     removeTree: (prefix) => again(() => inner.removeTree(prefix)),
