@@ -98,6 +98,19 @@ export const agentScenarios: AgentScenario[] = [
     },
   },
   {
+    // Patch agent-id-escaped: an agent task whose id holds `/` gets a child id with `~` in its place.
+    name: 'fanout-agent-slash-id',
+    async run(stack, workflowId) {
+      const tasks = [{ id: 'team/lead', prompt: 'Use [[tool:search {"q":"x"}]]', tools: ['search'] }];
+      const handle = await stack.client.startParallel(tasks, undefined, { workflowId });
+      const { results } = await handle.result();
+      check(results[0]?.status === 'ok', this.name, 'succeed');
+      const child = await stack.client.client.workflow.getHandle(`${workflowId}/agent:team~lead`).describe();
+      check(child.status.name === 'COMPLETED', this.name, 'run its agent as agent:team~lead');
+      return handle.workflow;
+    },
+  },
+  {
     // A fan-out with a plain task and a task with tools: the plain one an activity, the other an agent child.
     name: 'fanout-agents',
     async run(stack, workflowId) {

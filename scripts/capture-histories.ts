@@ -262,6 +262,26 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    // Patch agent-id-escaped in a window: an agent item whose id holds `/` gets a child id with `~` in its place.
+    name: 'batch-agent-slash-id',
+    async run(stack, batchId, directory) {
+      const source = writeJsonl(directory, 'agent-slash', [
+        { id: 'team/lead', prompt: 'Look [[tool:search {"q":"a"}]]', tools: ['search'] },
+      ]);
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'agent-slash.out.jsonl'),
+        batchId,
+        options: { concurrency: 2 },
+      });
+      const summary = await handle.result();
+      expectThat(summary.succeeded === 1, this.name, 'answer the agent item');
+      const child = await stack.client.client.workflow.getHandle(`${batchId}/agent:team~lead`).describe();
+      expectThat(child.status.name === 'COMPLETED', this.name, 'run its agent as agent:team~lead');
+      return handle.workflow;
+    },
+  },
+  {
     // Cancelled while an agent's tool call waits for approval: the agent saves its place (the step's other result kept).
     name: 'batch-agents-cancelled',
     async run(stack, batchId, directory) {

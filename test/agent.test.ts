@@ -284,6 +284,38 @@ describe('agents with tools', () => {
     expect(third.arrivedAt).toBeLessThan(first.respondedAt ?? 0); // in parallel
   });
 
+  it("gives a task whose id reads like a sub-agent's an agent of its own, beside the agent whose sub-agent it mimics", async () => {
+    const spawn = JSON.stringify({ tasks: [{ prompt: 'the real sub-agent' }] });
+    const handle = await suite.stack.client.startParallel([
+      { id: 'lead', prompt: `Delegate [[tool:spawn_agents ${spawn}]]`, tools: ['spawn_agents'] },
+      // Still calling the model when the lead spawns: a second child of one id would be refused while the first runs.
+      { id: 'lead/sub-1-1-1', prompt: 'a look-alike [sim latency=3000]', tools: ['search'] },
+    ]);
+    const { results } = await handle.result();
+    expect(results.map((result) => [result.id, result.status])).toEqual([
+      ['lead', 'ok'],
+      ['lead/sub-1-1-1', 'ok'],
+    ]);
+    const workflows = suite.stack.client.client.workflow;
+    const lookAlike = `${handle.workflowId}/agent:lead~sub-1-1-1`;
+    expect((await handle.progress()).tasks.map((task) => task.agentWorkflowId)).toEqual([
+      `${handle.workflowId}/agent:lead`,
+      lookAlike,
+    ]);
+    // Each child ran its own task: the sub-agent the lead spawned, the look-alike the task of that id.
+    const taskOf = async (workflowId: string) => {
+      const history = await workflows.getHandle(workflowId).fetchHistory();
+      const started = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+      return JSON.stringify(started?.data ? JSON.parse(Buffer.from(started.data).toString('utf8')) : undefined);
+    };
+    expect(await taskOf(`${handle.workflowId}/agent:lead/sub-1-1-1`)).toContain('the real sub-agent');
+    expect(await taskOf(lookAlike)).toContain('a look-alike');
+    const subAgentCalls = modelCalls(suite.servers.simulator, 'lead.1-1-1').filter(
+      (request) => request.workflowId === `${handle.workflowId}/agent:lead/sub-1-1-1`,
+    );
+    expect(subAgentCalls).toHaveLength(1);
+  });
+
   it('refuses spawn_agents beyond the depth limit, telling the model why', async () => {
     const inner = JSON.stringify({ tasks: [{ prompt: 'too deep' }] });
     const outer = JSON.stringify({

@@ -17,7 +17,7 @@ import { describeMove, recordPacing, type PacingStatus } from '../contract/pacin
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { agentActivities } from './agent-activity';
-import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
+import { agentChildId, agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { spendOfFailure, type FailureSpend } from './agent/child-failure';
 import { agentSpendSignal } from './agent/messages';
 import { runsAsAgent } from '../contract/agent-task';
@@ -55,6 +55,8 @@ export class AgentRun {
   readonly inlineOutputBytes: number;
   /** What cancelled agents spent, by their workflow id, as they reported it (agentSpendSignal). */
   private readonly cancelledSpend = new Map<string, FailureSpend>();
+  /** Agent tasks' child ids, as started (the progress query cannot ask for the patch that chose them). */
+  private readonly agentChildIds = new Map<string, string>();
 
   constructor(
     readonly tasks: readonly AgentTask[],
@@ -133,6 +135,13 @@ export class AgentRun {
   }
 
   /** What is left of the run's budgets, for an agent that shares them. */
+  /** An agent task's child workflow id, chosen once (agentChildId) and kept for the progress query. */
+  private agentChildIdOf(taskId: string): string {
+    let id = this.agentChildIds.get(taskId);
+    if (id === undefined) this.agentChildIds.set(taskId, (id = agentChildId(workflowInfo().workflowId, taskId)));
+    return id;
+  }
+
   budgetLeft(): { tokens?: number; costUsd?: number } {
     const { tokenBudget, costBudgetUsd } = this.options;
     return {
@@ -174,6 +183,7 @@ export class AgentRun {
     const execute = () =>
       runsAsAgent(task)
         ? runAgentChild(
+            this.agentChildIdOf(task.id),
             task,
             this.options,
             { inlineOutputBytes: this.inlineOutputBytes, ...context },
@@ -203,9 +213,7 @@ export class AgentRun {
         // A cancelled one reported its spend by signal (agentSpendSignal) before it ended.
         const spent =
           spendOfFailure(error) ??
-          (isCancellation(error)
-            ? this.cancelledSpend.get(agentWorkflowId(workflowInfo().workflowId, task.id))
-            : undefined);
+          (isCancellation(error) ? this.cancelledSpend.get(this.agentChildIdOf(task.id)) : undefined);
         if (spent !== undefined && patched('failed-agent-spend'))
           result = {
             ...result,
@@ -291,7 +299,9 @@ export class AgentRun {
         name: task.name ?? task.id,
         state: this.states[index],
         attempts: this.results[index]?.attempts ?? (this.states[index] === 'running' ? 1 : 0),
-        ...(runsAsAgent(task) ? { agentWorkflowId: agentWorkflowId(workflowInfo().workflowId, task.id) } : {}),
+        ...(runsAsAgent(task)
+          ? { agentWorkflowId: this.agentChildIds.get(task.id) ?? agentWorkflowId(workflowInfo().workflowId, task.id) }
+          : {}),
       })),
     };
   }

@@ -3,7 +3,7 @@ import {
   ChildWorkflowCancellationType,
   ParentClosePolicy,
   executeChild,
-  workflowInfo,
+  patched,
 } from '@temporalio/workflow';
 import type { AgentCallInput, AgentCallResult } from '../../contract/agent-call';
 import type { AgentResult, AgentTask } from '../../contract/agent-task';
@@ -13,9 +13,24 @@ import type { agent } from './agent';
 import { childFailure } from './child-failure';
 import type { AgentOutcome } from './types';
 
-/** The child workflow id of a run's agent task: derived from the run's, so a retry or replay finds the same child. */
-export function agentWorkflowId(parentWorkflowId: string, taskId: string): string {
-  return `${parentWorkflowId}/agent:${taskId}`;
+/** The patch that escapes `/` in agents' workflow ids (CONTRIBUTING.md, "Changing workflow code"). */
+export const AGENT_ID_PATCH = 'agent-id-escaped';
+
+/**
+ * The child workflow id of a run's agent task: derived from the run's, so a retry or replay finds the same child. A `/`
+ * of the task id is written `~` (which ids cannot hold): sub-agents are `<agent>/sub-…`, so task `lead/sub-1-1-1`
+ * would otherwise get the id of task `lead`'s first sub-agent. `escaped: false` is the id of runs from before that.
+ */
+export function agentWorkflowId(parentWorkflowId: string, taskId: string, escaped = true): string {
+  return `${parentWorkflowId}/agent:${escaped ? taskId.replaceAll('/', '~') : taskId}`;
+}
+
+/**
+ * In workflow code, the id to start an agent child with: escaped, unless the run started before AGENT_ID_PATCH (only
+ * an id holding `/` asks, so other runs pay no patch marker).
+ */
+export function agentChildId(parentWorkflowId: string, taskId: string): string {
+  return agentWorkflowId(parentWorkflowId, taskId, !taskId.includes('/') || patched(AGENT_ID_PATCH));
 }
 
 /**
@@ -25,6 +40,7 @@ export function agentWorkflowId(parentWorkflowId: string, taskId: string): strin
  * caller's scope cancels the child and waits for it to stop.
  */
 export async function runAgentChild(
+  workflowId: string,
   task: AgentTask,
   options: ResolvedRunOptions,
   input: Omit<AgentCallInput, 'task'>,
@@ -34,7 +50,7 @@ export async function runAgentChild(
   let outcome: AgentOutcome;
   try {
     outcome = await executeChild<typeof agent>('agent', {
-      workflowId: agentWorkflowId(workflowInfo().workflowId, task.id),
+      workflowId,
       args: [
         {
           task,
