@@ -194,7 +194,9 @@ describe('batch lanes: several calls one after another per activity, each answer
   ])(
     'fails fast with lanes in flight (%s): every answered call is in the sink and the cost, none is left open',
     async (_, stripes) => {
-      const prompt = (index: number) => (index === 120 ? 'x [sim fault=403 latency=50]' : 'x [sim latency=100]');
+      // Items of the second stripe (200 on) run 300 ms: the first stripe's failure comes long before they could all end.
+      const prompt = (index: number) =>
+        index === 120 ? 'x [sim fault=403 latency=50]' : `x [sim latency=${index >= 200 ? 300 : 100}]`;
       const { handle, sink } = await startTaskBatch(suite.stack.client, 'failfast', 400, prompt, {
         concurrency: 8,
         errorPolicy: 'fail-fast',
@@ -220,6 +222,22 @@ describe('batch lanes: several calls one after another per activity, each answer
       }
     },
   );
+
+  it('fails fast from inside a lane: the lane takes no item after the failure, and returns at once', async () => {
+    // One call at a time: after the first lane (8 items, call length unknown) the rest would go in one deep lane.
+    const prompt = (index: number) => (index === 10 ? 'x [sim fault=403]' : 'x');
+    const { handle, sink } = await startTaskBatch(suite.stack.client, 'lanefail', 50, prompt, {
+      concurrency: 1,
+      errorPolicy: 'fail-fast',
+    });
+    const summary = await handle.result();
+    expect(summary).toMatchObject({ stoppedBy: 'fail-fast', succeeded: 10, failed: 1, notRun: 39 });
+    expect(requestsOf(handle.batchId).map((request) => request.taskId)).toEqual(
+      Array.from({ length: 11 }, (_, index) => `lanefail-${index}`),
+    );
+    expect(Math.max(...(await lanesOf(handle.workflow)).map((lane) => lane.items))).toBeGreaterThan(11);
+    expect(sinkCounts(sink)).toEqual({ lines: 11, ids: 11, ok: 10 });
+  });
 
   it('stops at its cost budget with lanes in flight: every answered call counted, a resume pays for none of them again', async () => {
     const { handle, sink } = await startTaskBatch(

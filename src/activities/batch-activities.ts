@@ -190,6 +190,7 @@ export function createBatchActivities(
       const attempts = (input.priorAttempts ?? 0) + context.info.attempt;
       const single = input.entries.length === 1;
       let fatal: unknown;
+      let failedFast = false;
       const runOne = async (index: number): Promise<void> => {
         const entry = input.entries[index];
         const task = taskOf(input, entry, raws[index]);
@@ -252,12 +253,14 @@ export function createBatchActivities(
         await mapped(() => journal.record(index, text));
         written.set(index, text);
         tallyLine(result, line);
+        // Fail-fast: the window hears of a failure when the lane returns, so the lane returns now (its open calls end).
+        if (line.status === 'failed' && input.stopAtFailure) failedFast = true;
       };
       // `parallel` slots share one cursor over the items; none takes another once the lane is ending. Not p-limit: it
       // would queue a promise for every item of the lane up front, and a worker runs hundreds of lanes of up to 100.
       let next = 0;
       const slot = async (): Promise<void> => {
-        while (fatal === undefined && !lane.signal.aborted && next < input.entries.length) {
+        while (fatal === undefined && !failedFast && !lane.signal.aborted && next < input.entries.length) {
           const index = next++;
           if (done.has(index)) continue;
           try {

@@ -70,6 +70,8 @@ export interface LaneInput {
   maximumAttempts: number;
   /** The batch's id, which the lane's calls name in `x-fanout-workflow-id`. */
   batchId: string;
+  /** Fail-fast: the lane takes no item after one fails for good, and returns at once so the window stops the batch. */
+  stopAtFailure?: boolean;
   /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
   call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
 }

@@ -206,6 +206,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
           priorAttempts,
           maximumAttempts: runOptions.retry.maximumAttempts,
           batchId: input.batchId,
+          ...(runOptions.errorPolicy === 'fail-fast' ? { stopAtFailure: true } : {}),
           ...(input.call ? { call: input.call } : {}),
         },
       ]),
