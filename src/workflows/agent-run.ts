@@ -134,7 +134,6 @@ export class AgentRun {
     return undefined;
   }
 
-  /** What is left of the run's budgets, for an agent that shares them. */
   /** An agent task's child workflow id, chosen once (agentChildId) and kept for the progress query. */
   private agentChildIdOf(taskId: string): string {
     let id = this.agentChildIds.get(taskId);
@@ -142,6 +141,7 @@ export class AgentRun {
     return id;
   }
 
+  /** What is left of the run's budgets, for an agent that shares them. */
   budgetLeft(): { tokens?: number; costUsd?: number } {
     const { tokenBudget, costBudgetUsd } = this.options;
     return {
