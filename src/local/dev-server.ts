@@ -46,6 +46,9 @@ function cliAttributeType(type: string): string {
     .join('');
 }
 
+/** The server ended before serving because a port it binds was taken. */
+class PortTaken extends Error {}
+
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => child.once('exit', () => resolve()));
@@ -68,16 +71,17 @@ async function waitUntilServing(
   child: ChildProcess,
   address: string,
   namespace: string,
-  output: { announced: () => boolean; tail: () => string },
+  output: { announced: () => boolean; tail: () => string; closed: Promise<void> },
   timeoutMs: number,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(
-        `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before serving:\n${output.tail()}`,
-      );
+      await output.closed; // the last of its output may still be in the pipes
+      const tail = output.tail();
+      const message = `the Temporal dev server exited (${child.exitCode ?? child.signalCode}) before serving:\n${tail}`;
+      throw /address already in use/.test(tail) ? new PortTaken(message) : new Error(message);
     }
     // Until our process has announced its address, an answer on the port may come from another server.
     const connection = !output.announced()
@@ -116,9 +120,24 @@ async function waitUntilServing(
  * const worker = await createFanoutWorker({ connection: server.nativeConnection });
  */
 export async function startDevServer(options: DevServerOptions = {}): Promise<DevServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await launch({
+        ...options,
+        port: options.port ?? (await freePort()),
+        uiPort: options.uiPort ?? (await freePort()),
+      });
+    } catch (error) {
+      // A port free a moment ago can be taken before the server binds it (by another test, or one of the ports the
+      // CLI picks itself): start again, on fresh ports where the caller gave none.
+      if (!(error instanceof PortTaken) || attempt >= 3) throw error;
+    }
+  }
+}
+
+async function launch(options: DevServerOptions & { port: number; uiPort: number }): Promise<DevServer> {
   const executable = findTemporalCli();
-  const port = options.port ?? (await freePort());
-  const uiPort = options.uiPort ?? (await freePort());
+  const { port, uiPort } = options;
   const namespace = options.namespace ?? 'default';
   const address = `127.0.0.1:${port}`;
   const args = [
@@ -164,6 +183,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
   // A child is not stopped when its parent exits; this kills it if the caller never reaches stop().
   const killOnExit = () => child.kill('SIGKILL');
   process.once('exit', killOnExit);
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const spawned = new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
     child.once('error', reject);
@@ -183,7 +203,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<De
       child,
       address,
       namespace,
-      { announced: () => announced, tail: () => output },
+      { announced: () => announced, tail: () => output, closed },
       options.startTimeoutMs ?? 60_000,
     );
     client = new Client({ connection: await Connection.connect({ address }), namespace });
