@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { Environment } from '../config/environment';
 import { DEFAULT_TOOL_TIMEOUT_MS, type Tool } from './define-tool';
@@ -46,6 +47,40 @@ export function mcpServersFromEnvironment(environment: Environment = process.env
   return parsed.data;
 }
 
+/**
+ * An MCP server could not be reached: its connection failed, or was lost during a call (the server stopped, restarted,
+ * or its process exited). Not the tool's answer: the activity that needed the server fails, and Temporal's retry
+ * connects afresh.
+ */
+export class McpServerUnavailableError extends Error {
+  constructor(
+    /** The server's name, as configured. */
+    readonly server: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'McpServerUnavailableError';
+  }
+}
+
+/**
+ * An error's message and its cause's (undici says only "fetch failed", its cause says why). Read by shape: fetch's errors
+ * are of Node's own realm, not of a sandbox's (a test runner's) `Error`.
+ */
+function reason(error: unknown): string {
+  const messageOf = (value: unknown) =>
+    typeof value === 'object' && value !== null && 'message' in value ? String(value.message) : undefined;
+  const message = messageOf(error) ?? String(error);
+  const cause = typeof error === 'object' && error !== null && 'cause' in error ? messageOf(error.cause) : undefined;
+  return cause ? `${message} (${cause})` : message;
+}
+
+/** `"docs" (https://mcp.example.com/mcp)`: a server as errors name it. */
+function labelOf(server: { name: string; url?: string; command?: string }): string {
+  return `"${server.name}" (${server.url ?? server.command})`;
+}
+
 interface Connection {
   client: Client;
   tools: Tool[];
@@ -63,8 +98,9 @@ function contentText(result: { content?: unknown; structuredContent?: unknown; t
 
 /**
  * The tools of the worker's MCP servers. Each server is connected on first use (from an activity) and stays connected for
- * the worker's life; its tool list is read once. A server that cannot be reached fails the activity that needed it, which
- * Temporal retries.
+ * the worker's life; its tool list is read once. A server that cannot be reached, at first use or during a call, fails
+ * the activity that needed it (McpServerUnavailableError), which Temporal retries: a connection lost in a call is dropped,
+ * so the retry connects again.
  */
 export class McpTools {
   private readonly servers: z.output<typeof mcpServerSchema>[];
@@ -87,6 +123,11 @@ export class McpTools {
     if (!connection) {
       connection = (async () => {
         const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
+        // A connection lost in a call is dropped (and closed: a stdio server's process must not outlive it).
+        const forget = () => {
+          if (this.connections.get(server.name) === connection) this.connections.delete(server.name);
+          void client.close().catch(() => undefined);
+        };
         const transport =
           server.url !== undefined
             ? new StreamableHTTPClientTransport(
@@ -111,14 +152,26 @@ export class McpTools {
           ...(approval(definition.name) ? { approvalTimeoutMs: server.approvalTimeoutMs ?? 24 * 60 * 60_000 } : {}),
           timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
           async call(input, context) {
-            const result = await client.callTool(
-              { name: definition.name, arguments: (input ?? {}) as Record<string, unknown> },
-              undefined,
-              {
-                signal: context.signal,
-                timeout: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
-              },
-            );
+            let result;
+            try {
+              result = await client.callTool(
+                { name: definition.name, arguments: (input ?? {}) as Record<string, unknown> },
+                undefined,
+                {
+                  signal: context.signal,
+                  timeout: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+                },
+              );
+            } catch (error) {
+              // The server's own error (bad arguments, the tool's timeout) or an abort is the tool's; anything else is
+              // the connection's: the server is gone or restarted, and this connection would fail every later call.
+              if (context.signal.aborted || (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed))
+                throw error;
+              forget();
+              throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
+                cause: error,
+              });
+            }
             const text = contentText(
               result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown },
             );
@@ -142,9 +195,9 @@ export class McpTools {
         this.connect(server).then(
           (connection) => connection.tools,
           (error: unknown) => {
-            throw new Error(
-              `MCP server "${server.name}" (${server.url ?? server.command}): ${error instanceof Error ? error.message : String(error)}`,
-            );
+            throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
+              cause: error,
+            });
           },
         ),
       ),

@@ -7,6 +7,7 @@ import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
 import { withCost } from '../../pricing/price-of';
 import type { PayloadStore } from '../../store';
+import { McpServerUnavailableError } from '../../tools/mcp';
 import type { ToolRegistry } from '../../tools/registry';
 import {
   AgentFailureType,
@@ -201,7 +202,14 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const { info } = context;
     const task = input.task;
     const wanted = (task.tools ?? []).filter((name) => name !== SPAWN_AGENTS_TOOL);
-    const { tools, unknown } = await dependencies.tools.resolve(wanted);
+    const { tools, unknown } = await dependencies.tools.resolve(wanted).catch((error: unknown) => {
+      if (!(error instanceof McpServerUnavailableError)) throw error;
+      throw ApplicationFailure.create({
+        type: AgentFailureType.ToolUnavailable,
+        message: `agent "${task.id}" step ${input.step}: its tools cannot be listed: ${error.message}`,
+        details: [{ attempt: info.attempt }],
+      });
+    });
     if (unknown.length > 0) {
       throw ApplicationFailure.create({
         type: AgentFailureType.UnknownTool,

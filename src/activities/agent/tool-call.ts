@@ -3,8 +3,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { PayloadStore } from '../../store';
 import type { ToolRegistry } from '../../tools/registry';
 import { ToolInputError } from '../../tools/define-tool';
+import { McpServerUnavailableError } from '../../tools/mcp';
 import { FailureType } from '../../contract/failure-types';
-import type { ToolCallInput, ToolCallResult } from '../../workflows/agent/types';
+import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../../workflows/agent/types';
 import { storageFailure } from '../call-agent';
 import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
@@ -43,10 +44,21 @@ async function spawnedResult(input: ToolCallInput, store: PayloadStore): Promise
   return JSON.stringify(agents);
 }
 
+/** Fails the call (Temporal retries it) when the tool's MCP server cannot be reached: that is no answer of the tool's. */
+function failIfUnavailable(error: unknown, input: ToolCallInput, tool: string, attempt: number): void {
+  if (!(error instanceof McpServerUnavailableError)) return;
+  throw ApplicationFailure.create({
+    type: AgentFailureType.ToolUnavailable,
+    message: `agent "${input.taskId}" step ${input.step}: tool "${tool}" cannot be reached: ${error.message}`,
+    details: [{ attempt }],
+  });
+}
+
 /**
  * One tool call of an agent step: runs the tool the model asked for (a registered function or an MCP tool), aborted by
  * cancellation or the tool's timeout, and stores the result as the `tool` message the model reads next. A tool's failure
- * is its result (`error: …`), as providers expect, not a failure of the activity; only the store's failures are.
+ * is its result (`error: …`), as providers expect, not a failure of the activity; only the store's failures are, and
+ * an MCP server that cannot be reached (ToolUnavailable, retried on a new connection).
  */
 export function createToolCall(dependencies: ToolCallDependencies) {
   return async function toolCall(input: ToolCallInput): Promise<ToolCallResult> {
@@ -77,8 +89,14 @@ export function createToolCall(dependencies: ToolCallDependencies) {
       content = await spawnedResult(input, dependencies.store);
       ok = input.spawned.every((agent) => agent.status === 'ok');
     } else {
-      const { tools } = await dependencies.tools.resolve([call.function.name]);
-      const tool = tools[0];
+      const name = call.function.name;
+      const tool = await dependencies.tools.resolve([name]).then(
+        ({ tools }) => tools[0],
+        (error: unknown) => {
+          failIfUnavailable(error, input, name, context.info.attempt);
+          throw error;
+        },
+      );
       // Cut off from Temporal so long that a peer runs this call again, the worker aborts its copy.
       const cutOff = new AbortController();
       const stopWatching = watchForCancellation(1000, (reason) => cutOff.abort(reason));
@@ -87,7 +105,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
         tool?.timeoutMs ?? 1000,
       );
       try {
-        if (!tool) throw new Error(`no worker offers the tool "${call.function.name}" any more`);
+        if (!tool) throw new Error(`no worker offers the tool "${name}" any more`);
         const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
         content = await tool.call(parsed, {
           signal: deadline.signal,
@@ -100,6 +118,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
         // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
         if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
         if (cutOff.signal.aborted) throw cutOff.signal.reason;
+        failIfUnavailable(error, input, name, context.info.attempt);
         const message = deadline.timedOut()
           ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
           : error instanceof SyntaxError

@@ -14,6 +14,11 @@ export const AgentFailureType = {
   OutputInvalid: 'OutputInvalid',
   /** The task names a tool no worker of the task queue has registered (nor its MCP servers). Never retried. */
   UnknownTool: 'UnknownTool',
+  /**
+   * An MCP server could not be reached (to list a step's tools, or in a tool call) on every attempt; the message names
+   * the server (and the tool called). Retried, each attempt on a new connection.
+   */
+  ToolUnavailable: 'ToolUnavailable',
 } as const;
 
 /** How deep sub-agents may nest: a top-level agent is depth 0; its spawned sub-agents 1, theirs 2. */
