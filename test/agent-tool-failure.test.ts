@@ -151,3 +151,36 @@ it('fails an agent whose MCP server cannot be reached to list its tools, without
     await blind.stop();
   }
 });
+
+it("runs the tools of the MCP servers that answer while another of the worker's servers is down", async () => {
+  const gone = await startHttpMcpServer();
+  await gone.close();
+  const up = await startHttpMcpServer();
+  const halfBlind = await startTestWorker(servers, {
+    mcpServers: [
+      { name: 'gone', url: gone.url },
+      { name: 'lookups', url: up.url },
+    ],
+  });
+  try {
+    const handle = await halfBlind.client.startParallel(
+      [
+        { id: 'sighted', prompt: 'Look up [[tool:lookup_http {"key":"gamma"}]]', tools: ['lookup_http'] },
+        // A tool on no server that answers may be the unreachable server's: that agent fails naming it.
+        { id: 'unsure', prompt: 'Use [[tool:elsewhere {}]]', tools: ['elsewhere'] },
+      ],
+      { retry: { maximumAttempts: 2 } },
+    );
+    const [sighted, unsure] = (await handle.result()).results;
+    expect(sighted.status).toBe('ok');
+    expect(sighted.output).toContain('http value of gamma');
+    expect(unsure.status).toBe('failed');
+    expect(unsure.error?.type).toBe('ToolUnavailable');
+    expect(unsure.error?.message).toContain(`MCP server "gone" (${gone.url})`);
+    expect(up.calls).toEqual(['lookup_http']);
+    expect(modelCalls(servers.simulator, 'unsure')).toHaveLength(0);
+  } finally {
+    await halfBlind.stop();
+    await up.close();
+  }
+});

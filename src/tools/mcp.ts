@@ -188,21 +188,36 @@ export class McpTools {
     return connection;
   }
 
+  /** The tools of one server, connecting to it if it is not yet connected. */
+  private list(server: z.output<typeof mcpServerSchema>): Promise<Tool[]> {
+    return this.connect(server).then(
+      (connection) => connection.tools,
+      (error: unknown) => {
+        throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
+          cause: error,
+        });
+      },
+    );
+  }
+
   /** Every tool of every server, connecting to those not yet connected. */
   async tools(): Promise<Tool[]> {
-    const lists = await Promise.all(
-      this.servers.map((server) =>
-        this.connect(server).then(
-          (connection) => connection.tools,
-          (error: unknown) => {
-            throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
-              cause: error,
-            });
-          },
-        ),
-      ),
-    );
-    return lists.flat();
+    return (await Promise.all(this.servers.map((server) => this.list(server)))).flat();
+  }
+
+  /**
+   * The tools of these names on the servers that answer (on a name two servers share, the later server's). A server that
+   * cannot be reached matters only when a wanted tool is on none that answer: it may be that server's, and the error
+   * (McpServerUnavailableError) names it. A name on no server when all answer is simply not found.
+   */
+  async find(names: readonly string[]): Promise<Tool[]> {
+    const lists = await Promise.allSettled(this.servers.map((server) => this.list(server)));
+    const found = new Map<string, Tool>();
+    for (const list of lists)
+      if (list.status === 'fulfilled') for (const tool of list.value) found.set(tool.name, tool);
+    const down = lists.find((list) => list.status === 'rejected');
+    if (down && names.some((name) => !found.has(name))) throw down.reason;
+    return names.flatMap((name) => found.get(name) ?? []);
   }
 
   /** Closes every connection (stdio servers are stopped). */

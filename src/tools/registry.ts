@@ -17,12 +17,15 @@ export class ToolRegistry {
     this.mcp = mcpServers.length > 0 ? new McpTools(mcpServers) : undefined;
   }
 
-  /** The tools of these names, and the names that are neither registered nor on an MCP server. */
+  /**
+   * The tools of these names, and the names that are neither registered nor on an MCP server. An MCP server that cannot
+   * be reached fails this (McpServerUnavailableError) only when a name is found nowhere else.
+   */
   async resolve(names: readonly string[]): Promise<{ tools: Tool[]; unknown: string[] }> {
     const wanted = names.filter((name) => !this.local.has(name));
     const remote =
       wanted.length > 0 && this.mcp
-        ? new Map((await this.mcp.tools()).map((tool) => [tool.name, tool]))
+        ? new Map((await this.mcp.find(wanted)).map((tool) => [tool.name, tool]))
         : new Map<string, Tool>();
     const tools: Tool[] = [];
     const unknown: string[] = [];
