@@ -192,6 +192,32 @@ const scenarios: Scenario[] = [
     },
   },
   {
+    name: 'batch-stripes-lent',
+    async run(stack, batchId, directory) {
+      // Two stripes (concurrency 4, two calls a window): the first's calls are short and it runs out of items first; its
+      // two calls are lent to the second, whose windows hand over (a page each) and pass them on.
+      const source = writeTasks(
+        directory,
+        24,
+        (index) => `item ${index} [sim latency=${index < 12 ? 20 : 300}]`,
+        'lent',
+      );
+      const handle = await stack.client.startBatch({
+        source,
+        sink: path.join(directory, 'lent.out.jsonl'),
+        batchId,
+        options: { concurrency: 4, windowCalls: 2, pageSize: 3, pagesPerRun: 1, itemsPerActivity: 2 },
+      });
+      const summary = await handle.result();
+      const history = await handle.workflow.fetchHistory();
+      const lent = (history.events ?? []).some(
+        (event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName === 'slotsLent',
+      );
+      expectThat(summary.succeeded === 24 && summary.runs >= 4 && lent, this.name, "lend a stripe's calls on");
+      return handle.workflow;
+    },
+  },
+  {
     name: 'batch-cancelled',
     async run(stack, batchId, directory) {
       const source = writeTasks(

@@ -44,6 +44,16 @@ async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: n
   return lanes;
 }
 
+/** The input of each window the batch started: its number and the calls lent to it. */
+async function windowInputsOf(workflow: WorkflowHandle): Promise<{ window: number; lent?: number }[]> {
+  const { decodePayload } = await import('./support/history');
+  const history = await workflow.fetchHistory();
+  return (history.events ?? []).flatMap((event) => {
+    const attributes = event.startChildWorkflowExecutionInitiatedEventAttributes;
+    return attributes ? [decodePayload(attributes.input?.payloads?.[0]) as { window: number; lent?: number }] : [];
+  });
+}
+
 describe('batch lanes: several calls one after another per activity, each answer journaled', () => {
   it('runs short calls many to an activity, within the concurrency, each id written once', async () => {
     const { handle, sink } = await startTaskBatch(suite.stack.client, 'short', 600, 'short', { concurrency: 20 });
@@ -78,6 +88,43 @@ describe('batch lanes: several calls one after another per activity, each answer
       expect(requests).toHaveLength(240);
       expect(maxOverlap(requests)).toBeLessThanOrEqual(12);
       expect(fewestOpenBetweenFirstAndLast(requests)).toBeGreaterThan(0);
+    },
+  );
+
+  it.each([
+    ['in one window each', {}],
+    ['across hand-overs between windows', { pageSize: 10, pagesPerRun: 1 }],
+  ])(
+    'lends the calls of a stripe that ran out of items to the stripe still running, %s, never over the concurrency',
+    async (_, windows) => {
+      // Two stripes of 60 items and 4 calls each (concurrency 8, windowCalls 4): the first stripe's calls take 20 ms,
+      // the second's 1 s, so the first runs out of items while the second has most of its items still to start.
+      const { handle, sink } = await startTaskBatch(
+        suite.stack.client,
+        'lend',
+        120,
+        (index) => `x [sim latency=${index < 60 ? 20 : 1000}]`,
+        // Lanes of at most 4 items: lanes a quarter of a stripe deep (when the worker knows short calls from the tests
+        // before) would run the stripe's last items one after another, whatever was lent.
+        { concurrency: 8, windowCalls: 4, itemsPerActivity: 4, ...windows },
+      );
+      const summary = await handle.result();
+      expect(summary).toMatchObject({ total: 120, succeeded: 120, failed: 0 });
+      expect(summary.runs).toBeGreaterThanOrEqual('pageSize' in windows ? 4 : 2);
+      expect(sinkCounts(sink)).toEqual({ lines: 120, ids: 120, ok: 120 });
+      const requests = requestsOf(handle.batchId);
+      expect(requests).toHaveLength(120);
+      expect(maxOverlap(requests)).toBeLessThanOrEqual(8);
+      // The second stripe's share is 4 calls; with the first stripe's 4 lent to it, it ran 8 at once.
+      const second = requests.filter((request) => Number(request.taskId.split('-')[1]) >= 60);
+      expect(maxOverlap(second)).toBe(8);
+      if ('pageSize' in windows) {
+        // The stripe's last window, started long after the lend, still had them: each hand-over passed them on.
+        const started = await windowInputsOf(handle.workflow);
+        const last = Math.max(...started.filter((input) => input.window % 2 === 1).map((input) => input.window));
+        expect(last).toBeGreaterThan(3);
+        expect(started.find((input) => input.window === last)?.lent).toBe(4);
+      }
     },
   );
 

@@ -31,13 +31,14 @@ import type { PacingStatus } from '../../contract/pacing';
 import { validateBatchInput } from '../../contract/validation';
 import { validateOrFail } from '../input';
 import { batchProgressQuery } from '../messages';
-import { handOverSignal, slotsFreedSignal, successorSignal, type HandOver } from './messages';
+import { handOverSignal, slotsFreedSignal, slotsLentSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
 import { sendProviderBatches } from './provider-route';
 import { resolveAutoRoute } from '../../provider-batch/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
 import { stripeConcurrency, stripeStarts, stripesWanted } from './stripe-plan';
+import { StripeLending } from './stripe-lending';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
@@ -132,11 +133,21 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
   let width = 1;
   const results: Promise<void>[] = [];
+  const cancelling = () => CancellationScope.current().consideredCancelled;
+  const lends = new StripeLending(
+    options.concurrency,
+    () => width,
+    async (stripe) => {
+      const newest = Math.max(-1, ...[...running.keys()].filter((window) => window % width === stripe));
+      return newest < 0 ? undefined : await started.get(newest);
+    },
+  );
   const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();
     const workflowId = windowId(window);
     running.set(window, { workflowId, scope });
     lanesPerWindow[window] = 0;
+    const lent = (from.lent ?? 0) + lends.takeWaiting(window % width);
     const windowInput: WindowInput = {
       batchId,
       batchWorkflowId: info.workflowId,
@@ -151,6 +162,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       laneShare: laneShareFor(parsed.options),
       agentPlaces: `${sink}.agents`,
       ...from,
+      ...(lent > 0 ? { lent } : {}),
     };
     const starting = scope
       .run(() =>
@@ -186,6 +198,15 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
             // Every call this window held has ended: its successor gets all its room.
             const successor = result.handedOver ? await started.get(window + width) : undefined;
             if (successor) await successor.signal(slotsFreedSignal, Number.MAX_SAFE_INTEGER).catch(() => undefined);
+            // Calls lent to the window that it did not pass on: to its successor, or, the last of its stripe, onwards.
+            const [stripe, unpassed] = [window % width, result.lent ?? 0];
+            const lending = width > 1 && fatal === undefined && stoppedBy === undefined && !cancelling();
+            if (successor && unpassed > 0)
+              await successor.signal(slotsLentSignal, unpassed).catch(() => lends.keep(stripe, unpassed));
+            else if (result.handedOver) lends.keep(stripe, unpassed);
+            else if (lending) await lends.stripeEnded(stripe, unpassed, result.borrowed ?? 0);
+            const last = ![...running.keys()].some((other) => other !== window && other % width === stripe);
+            if (lending) await lends.windowEnded(stripe, last);
           },
           (error: unknown) => {
             // The window's own record of its lanes is lost: the sink takes every lane of it found in the spool.

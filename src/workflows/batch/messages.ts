@@ -16,6 +16,8 @@ export interface HandOver {
   retries: LaneRetry[];
   /** Calls the window still has in flight: its successor starts with that much less room, and gets it back as they end. */
   inFlight: number;
+  /** Calls lent to the window's stripe by stripes that ran out of items: its successor keeps them. */
+  lent?: number;
   /** Items of the batch not started yet (the retries excluded). */
   unstarted: number;
   callMs?: number;
@@ -29,6 +31,11 @@ export const handOverSignal = defineSignal<[HandOver]>('handOver');
 export const successorSignal = defineSignal<[string]>('successor');
 /** Window → successor: this many of the calls its predecessor held have ended. */
 export const slotsFreedSignal = defineSignal<[number]>('slotsFreed');
+/**
+ * Batch → window, or window → successor: this many more calls in flight, the share of a stripe that ran out of items (the
+ * window passes on what it is lent after it handed over).
+ */
+export const slotsLentSignal = defineSignal<[number]>('slotsLent');
 
 /** A window's share of the batch's progress (the batch's `progress` query adds the windows' shares up). */
 export interface WindowProgress {

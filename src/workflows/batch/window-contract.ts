@@ -20,6 +20,8 @@ export interface WindowInput {
   retries: LaneRetry[];
   /** Calls the predecessor still has in flight. */
   borrowed: number;
+  /** Calls lent to this window's stripe, beyond its share of the concurrency, by stripes that ran out of items. */
+  lent?: number;
   unstarted: number;
   callMs?: number;
   spent: { tokens: number; usd: number };
@@ -45,6 +47,10 @@ export interface WindowResult {
   /** A failure that ends the batch (the task file changed, the store failing past its retries). */
   fatal?: { type: string; message: string };
   handedOver: boolean;
+  /** Calls lent to the window it did not pass on: to its successor (it handed over) or to the other stripes (it did not). */
+  lent?: number;
+  /** Calls its predecessors still had in flight when it ended (the last window of a stripe may end before they do). */
+  borrowed?: number;
   /** Events in the window's history when it ended. */
   historyLength: number;
   callMs?: number;

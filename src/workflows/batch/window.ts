@@ -23,6 +23,7 @@ import { laneDepth, laneParallelism, PREVIOUS_SHARE } from './lane-shape';
 import {
   handOverSignal,
   slotsFreedSignal,
+  slotsLentSignal,
   successorSignal,
   windowProgressQuery,
   type HandOver,
@@ -70,6 +71,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let callMs = input.callMs;
   let pacing: PacingStatus | undefined;
   let borrowed = input.borrowed;
+  /** Calls lent to this window (it runs them); after its hand-over, those lent since, for its successor. */
+  let [lent, lentOn] = [input.lent ?? 0, 0];
   let inFlight = 0;
   let sequence = 0;
   let stoppedBy: BatchStopReason | undefined;
@@ -106,6 +109,11 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     const back = Math.min(count, borrowed);
     borrowed -= back;
     if (handedOver) freed += back;
+    wake();
+  });
+  setHandler(slotsLentSignal, (count) => {
+    if (handedOver) lentOn += count;
+    else lent += count;
     wake();
   });
   setHandler(successorSignal, (workflowId) => {
@@ -228,6 +236,10 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     return sequence > 0 && (info.historyLength >= historyBudget || info.historySize >= HISTORY_BYTES);
   };
 
+  /** Gives the successor slots: calls that ended (freed) or were lent since the hand-over. One that ended needs none. */
+  const passOn = (to: string, signal: typeof slotsFreedSignal, count: number): Promise<void> =>
+    CancellationScope.nonCancellable(() => getExternalWorkflowHandle(to).signal(signal, count)).catch(() => undefined);
+
   const handOver = async (): Promise<void> => {
     mode = 'draining';
     handedOver = true;
@@ -240,6 +252,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       retries: retries.splice(0),
       // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
       inFlight: inFlight + borrowed,
+      ...(lent > 0 ? { lent } : {}),
       unstarted,
       ...(callMs === undefined ? {} : { callMs }),
       // What this window's agents still hold counts as spent there (their spend after the hand-over is this window's).
@@ -253,7 +266,9 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   // each time, not remembered: a window from before it takes the new branch from the moment it runs live on this code.
   const patchedWindow = (): boolean => patched(WINDOW_PATCH);
 
-  const shape = () => ({ unstarted, concurrency: lanesWide, callMs, maxDepth: options.itemsPerActivity, share });
+  // Lent calls widen the window (lanes shrink with them); without any, the shape is what it always was.
+  const wide = () => (lent > 0 ? Math.ceil((options.concurrency + lent) / parallel) : lanesWide);
+  const shape = () => ({ unstarted, concurrency: wide(), callMs, maxDepth: options.itemsPerActivity, share });
 
   /** Starts what there is room for; true when the window has nothing left to start. */
   const dispatch = (): boolean => {
@@ -262,7 +277,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       return true;
     }
     for (;;) {
-      const room = options.concurrency - borrowed - inFlight;
+      const room = options.concurrency + lent - borrowed - inFlight;
       if (room > 0 && retries.length > 0) {
         const retry = retries.shift() as LaneRetry;
         startLane([retry.entry], retry.attempts);
@@ -271,7 +286,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
       // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
       const wave = patchedWindow() ? laneDepth(shape()) * 2 : 1;
-      reader.readAhead(lanesWide * parallel * wave);
+      reader.readAhead(wide() * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
         const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agents.hasRoom());
@@ -303,10 +318,12 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       if (successor !== undefined && freed > 0) {
         const count = freed;
         freed = 0;
-        // A successor that has ended already needs no slots back.
-        await CancellationScope.nonCancellable(() =>
-          getExternalWorkflowHandle(successor as string).signal(slotsFreedSignal, count),
-        ).catch(() => undefined);
+        await passOn(successor, slotsFreedSignal, count);
+      }
+      if (successor !== undefined && lentOn > 0) {
+        const count = lentOn;
+        lentOn = 0;
+        await passOn(successor, slotsLentSignal, count);
       }
     }
     const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
@@ -343,6 +360,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(fatal === undefined ? {} : { fatal }),
     handedOver,
+    ...((handedOver ? lentOn : lent) > 0 ? { lent: handedOver ? lentOn : lent } : {}),
+    ...(borrowed > 0 ? { borrowed } : {}),
     historyLength: workflowInfo().historyLength,
     ...(callMs === undefined ? {} : { callMs }),
     ...(pacing ? { pacing } : {}),
