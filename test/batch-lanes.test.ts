@@ -118,15 +118,37 @@ describe('batch lanes: several calls one after another per activity, each answer
       // The second stripe's share is 4 calls; with the first stripe's 4 lent to it, it ran 8 at once.
       const second = requests.filter((request) => Number(request.taskId.split('-')[1]) >= 60);
       expect(maxOverlap(second)).toBe(8);
+      // The batch lent them (two stripes, not one window of 8).
+      const signals = ((await handle.workflow.fetchHistory()).events ?? []).flatMap(
+        (event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName ?? [],
+      );
+      expect(signals).toContain('slotsLent');
+      const started = await windowInputsOf(handle.workflow);
+      expect(new Set(started.map((input) => input.window % 2))).toEqual(new Set([0, 1]));
       if ('pageSize' in windows) {
         // The stripe's last window, started long after the lend, still had them: each hand-over passed them on.
-        const started = await windowInputsOf(handle.workflow);
         const last = Math.max(...started.filter((input) => input.window % 2 === 1).map((input) => input.window));
         expect(last).toBeGreaterThan(3);
         expect(started.find((input) => input.window === last)?.lent).toBe(4);
       }
     },
   );
+
+  it('lends a window at most its windowCalls again: the last of three stripes runs 4 calls, not all 6', async () => {
+    // Three stripes of 2 calls (concurrency 6, windowCalls 2); the first two run out of items early.
+    const { handle } = await startTaskBatch(
+      suite.stack.client,
+      'lendcap',
+      90,
+      (index) => `x [sim latency=${index < 60 ? 20 : 600}]`,
+      { concurrency: 6, windowCalls: 2, itemsPerActivity: 2 },
+    );
+    expect(await handle.result()).toMatchObject({ total: 90, succeeded: 90, failed: 0 });
+    const requests = requestsOf(handle.batchId);
+    expect(requests).toHaveLength(90);
+    const third = requests.filter((request) => Number(request.taskId.split('-')[1]) >= 60);
+    expect(maxOverlap(third)).toBe(4);
+  });
 
   it("spreads a concurrency above one worker's slots over the workers polling the queue: 40 in flight on four workers of 10", async () => {
     const taskQueue = uniqueName('spread');

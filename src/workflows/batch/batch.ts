@@ -134,14 +134,16 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   let width = 1;
   const results: Promise<void>[] = [];
   const cancelling = () => CancellationScope.current().consideredCancelled;
-  const lends = new StripeLending(
-    options.concurrency,
-    () => width,
-    async (stripe) => {
+  const lends = new StripeLending({
+    concurrency: options.concurrency,
+    width: () => width,
+    newestWindow: async (stripe) => {
       const newest = Math.max(-1, ...[...running.keys()].filter((window) => window % width === stripe));
       return newest < 0 ? undefined : await started.get(newest);
     },
-  );
+    hasWindow: (stripe) => [...running.keys()].some((window) => window % width === stripe),
+    stopped: () => fatal !== undefined || stoppedBy !== undefined || cancelling(),
+  });
   const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();
     const workflowId = windowId(window);
@@ -200,13 +202,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
             if (successor) await successor.signal(slotsFreedSignal, Number.MAX_SAFE_INTEGER).catch(() => undefined);
             // Calls lent to the window that it did not pass on: to its successor, or, the last of its stripe, onwards.
             const [stripe, unpassed] = [window % width, result.lent ?? 0];
-            const lending = width > 1 && fatal === undefined && stoppedBy === undefined && !cancelling();
             if (successor && unpassed > 0)
-              await successor.signal(slotsLentSignal, unpassed).catch(() => lends.keep(stripe, unpassed));
-            else if (result.handedOver) lends.keep(stripe, unpassed);
-            else if (lending) await lends.stripeEnded(stripe, unpassed, result.borrowed ?? 0);
-            const last = ![...running.keys()].some((other) => other !== window && other % width === stripe);
-            if (lending) await lends.windowEnded(stripe, last);
+              await successor.signal(slotsLentSignal, unpassed).catch(() => lends.give(stripe, unpassed));
+            else if (result.handedOver) await lends.give(stripe, unpassed);
+            else if (width > 1) lends.stripeEnded(stripe, unpassed);
           },
           (error: unknown) => {
             // The window's own record of its lanes is lost: the sink takes every lane of it found in the spool.
@@ -214,9 +213,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
             if (!isCancellation(error)) fatal ??= { type: 'WindowFailed', message: messageChain(error) };
           },
         )
-        .finally(() => {
+        .finally(async () => {
           running.delete(window);
           changed += 1;
+          if (width > 1) await lends.release(window % width);
         }),
     );
     // The predecessor's calls still in flight are borrowed from this window; it returns them as they end.

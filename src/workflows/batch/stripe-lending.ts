@@ -13,12 +13,25 @@ interface Signalable {
   signal(signal: typeof slotsLentSignal, count: number): Promise<void>;
 }
 
+/** What the lending needs of the batch. */
+export interface LendingContext {
+  concurrency: number;
+  /** Stripes the batch runs. */
+  width(): number;
+  /** The newest window of a stripe still running, once started; undefined between two windows. */
+  newestWindow(stripe: number): Promise<Signalable | undefined>;
+  /** Whether a window of the stripe still runs. */
+  hasWindow(stripe: number): boolean;
+  /** The batch stops (cancelled, failed fast, out of budget, failed): nothing more is lent. */
+  stopped(): boolean;
+}
+
 /**
  * The calls of stripes that ran out of items, lent to the stripes still running: a stripe whose last window has ended
  * would otherwise hold its share of the concurrency idle while another still has items to start. Each running stripe
  * gets an equal part, in its newest window (one that handed over passes them on), or, between two windows, in its next
- * one. A call still out in an ended stripe (a predecessor of its last window still draining) is lent once it ends: the
- * batch never has more than its concurrency in flight. Workflow code (batch.ts).
+ * one. An ended stripe's calls are lent once none of its windows runs (a predecessor of its last window may still be
+ * draining): the batch never has more than its concurrency in flight. Workflow code (batch.ts).
  */
 export class StripeLending {
   private readonly ended = new Set<number>();
@@ -27,12 +40,7 @@ export class StripeLending {
   /** Calls of an ended stripe still out in its draining windows (or lent to one of them), lent on once those end. */
   private readonly owed = new Map<number, number>();
 
-  constructor(
-    private readonly concurrency: number,
-    private readonly width: () => number,
-    /** The newest window of a stripe still running, once started; undefined between two windows. */
-    private readonly newestWindow: (stripe: number) => Promise<Signalable | undefined>,
-  ) {}
+  constructor(private readonly batch: LendingContext) {}
 
   /** Calls lent to stripe `stripe` that its next window starts with. */
   takeWaiting(stripe: number): number {
@@ -41,41 +49,52 @@ export class StripeLending {
     return count;
   }
 
-  /** Keeps calls lent to a stripe whose window could not take them: for its next window, or, ended, to lend on. */
-  keep(stripe: number, count: number): void {
+  /**
+   * Gives calls to stripe `stripe`: to its newest window, else (between two windows, or that window just ended) to its
+   * next one; for a stripe that ended, on to the others once none of its windows runs.
+   */
+  async give(stripe: number, count: number): Promise<void> {
     if (count <= 0) return;
-    const into = this.ended.has(stripe) ? this.owed : this.waiting;
-    into.set(stripe, (into.get(stripe) ?? 0) + count);
+    if (this.ended.has(stripe)) {
+      this.owed.set(stripe, (this.owed.get(stripe) ?? 0) + count);
+      return this.release(stripe);
+    }
+    const window = this.batch.stopped() ? undefined : await this.batch.newestWindow(stripe);
+    const given = window
+      ? await window.signal(slotsLentSignal, count).then(
+          () => true,
+          () => false,
+        )
+      : false;
+    if (!given) this.waiting.set(stripe, (this.waiting.get(stripe) ?? 0) + count);
   }
 
   /**
-   * Stripe `stripe`'s chain ended (its last window, not handed over), holding `lent` calls lent to it, with `stillOut`
-   * calls of its predecessors still in flight: the rest of its share and of those calls is lent on now.
+   * Stripe `stripe`'s chain ended (its last window, not handed over), holding `lent` calls lent to it: its share and those
+   * calls are owed to the other stripes, lent once none of its windows runs (`release`; a predecessor of its last window
+   * may still be draining).
    */
-  async stripeEnded(stripe: number, lent: number, stillOut: number): Promise<void> {
-    const calls = stripeConcurrency(this.concurrency, this.width(), stripe) + lent + this.takeWaiting(stripe);
+  stripeEnded(stripe: number, lent: number): void {
+    const calls =
+      stripeConcurrency(this.batch.concurrency, this.batch.width(), stripe) + lent + this.takeWaiting(stripe);
     this.ended.add(stripe);
-    this.keep(stripe, Math.min(stillOut, calls));
-    await this.lend(calls - Math.min(stillOut, calls));
+    this.owed.set(stripe, (this.owed.get(stripe) ?? 0) + calls);
   }
 
-  /** A window of stripe `stripe` ended; `last` when no other window of the stripe still runs. */
-  async windowEnded(stripe: number, last: boolean): Promise<void> {
-    if (!last || !this.ended.has(stripe)) return;
+  /** Lends what an ended stripe still owed once none of its windows runs (call it as each window ends). */
+  async release(stripe: number): Promise<void> {
+    if (!this.ended.has(stripe) || this.batch.hasWindow(stripe)) return;
     const owed = this.owed.get(stripe) ?? 0;
     this.owed.delete(stripe);
     await this.lend(owed);
   }
 
   private async lend(calls: number): Promise<void> {
-    const running = Array.from({ length: this.width() }, (_, index) => index).filter((index) => !this.ended.has(index));
-    if (calls <= 0 || running.length === 0 || !patched(LENDING_PATCH)) return;
-    for (const [position, to] of running.entries()) {
-      const part = stripeConcurrency(calls, running.length, position);
-      if (part === 0) continue;
-      const window = await this.newestWindow(to);
-      if (!window) this.keep(to, part);
-      else await window.signal(slotsLentSignal, part).catch(() => this.keep(to, part));
-    }
+    const running = Array.from({ length: this.batch.width() }, (_, index) => index).filter(
+      (index) => !this.ended.has(index),
+    );
+    if (calls <= 0 || running.length === 0 || this.batch.stopped() || !patched(LENDING_PATCH)) return;
+    for (const [position, to] of running.entries())
+      await this.give(to, stripeConcurrency(calls, running.length, position));
   }
 }

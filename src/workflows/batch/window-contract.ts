@@ -49,8 +49,6 @@ export interface WindowResult {
   handedOver: boolean;
   /** Calls lent to the window it did not pass on: to its successor (it handed over) or to the other stripes (it did not). */
   lent?: number;
-  /** Calls its predecessors still had in flight when it ended (the last window of a stripe may end before they do). */
-  borrowed?: number;
   /** Events in the window's history when it ended. */
   historyLength: number;
   callMs?: number;

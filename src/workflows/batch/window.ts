@@ -20,21 +20,14 @@ import { recordPacing, type PacingStatus } from '../../contract/pacing';
 import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
 import { laneName } from '../../contract/lane-name';
 import { laneDepth, laneParallelism, PREVIOUS_SHARE } from './lane-shape';
-import {
-  handOverSignal,
-  slotsFreedSignal,
-  slotsLentSignal,
-  successorSignal,
-  windowProgressQuery,
-  type HandOver,
-  type WindowProgress,
-} from './messages';
+import { handOverSignal, windowProgressQuery, type HandOver, type WindowProgress } from './messages';
 import { PageReader } from './page-reader';
 import { laneActivities, storageActivities } from './activity-options';
 import { addLaneCounts } from './counters';
 import { failureOf, FATAL_TYPES } from './failures';
 import { AgentItems } from './agent-item';
 import type { WindowInput, WindowResult } from './window-contract';
+import { WindowSlots } from './window-slots';
 
 export type { WindowInput, WindowResult, WindowStart } from './window-contract';
 
@@ -70,19 +63,13 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let unstarted = input.unstarted;
   let callMs = input.callMs;
   let pacing: PacingStatus | undefined;
-  let borrowed = input.borrowed;
-  /** Calls lent to this window (it runs them); after its hand-over, those lent since, for its successor. */
-  let [lent, lentOn] = [input.lent ?? 0, 0];
   let inFlight = 0;
   let sequence = 0;
   let stoppedBy: BatchStopReason | undefined;
   let fatal: { type: string; message: string } | undefined;
   /** running: starts lanes; draining: handed over, lets its lanes end (running retries in their slots); stopping: cancelled. */
   let mode = 'running' as 'running' | 'draining' | 'stopping';
-  let successor: string | undefined;
   let handedOver = false;
-  /** Calls of this window that ended since it handed over, not yet returned to the successor. */
-  let freed = 0;
   let changed = 0;
   const wake = () => (changed += 1);
   const running = new Set<Promise<void>>();
@@ -103,23 +90,11 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     input.window > 0,
   );
 
-  // Slots the predecessor returns. After the hand-over they were lent on to the successor with this window's own, so they
-  // go on there.
-  setHandler(slotsFreedSignal, (count) => {
-    const back = Math.min(count, borrowed);
-    borrowed -= back;
-    if (handedOver) freed += back;
-    wake();
-  });
-  setHandler(slotsLentSignal, (count) => {
-    if (handedOver) lentOn += count;
-    else lent += count;
-    wake();
-  });
-  setHandler(successorSignal, (workflowId) => {
-    successor = workflowId;
-    wake();
-  });
+  const slots = new WindowSlots(
+    input,
+    { concurrency: options.concurrency, windowCalls: options.windowCalls, parallel, maxLanes: MAX_LANES_PER_WINDOW },
+    wake,
+  );
   setHandler(windowProgressQuery, (): WindowProgress => ({
     window: input.window,
     counters,
@@ -127,7 +102,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     lanes: sequence,
     historyLength: workflowInfo().historyLength,
     mode,
-    borrowed,
+    borrowed: slots.borrowed,
     ...(pacing ? { pacing } : {}),
     ...(agents.running.size > 0 ? { agents: [...agents.running] } : {}),
   }));
@@ -191,7 +166,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       .finally(() => {
         inFlight -= calls;
         running.delete(run);
-        if (mode === 'draining') freed += calls;
+        if (mode === 'draining') slots.ended(calls);
         wake();
       });
     running.add(run);
@@ -230,19 +205,16 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   // Each lane still out at a hand-over adds about four events as it ends. Temporal's continue-as-new suggestion (4,096
   // events) is not used: a hand-over is cheap but not free; a window stays well inside the 10,240 it warns at.
-  const historyBudget = Math.max(2000, HISTORY_CEILING - 4 * lanesWide - 200);
+  const historyBudget = () => Math.max(2000, HISTORY_CEILING - 4 * slots.wide(lanesWide) - 200);
   const outOfHistory = (): boolean => {
     const info = workflowInfo();
-    return sequence > 0 && (info.historyLength >= historyBudget || info.historySize >= HISTORY_BYTES);
+    return sequence > 0 && (info.historyLength >= historyBudget() || info.historySize >= HISTORY_BYTES);
   };
-
-  /** Gives the successor slots: calls that ended (freed) or were lent since the hand-over. One that ended needs none. */
-  const passOn = (to: string, signal: typeof slotsFreedSignal, count: number): Promise<void> =>
-    CancellationScope.nonCancellable(() => getExternalWorkflowHandle(to).signal(signal, count)).catch(() => undefined);
 
   const handOver = async (): Promise<void> => {
     mode = 'draining';
     handedOver = true;
+    slots.handingOver();
     await reader.settle();
     const next: HandOver = {
       window: input.window,
@@ -250,9 +222,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       end: input.end,
       firstPage: reader.handOff(HAND_OFF_ENTRIES),
       retries: retries.splice(0),
-      // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
-      inFlight: inFlight + borrowed,
-      ...(lent > 0 ? { lent } : {}),
+      ...slots.handOver(inFlight),
       unstarted,
       ...(callMs === undefined ? {} : { callMs }),
       // What this window's agents still hold counts as spent there (their spend after the hand-over is this window's).
@@ -266,9 +236,13 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   // each time, not remembered: a window from before it takes the new branch from the moment it runs live on this code.
   const patchedWindow = (): boolean => patched(WINDOW_PATCH);
 
-  // Lent calls widen the window (lanes shrink with them); without any, the shape is what it always was.
-  const wide = () => (lent > 0 ? Math.ceil((options.concurrency + lent) / parallel) : lanesWide);
-  const shape = () => ({ unstarted, concurrency: wide(), callMs, maxDepth: options.itemsPerActivity, share });
+  const shape = () => ({
+    unstarted,
+    concurrency: slots.wide(lanesWide),
+    callMs,
+    maxDepth: options.itemsPerActivity,
+    share,
+  });
 
   /** Starts what there is room for; true when the window has nothing left to start. */
   const dispatch = (): boolean => {
@@ -277,7 +251,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       return true;
     }
     for (;;) {
-      const room = options.concurrency + lent - borrowed - inFlight;
+      const room = slots.room(inFlight);
       if (room > 0 && retries.length > 0) {
         const retry = retries.shift() as LaneRetry;
         startLane([retry.entry], retry.attempts);
@@ -286,7 +260,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
       // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
       const wave = patchedWindow() ? laneDepth(shape()) * 2 : 1;
-      reader.readAhead(wide() * parallel * wave);
+      reader.readAhead(slots.wide(lanesWide) * parallel * wave);
       if (room > 0 && reader.buffered() > 0) {
         // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
         const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agents.hasRoom());
@@ -310,27 +284,14 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     }
     if (mode === 'draining') {
       // Retries of lanes that ended after the hand-over run here, in the slots those lanes held.
-      while (retries.length > 0 && freed > 0) {
-        freed -= 1;
+      while (retries.length > 0 && slots.takeFreed()) {
         const retry = retries.shift() as LaneRetry;
         startLane([retry.entry], retry.attempts);
       }
-      if (successor !== undefined && freed > 0) {
-        const count = freed;
-        freed = 0;
-        await passOn(successor, slotsFreedSignal, count);
-      }
-      if (successor !== undefined && lentOn > 0) {
-        const count = lentOn;
-        lentOn = 0;
-        await passOn(successor, slotsLentSignal, count);
-      }
+      await slots.passOn();
     }
     const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
-    // A window that handed over ends only once its predecessor has given back all it lent: then, when the batch tells
-    // the successor that this window ended, every call out before the hand-over has ended.
-    const settled =
-      mode !== 'draining' || (retries.length === 0 && borrowed === 0 && (freed === 0 || successor === undefined));
+    const settled = mode !== 'draining' || (retries.length === 0 && slots.settled());
     if (running.size === 0 && nothingToStart && settled) break;
     try {
       if (mode === 'stopping') await CancellationScope.nonCancellable(() => condition(() => changed !== seen));
@@ -360,8 +321,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(fatal === undefined ? {} : { fatal }),
     handedOver,
-    ...((handedOver ? lentOn : lent) > 0 ? { lent: handedOver ? lentOn : lent } : {}),
-    ...(borrowed > 0 ? { borrowed } : {}),
+    ...(slots.unpassed() > 0 ? { lent: slots.unpassed() } : {}),
     historyLength: workflowInfo().historyLength,
     ...(callMs === undefined ? {} : { callMs }),
     ...(pacing ? { pacing } : {}),
