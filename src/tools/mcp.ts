@@ -53,14 +53,13 @@ export function mcpServersFromEnvironment(environment: Environment = process.env
  * connects afresh.
  */
 export class McpServerUnavailableError extends Error {
-  constructor(
-    /** The server's name, as configured. */
-    readonly server: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+  /** The server's name, as configured. */
+  readonly server: string;
+
+  constructor(server: { name: string; url?: string; command?: string }, cause: unknown) {
+    super(`MCP server ${labelOf(server)}: ${reason(cause)}`, { cause });
     this.name = 'McpServerUnavailableError';
+    this.server = server.name;
   }
 }
 
@@ -168,9 +167,7 @@ export class McpTools {
               if (context.signal.aborted || (error instanceof McpError && error.code !== ErrorCode.ConnectionClosed))
                 throw error;
               forget();
-              throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
-                cause: error,
-              });
+              throw new McpServerUnavailableError(server, error);
             }
             const text = contentText(
               result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown },
@@ -193,9 +190,7 @@ export class McpTools {
     return this.connect(server).then(
       (connection) => connection.tools,
       (error: unknown) => {
-        throw new McpServerUnavailableError(server.name, `MCP server ${labelOf(server)}: ${reason(error)}`, {
-          cause: error,
-        });
+        throw new McpServerUnavailableError(server, error);
       },
     );
   }

@@ -133,7 +133,6 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
   let width = 1;
   const results: Promise<void>[] = [];
-  const cancelling = () => CancellationScope.current().consideredCancelled;
   const lends = new StripeLending({
     concurrency: options.concurrency,
     width: () => width,
@@ -142,7 +141,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       return newest < 0 ? undefined : await started.get(newest);
     },
     hasWindow: (stripe) => [...running.keys()].some((window) => window % width === stripe),
-    stopped: () => fatal !== undefined || stoppedBy !== undefined || cancelling(),
+    stopped: () => fatal !== undefined || stoppedBy !== undefined || CancellationScope.current().consideredCancelled,
   });
   const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();

@@ -8,6 +8,11 @@ import { stripeConcurrency } from './stripe-plan';
  */
 export const LENDING_PATCH = 'stripe-lending';
 
+/** Adds `count` to a stripe's calls in `calls`. */
+function add(calls: Map<number, number>, stripe: number, count: number): void {
+  calls.set(stripe, (calls.get(stripe) ?? 0) + count);
+}
+
 /** A window as the lending needs it: something to signal. */
 interface Signalable {
   signal(signal: typeof slotsLentSignal, count: number): Promise<void>;
@@ -56,7 +61,7 @@ export class StripeLending {
   async give(stripe: number, count: number): Promise<void> {
     if (count <= 0) return;
     if (this.ended.has(stripe)) {
-      this.owed.set(stripe, (this.owed.get(stripe) ?? 0) + count);
+      add(this.owed, stripe, count);
       return this.release(stripe);
     }
     const window = this.batch.stopped() ? undefined : await this.batch.newestWindow(stripe);
@@ -66,7 +71,7 @@ export class StripeLending {
           () => false,
         )
       : false;
-    if (!given) this.waiting.set(stripe, (this.waiting.get(stripe) ?? 0) + count);
+    if (!given) add(this.waiting, stripe, count);
   }
 
   /**
@@ -78,7 +83,7 @@ export class StripeLending {
     const calls =
       stripeConcurrency(this.batch.concurrency, this.batch.width(), stripe) + lent + this.takeWaiting(stripe);
     this.ended.add(stripe);
-    this.owed.set(stripe, (this.owed.get(stripe) ?? 0) + calls);
+    add(this.owed, stripe, calls);
   }
 
   /** Lends what an ended stripe still owed once none of its windows runs (call it as each window ends). */

@@ -29,7 +29,7 @@ export class WindowSlots {
   /** After the hand-over: calls of this window that ended, not yet returned to the successor. */
   private freed = 0;
   private successor: string | undefined;
-  private handedOver = false;
+  private handed = false;
 
   constructor(
     start: { borrowed: number; lent?: number },
@@ -43,11 +43,11 @@ export class WindowSlots {
     setHandler(slotsFreedSignal, (count) => {
       const back = Math.min(count, this.borrowed);
       this.borrowed -= back;
-      if (this.handedOver) this.freed += back;
+      if (this.handed) this.freed += back;
       wake();
     });
     setHandler(slotsLentSignal, (count) => {
-      if (this.handedOver) this.lentOn += count;
+      if (this.handed) this.lentOn += count;
       else this.lent += count;
       wake();
     });
@@ -78,9 +78,14 @@ export class WindowSlots {
       : lanesWide;
   }
 
+  /** Whether the window has handed over (handingOver()). */
+  get handedOver(): boolean {
+    return this.handed;
+  }
+
   /** The window stops starting lanes: from now on, slots its predecessor returns and lent calls are the successor's. */
   handingOver(): void {
-    this.handedOver = true;
+    this.handed = true;
   }
 
   /** What the successor starts with, the window handing over with `inFlight` calls out. */
@@ -129,7 +134,7 @@ export class WindowSlots {
 
   /** Lent calls it did not pass on, for its result: to its successor (it handed over) or to the other stripes. */
   unpassed(): number {
-    return this.handedOver ? this.lentOn + this.lentKept : this.lent;
+    return this.handed ? this.lentOn + this.lentKept : this.lent;
   }
 
   /** False if the receiver has ended. */

@@ -69,7 +69,6 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let fatal: { type: string; message: string } | undefined;
   /** running: starts lanes; draining: handed over, lets its lanes end (running retries in their slots); stopping: cancelled. */
   let mode = 'running' as 'running' | 'draining' | 'stopping';
-  let handedOver = false;
   let changed = 0;
   const wake = () => (changed += 1);
   const running = new Set<Promise<void>>();
@@ -213,7 +212,6 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   const handOver = async (): Promise<void> => {
     mode = 'draining';
-    handedOver = true;
     slots.handingOver();
     await reader.settle();
     const next: HandOver = {
@@ -320,7 +318,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     counters,
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(fatal === undefined ? {} : { fatal }),
-    handedOver,
+    handedOver: slots.handedOver,
     ...(slots.unpassed() > 0 ? { lent: slots.unpassed() } : {}),
     historyLength: workflowInfo().historyLength,
     ...(callMs === undefined ? {} : { callMs }),
