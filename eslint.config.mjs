@@ -23,7 +23,9 @@ export default tseslint.config(
     rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
   {
-    // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no I/O, no activity code.
+    // Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no I/O. It sees the rest of the product
+    // only through src/contract (activity inputs, results and interfaces), in every file under src/workflows/.
+    // Which folder may import which is held by test/layers.test.ts.
     files: ['src/workflows/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -31,37 +33,30 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: [
-                'node:*',
-                'fs',
-                'path',
-                'os',
-                'http',
-                'https',
-                'net',
-                'crypto',
-                'child_process',
-                'worker_threads',
-              ],
+              regex: '^(node:|fs$|path$|os$|http$|https$|net$|crypto$|child_process$|worker_threads$)',
               message: 'workflow code must stay deterministic: no Node built-ins',
             },
             {
-              group: [
-                'openai',
-                '@temporalio/worker',
-                '@temporalio/client',
-                '@temporalio/activity',
-                '../sim/*',
-                '../client/*',
-                '../local/*',
-                '../config/*',
-              ],
+              regex: '^(openai|@anthropic-ai/|@aws-sdk/|@modelcontextprotocol/|@temporalio/(worker|client|activity))',
               message: 'workflow code must not import I/O',
             },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The contract is the lowest layer: workflows and activities both stand on it, so it imports nothing of theirs.
+    files: ['src/contract/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { regex: '^\\.\\./', message: 'src/contract is the lowest layer: it imports nothing above it' },
             {
-              group: ['../activities', '../activities/*'],
-              message: 'import activities as types only (import type)',
-              allowTypeImports: true,
+              regex: '^(node:|openai|@anthropic-ai/|@aws-sdk/|@temporalio/(worker|client|activity|workflow))',
+              message: 'src/contract holds types and pure functions, no I/O',
             },
           ],
         },

@@ -17,7 +17,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import * as proto from '@temporalio/proto';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { z } from 'zod';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { startSimulator } from '../src/sim/simulator';
 import { FileStorage, PayloadStore } from '../src/store';
 import { defineTool } from '../src/tools/define-tool';

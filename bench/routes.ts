@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import { BUILT_IN_PRICES, priceOf, type PriceTier } from '../src/pricing';
 import { OpenAiBatches } from '../src/provider-batch/openai-batches';

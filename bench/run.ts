@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { AgentTask } from '../src/contract/agent-task';
 import { startDevServer, type DevServer } from '../src/local/dev-server';

@@ -44,8 +44,8 @@ export { startHealthServer } from './worker-health';
 export type { HealthServer, HealthServerOptions } from './worker-health';
 export { createActivities } from './activities';
 export type { Activities, ActivityDependencies } from './activities';
-export { createLlmClient, providerFromEnvironment } from './activities/llm-client';
-export type { ChatClient, LlmClientOptions, ProviderConfig } from './activities/llm-client';
+export { createLlmClient, providerFromEnvironment } from './llm/llm-client';
+export type { ChatClient, LlmClientOptions, ProviderConfig } from './llm/llm-client';
 
 // Payload encryption: the codec workers and clients share, its keys, and the server the Temporal UI decodes through.
 export {
@@ -72,12 +72,6 @@ export { defineTool, ToolInputError } from './tools/define-tool';
 export type { Tool, ToolContext, ToolDefinition } from './tools/define-tool';
 export type { McpServerConfig } from './tools/mcp';
 export { agentProgressQuery, approveUpdate } from './workflows/agent/messages';
-export type {
-  AgentEvent,
-  AgentOutcome,
-  AgentProgress,
-  ApprovalDecision,
-  PendingApproval,
-} from './workflows/agent/types';
+export type { AgentEvent, AgentOutcome, AgentProgress, ApprovalDecision, PendingApproval } from './contract/agent-loop';
 
 // The dev server, the local stack and the simulator are in `temporal-fanout/local` (src/local/index.ts).

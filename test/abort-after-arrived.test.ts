@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
-import { deadlineSignal } from '../src/activities/agent/cancellation';
+import { deadlineSignal } from '../src/llm/cancellation';
 
 /**
  * A cancel that lands as an answer arrives: the provider has sent (and billed) the answer, and it sits in the worker's

@@ -1,9 +1,9 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import OpenAI from 'openai';
 import { createActivities } from '../src/activities';
-import type { ChatDependencies } from '../src/activities/send-chat';
-import { sendTaskChat } from '../src/activities/send-task-chat';
-import { createLlmClient } from '../src/activities/llm-client';
+import type { ChatDependencies } from '../src/llm/send-chat';
+import { sendTaskChat } from '../src/llm/send-task-chat';
+import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 import { startSimulator, type Simulator } from '../src/sim/simulator';

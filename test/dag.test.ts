@@ -4,7 +4,7 @@ import path from 'node:path';
 import type { DagNode } from '../src/contract/dag';
 import { criticalPath, parallelGroups } from '../src/contract/graph';
 import { validateDagInput } from '../src/contract/validation';
-import { promptWithDependencies, synthesisPrompt } from '../src/activities/prompt-context';
+import { promptWithDependencies, synthesisPrompt } from '../src/llm/prompt-context';
 import { runCli } from './support/processes';
 import { useTestStack } from './support/suite-stack';
 

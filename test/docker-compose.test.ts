@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { parse } from 'yaml';
-import { providerFromEnvironment } from '../src/activities/llm-client';
+import { providerFromEnvironment } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import { findTemporalServer } from '../src/local/cluster';
 import { startDevServer, type DevServer } from '../src/local/dev-server';

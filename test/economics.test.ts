@@ -4,7 +4,7 @@ import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { AgentTask } from '../src/contract/agent-task';
 import { startSimulator, type Simulator } from '../src/sim/simulator';

@@ -3,7 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import type { Browser } from 'playwright-core';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import {
   codecFromEnvironment,

@@ -1,6 +1,6 @@
-import type { ChatCallOptions, ChatDependencies } from '../src/activities/send-chat';
-import { sendTaskChat } from '../src/activities/send-task-chat';
-import { createLlmClient } from '../src/activities/llm-client';
+import type { ChatCallOptions, ChatDependencies } from '../src/llm/send-chat';
+import { sendTaskChat } from '../src/llm/send-task-chat';
+import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import type { AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';

@@ -1,6 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { AgentTask } from '../src/contract/agent-task';
 import { freePort } from '../src/local/free-port';

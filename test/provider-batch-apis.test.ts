@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI, { toFile } from 'openai';
 import { customIdFor, providerOfModel } from '../src/provider-batch/limits';
-import { parseDuration, resolveAutoRoute } from '../src/provider-batch/route-options';
+import { parseDuration, resolveAutoRoute } from '../src/contract/route-options';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { waitFor } from './support/wait-for';
 

@@ -1,5 +1,5 @@
 import { APIError } from 'openai';
-import { retryAfterMs, toAgentFailure } from '../src/activities/provider-errors';
+import { retryAfterMs, toAgentFailure } from '../src/llm/provider-errors';
 import { FailureType, isRetryableFailure, NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 
 describe('retryAfterMs', () => {

@@ -16,7 +16,7 @@ import {
   sealedLines,
   sealLane,
   spoolOf,
-} from '../src/batch/spool';
+} from '../src/spool';
 import { FileStorage, type ObjectStorage } from '../src/store';
 import { readSink } from './support/batch-files';
 import { ROOT } from './support/paths';

@@ -1,5 +1,6 @@
-import { StripeMarks } from '../src/batch/stripes';
-import { stripeConcurrency, stripeStarts, stripesWanted } from '../src/workflows/batch/stripe-plan';
+import { StripeMarks } from '../src/spool/stripes';
+import { stripeConcurrency, stripesWanted } from '../src/contract/batch';
+import { stripeStarts } from '../src/workflows/batch/stripe-plan';
 import type { WindowStart } from '../src/workflows/batch/window';
 
 /** Marks for `count` task lines of `width` bytes each (a blank line after every tenth). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
-import { createLlmClient } from '../src/activities/llm-client';
+import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import { createFanoutWorker } from '../src/worker';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';

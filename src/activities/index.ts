@@ -1,13 +1,14 @@
 import { pricesFromEnvironment, type PriceTable } from '../pricing';
 import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
-import { createCallAgent } from './call-agent';
-import { createBatchActivities } from './batch-activities';
-import { createBatchAgentActivities } from './batch-agent-activities';
-import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from './llm-client';
+import { createModelCallActivities } from './model-call';
+import { createBatchActivities } from './batch/batch-activities';
+import { createBatchAgentItemActivities } from './batch/agent-item-activities';
+import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from '../llm/llm-client';
 import { createAgentActivities } from './agent';
 import { ToolRegistry } from '../tools/registry';
-import { createProviderBatchActivities } from './provider-batch-activities';
-import type { BatchProvider, ProviderBatchClient } from '../provider-batch/types';
+import { createProviderBatchActivities } from './provider-batch/provider-batch-activities';
+import type { BatchProvider } from '../contract/provider-batch';
+import type { ProviderBatchClient } from '../provider-batch/types';
 
 export interface ActivityDependencies {
   /** OpenAI-compatible client. Default: one built from OPENAI_API_KEY / OPENAI_BASE_URL. */
@@ -47,10 +48,10 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     prices: dependencies.prices ?? pricesFromEnvironment(),
   };
   return {
-    callAgent: createCallAgent(resolved),
+    ...createModelCallActivities(resolved),
     ...createAgentActivities({ ...resolved, tools: dependencies.tools ?? new ToolRegistry() }),
     ...createBatchActivities(resolved),
-    ...createBatchAgentActivities(resolved),
+    ...createBatchAgentItemActivities(resolved),
     ...createProviderBatchActivities({ ...resolved, providerBatches: dependencies.providerBatches }),
   };
 }

@@ -3,7 +3,7 @@ import type { AgentResult } from '../contract/agent-task';
 import type { RunProgress } from '../contract/fan-out';
 import type { PayloadStore } from '../store';
 import { agentProgressQuery } from '../workflows/agent/messages';
-import type { AgentProgress } from '../workflows/agent/types';
+import type { AgentProgress } from '../contract/agent-loop';
 
 /** A running agent (of a run, or a sub-agent of one) and what it reports. */
 export interface RunningAgent {

@@ -5,9 +5,9 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { assembleLeftover, probeWritable, spoolOf } from '../batch/spool';
-import { scanTaskSource } from '../batch/task-source';
-import { resolveAutoRoute } from '../provider-batch/route-options';
+import { assembleLeftover, probeWritable, spoolOf } from '../spool';
+import { scanTaskSource } from '../spool/task-source';
+import { resolveAutoRoute } from '../contract/route-options';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
@@ -17,9 +17,10 @@ import {
   type BatchOptions,
   type BatchProgress,
   type BatchSummary,
+  stripesWanted,
+  windowWorkflowId,
 } from '../contract/batch';
 import type { batch } from '../workflows/batch/batch';
-import { stripesWanted } from '../workflows/batch/stripe-plan';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
@@ -312,7 +313,7 @@ export class BatchClient {
     // window, so the look goes on past as many windows in a row that never ran as the stripes its options asked for.
     const stripes = stripesWanted(options);
     for (let window = 0, missing = 0; missing < stripes; window += 1) {
-      const handle = this.options.client.workflow.getHandle(`${batchId}/${firstRunId}/window-${window}`);
+      const handle = this.options.client.workflow.getHandle(windowWorkflowId(batchId, firstRunId, window));
       for (;;) {
         const status = await handle.describe().then(
           (description) => description.status.name,

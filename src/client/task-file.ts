@@ -1,6 +1,6 @@
 import { readFileSync, statSync } from 'node:fs';
-import { decodeLine } from '../batch/lines';
-import { parseJsonText } from '../batch/task-source';
+import { decodeLine } from '../spool/lines';
+import { parseJsonText } from '../spool/task-source';
 import { z } from 'zod';
 import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
 import { fanOutOptionsSchema, type FanOutOptions } from '../contract/fan-out';

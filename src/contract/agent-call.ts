@@ -59,3 +59,12 @@ export interface AgentCallResult {
   steps?: number;
   transcriptRef?: PayloadRef;
 }
+
+/**
+ * The activity of the fan-out and DAG workflows: one model call (a chat completion) for one task. Its registered name,
+ * `callAgent`, is kept from before it was named for what it does: histories hold it.
+ */
+export interface ModelCallActivities {
+  /** A bare task is the input of histories from before the payload store. */
+  callAgent(request: AgentCallInput | AgentTask): Promise<AgentCallResult>;
+}

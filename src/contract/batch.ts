@@ -4,7 +4,7 @@ import type { AgentResult } from './agent-task';
 import type { RunCost } from './metrics';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
-import { routeOptionsSchema } from '../provider-batch/route-options';
+import { routeOptionsSchema } from './route-options';
 
 /** Most items one activity (a lane) may run. */
 export const MAX_ITEMS_PER_ACTIVITY = 100;
@@ -210,4 +210,26 @@ export interface BatchSummary {
   savingsUsd?: number;
   /** The workers' pacing of the batch's calls when it ended (see BatchProgress). */
   pacing?: PacingStatus;
+}
+
+/**
+ * Stripes a batch asks its scan for: enough that no window keeps more than `windowCalls` calls in flight, at most
+ * MAX_STRIPES. One for a batch with a token or dollar budget (one window counts it) or sent as a provider batch (its
+ * windows only run what the provider handed back). Read by the batch and by the client (which looks for a stopped batch's windows).
+ */
+export function stripesWanted(options: BatchOptions | undefined): number {
+  if (options?.tokenBudget !== undefined || options?.costBudgetUsd !== undefined) return 1;
+  if (options?.route === 'provider-batch') return 1;
+  const { concurrency, windowCalls } = resolveBatchOptions(options);
+  return Math.max(1, Math.min(MAX_STRIPES, Math.ceil(concurrency / windowCalls)));
+}
+
+/** The calls in flight stripe `stripe` of `stripes` keeps: the batch's concurrency shared out, the first ones one more. */
+export function stripeConcurrency(concurrency: number, stripes: number, stripe: number): number {
+  return Math.floor(concurrency / stripes) + (stripe < concurrency % stripes ? 1 : 0);
+}
+
+/** The workflow id of a batch's window `window` (its windows are numbered from 0 across all its stripes). */
+export function windowWorkflowId(batchId: string, firstRunId: string, window: number): string {
+  return `${batchId}/${firstRunId}/window-${window}`;
 }

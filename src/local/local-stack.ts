@@ -1,6 +1,6 @@
 import { Client } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient, OPENAI_BASE_URL, providerFromEnvironment } from '../activities/llm-client';
+import { createLlmClient, OPENAI_BASE_URL, providerFromEnvironment } from '../llm/llm-client';
 import { FanoutClient } from '../client/fanout-client';
 import { dataConverterFromEnvironment } from '../codec';
 import type { SimulatorConfigInput } from '../sim/config';

@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import type { MetricMeter } from '@temporalio/common';
 import { Runtime, type ActivityInterceptorsFactory } from '@temporalio/worker';
-import { defaultModelFromEnvironment } from '../activities/llm-client';
+import { defaultModelFromEnvironment } from '../llm/llm-client';
 import { FailureType } from '../contract/failure-types';
 import { defaultPacer, pacerSnapshot } from '../pacing/pacer';
 import type { PacerSnapshot } from '../pacing/key-pacer';

@@ -1,7 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ObjectStorage } from '../store';
-import { linesOf } from '../batch/lines';
-import type { BatchPart, ItemOutcome, PartKey, ProviderBatchClient, ProviderBatchStatus } from './types';
+import { linesOf } from '../spool/lines';
+import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
+import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
 const RETRYABLE_ERRORS = new Set(['api_error', 'overloaded_error', 'rate_limit_error', 'timeout_error']);
 

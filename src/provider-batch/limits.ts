@@ -1,4 +1,4 @@
-import type { BatchProvider } from './types';
+import type { BatchProvider } from '../contract/provider-batch';
 
 /** The providers' documented limits on one batch. */
 export const PROVIDER_LIMITS: Readonly<Record<BatchProvider, { requests: number; bytes: number }>> = {

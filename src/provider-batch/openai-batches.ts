@@ -1,9 +1,10 @@
 import OpenAI, { toStreamingFile } from 'openai';
 import type { Batch } from 'openai/resources/batches';
 import type { ObjectStorage } from '../store';
-import { providerFromEnvironment, OPENAI_BASE_URL } from '../activities/llm-client';
+import { providerFromEnvironment, OPENAI_BASE_URL } from '../llm/llm-client';
 import { retryableStatus, textLines } from './response-lines';
-import type { BatchPart, ItemOutcome, PartKey, ProviderBatchClient, ProviderBatchStatus } from './types';
+import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
+import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
 /** The metadata that names a part's provider batch, so a retry can find the batch a lost attempt created. */
 export function partMetadata(key: Pick<PartKey, 'batchId' | 'part' | 'attempt' | 'digest'>): Record<string, string> {

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { AgentTask } from '../contract/agent-task';
 import { childOf } from '../contract/location';
-import { linesOf } from '../batch/lines';
-import { parseTaskLine } from '../batch/task-source';
+import { linesOf } from '../spool/lines';
+import { parseTaskLine } from '../spool/task-source';
 import { InvalidInputError } from '../contract/validation';
 import type { ObjectStorage } from '../store';
 import { customIdFor, PROVIDER_LIMITS, providerOfModel } from './limits';
-import type { BatchEndpoint, BatchPart, BatchProvider, PartMapLine } from './types';
+import type { BatchEndpoint, BatchPart, BatchProvider, PartMapLine } from '../contract/provider-batch';
 
 export interface PlanOptions {
   /** Model of tasks that name none. */

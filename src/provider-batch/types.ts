@@ -1,48 +1,5 @@
 import type { TokenUsage } from '../contract/agent-task';
-
-/** Which provider batch API a part goes to. */
-export type BatchProvider = 'openai' | 'anthropic';
-
-/** The OpenAI endpoint a part's requests target (Anthropic's is always its Messages API). */
-export type BatchEndpoint = '/v1/chat/completions' | '/v1/responses';
-
-/** One provider batch's worth of requests, written to the store by `planParts`. History carries this, never prompts. */
-export interface BatchPart {
-  /** 0-based; fixes the names of everything written for the part. */
-  index: number;
-  provider: BatchProvider;
-  model: string;
-  endpoint: BatchEndpoint;
-  /** Requests in the part. */
-  count: number;
-  /** Bytes of the request file. */
-  bytes: number;
-  /** The request file (JSONL in the provider's batch input format). */
-  requests: string;
-  /** The part's map, one `{ c: customId, id, o: offset, l: length }` line per item. */
-  map: string;
-  /** sha256 of the map (its ids, in order): a provider batch is this part's only if it was made from the same items. */
-  digest: string;
-}
-
-/** One line of a part's map: the custom_id sent for a task id, and where the task is in the source. */
-export interface PartMapLine {
-  c: string;
-  id: string;
-  o: number;
-  l: number;
-}
-
-/** A provider batch as the workflow sees it. */
-export interface ProviderBatchStatus {
-  /** running: wait and poll again; ended: results can be collected; failed: nothing ran (see `failure`). */
-  state: 'running' | 'ended' | 'failed';
-  /** The provider's own status word. */
-  providerStatus: string;
-  counts: { total: number; succeeded: number; failed: number; processing: number };
-  /** Why the provider refused the whole batch (OpenAI's `errors.data[0]`). */
-  failure?: { code: string; message: string };
-}
+import type { BatchPart, BatchProvider, ProviderBatchStatus } from '../contract/provider-batch';
 
 /** What came back for one request. */
 export type ItemOutcome =

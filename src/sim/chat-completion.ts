@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { chatReplyAsResponse, responsesRequestAsChat } from '../provider-batch/responses-api';
+import { chatReplyAsResponse, responsesRequestAsChat } from '../llm/responses-api';
 import type { FaultKind, SimulatorConfig } from './config';
 import { chooseFault, latencyFor, STATUS_MESSAGES } from './faults';
 import { readBody, sendJson } from './http';

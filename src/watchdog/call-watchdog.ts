@@ -5,6 +5,9 @@ import { Describes, integer, type Description } from './describes';
 import { LostCalls } from './lost-calls';
 import { Presence } from './presence';
 import { notFound, reachedServer } from './server-errors';
+import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
+
+export type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 
 /**
  * What agent calls need from Temporal while they run, without heartbeating every second (each heartbeat that reaches
@@ -27,18 +30,6 @@ import { notFound, reachedServer } from './server-errors';
  * Every read backs off while it fails (describes per workflow, the sweep), so a worker whose server is gone waits
  * quietly: one warning when reads start failing, one line when they work again.
  */
-export interface CallWatchdogOptions {
-  /** How often a workflow with calls of this worker in flight is described, ms. Env FANOUT_WATCH_INTERVAL_MS; default 1000. */
-  watchIntervalMs: number;
-  /** A worker that has not polled for this long is lost, ms. Env FANOUT_LOST_WORKER_MS; default 15000. */
-  lostAfterMs: number;
-  /** How often the task queue's running workflows are swept for calls of lost workers, ms. Env FANOUT_SWEEP_INTERVAL_MS; default 10000. */
-  sweepIntervalMs: number;
-  /** Describe calls in flight at once during a sweep. Default 4. */
-  sweepConcurrency: number;
-  /** After the last call of a watched workflow ends, how long presence keeps polling (lazily created watchdogs), ms. Default 60000. */
-  idleMs: number;
-}
 
 export interface WatchedCall {
   workflowId: string;
@@ -49,11 +40,6 @@ export interface WatchedCall {
   poke(): void;
   /** Ends the call (its HTTP request) with `reason`: this worker was cut off from Temporal for longer than `lostAfterMs`. */
   abort?(reason: unknown): void;
-}
-
-export interface WatchdogLogger {
-  info(message: string, meta?: Record<string, unknown>): void;
-  warn(message: string, meta?: Record<string, unknown>): void;
 }
 
 const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;

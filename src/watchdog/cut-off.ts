@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { FailureType } from '../contract/failure-types';
-import type { WatchdogLogger } from './call-watchdog';
+import type { WatchdogLogger } from './watchdog-options';
 import type { Presence } from './presence';
 
 /** How often a worker with calls in flight checks whether it has been cut off from Temporal, ms. */

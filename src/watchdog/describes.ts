@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
-import type { WatchdogLogger } from './call-watchdog';
+import type { WatchdogLogger } from './watchdog-options';
 
 export type Description = temporal.api.workflowservice.v1.IDescribeWorkflowExecutionResponse;
 

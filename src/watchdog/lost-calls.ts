@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { FailureType } from '../contract/failure-types';
-import type { CallWatchdogOptions, WatchdogLogger } from './call-watchdog';
+import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
 import { isLost, timestampMillis, type Presence } from './presence';
 import { notFound } from './server-errors';

@@ -6,7 +6,7 @@ import { criticalPath, parallelGroups } from '../contract/graph';
 import { computeMetrics } from '../contract/metrics';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateDagInput } from '../contract/validation';
-import { AgentRun } from './agent-run';
+import { TaskRun } from './task-run';
 import { validateOrFail } from './input';
 import { eventsQuery, progressQuery } from './messages';
 import { skipped } from './task-outcome';
@@ -21,7 +21,7 @@ export async function dag(input: DagInput): Promise<DagResult> {
   const resolved = resolveRunOptions(options);
   const startedAt = Date.now();
   const tasks: AgentTask[] = nodes.map(({ dependsOn: _dependsOn, ...task }) => task);
-  const run = new AgentRun(tasks, resolved);
+  const run = new TaskRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   run.describe(`DAG of ${nodes.length} agents`);

@@ -5,7 +5,7 @@ import type { FanOutFanInInput, FanOutFanInResult } from '../contract/dag';
 import { computeMetrics } from '../contract/metrics';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateFanOutFanInInput } from '../contract/validation';
-import { AgentRun } from './agent-run';
+import { TaskRun } from './task-run';
 import { runInLanes } from './fan-out';
 import { validateOrFail } from './input';
 import { eventsQuery, progressQuery } from './messages';
@@ -38,7 +38,7 @@ export async function fanOutFanIn(input: FanOutFanInInput): Promise<FanOutFanInR
     temperature: synthesis?.temperature,
     maxTokens: synthesis?.maxTokens,
   };
-  const run = new AgentRun([...tasks, synthesisTask], resolved);
+  const run = new TaskRun([...tasks, synthesisTask], resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   run.describe(`fan-out of ${tasks.length} agents, then a synthesis`);

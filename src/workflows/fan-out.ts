@@ -3,14 +3,14 @@ import type { FanOutInput, FanOutResult } from '../contract/fan-out';
 import { computeMetrics } from '../contract/metrics';
 import { resolveRunOptions } from '../contract/run-options';
 import { validateFanOutInput } from '../contract/validation';
-import { AgentRun } from './agent-run';
+import { TaskRun } from './task-run';
 import { validateOrFail } from './input';
 import { inLanes } from './lanes';
 import { eventsQuery, progressQuery } from './messages';
 
 /** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */
 export async function runInLanes(
-  run: AgentRun,
+  run: TaskRun,
   count: number,
   lanes: number,
   context: { storeOutput?: boolean } = {},
@@ -47,7 +47,7 @@ export async function fanOut(input: FanOutInput): Promise<FanOutResult> {
   const { tasks, options } = validateOrFail(validateFanOutInput, input);
   const resolved = resolveRunOptions(options);
   const startedAt = Date.now();
-  const run = new AgentRun(tasks, resolved);
+  const run = new TaskRun(tasks, resolved);
   setHandler(progressQuery, () => run.progress());
   setHandler(eventsQuery, (cursor) => run.eventsAfter(cursor ?? 0));
   run.describe(`fan-out of ${tasks.length} agents`);

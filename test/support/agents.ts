@@ -3,7 +3,7 @@ import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@tem
 import type { AgentTask } from '../../src/contract/agent-task';
 import type { SimulatedRequest, Simulator } from '../../src/sim/simulator';
 import type { Tool } from '../../src/tools/define-tool';
-import type { AgentInput } from '../../src/workflows/agent/types';
+import type { AgentInput } from '../../src/contract/agent-loop';
 import { decodePayload } from './history';
 import { useTestStack, type TestServersOptions } from './suite-stack';
 import type { TestWorker } from './test-stack';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient } from '../../src/activities/llm-client';
+import { createLlmClient } from '../../src/llm/llm-client';
 import { FanoutClient } from '../../src/client/fanout-client';
 import { startDevServer, type DevServer, type DevServerOptions } from '../../src/local/dev-server';
 import type { SimulatorConfigInput } from '../../src/sim/config';

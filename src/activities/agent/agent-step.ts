@@ -16,10 +16,10 @@ import {
   type AgentStepInput,
   type AgentStepResult,
   type ToolCallRequest,
-} from '../../workflows/agent/types';
+} from '../../contract/agent-loop';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { sendChat, type ChatDependencies } from '../send-chat';
-import { materialise, runPrefix, storageFailure } from '../call-agent';
+import { sendChat, type ChatDependencies } from '../../llm/send-chat';
+import { materialise, runPrefix, storageFailure } from '../model-call';
 import type { ChatMessage, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
 

@@ -1,7 +1,8 @@
 import type { PriceTable } from '../../pricing';
 import type { PayloadStore } from '../../store';
 import type { ToolRegistry } from '../../tools/registry';
-import type { ChatClient } from '../llm-client';
+import type { AgentLoopActivities } from '../../contract/agent-loop';
+import type { ChatClient } from '../../llm/llm-client';
 import { createAgentStep } from './agent-step';
 import { MessageStore } from './message-store';
 import { createToolCall } from './tool-call';
@@ -17,8 +18,8 @@ export interface AgentActivityDependencies {
   tools: ToolRegistry;
 }
 
-/** The activities of the `agent` workflow: `agentStep` (one model call) and `toolCall` (one tool call). */
-export function createAgentActivities(dependencies: AgentActivityDependencies) {
+/** The activities of the `agent` workflow (AgentLoopActivities). */
+export function createAgentActivities(dependencies: AgentActivityDependencies): AgentLoopActivities {
   const messages = new MessageStore(dependencies.store);
   return {
     agentStep: createAgentStep({ ...dependencies, messages }),

@@ -1,6 +1,6 @@
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PayloadStore } from '../../store';
-import { runPrefix, storageFailure } from '../call-agent';
+import { runPrefix, storageFailure } from '../model-call';
 
 /** A chat message as the OpenAI API takes it (user, system, assistant with tool calls, tool). */
 export type ChatMessage = Record<string, unknown> & { role: string };

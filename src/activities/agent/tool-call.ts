@@ -5,9 +5,9 @@ import type { ToolRegistry } from '../../tools/registry';
 import { ToolInputError } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
 import { FailureType } from '../../contract/failure-types';
-import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../../workflows/agent/types';
-import { storageFailure } from '../call-agent';
-import { deadlineSignal, watchForCancellation } from './cancellation';
+import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../../contract/agent-loop';
+import { storageFailure } from '../model-call';
+import { deadlineSignal, watchForCancellation } from '../../llm/cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
 
 export interface ToolCallDependencies {

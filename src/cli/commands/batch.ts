@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
-import { batchRouteSchema, parseDuration, type BatchRoute } from '../../provider-batch/route-options';
+import { batchRouteSchema, parseDuration, type BatchRoute } from '../../contract/route-options';
 import {
   BATCH_DEFAULTS,
   MAX_BATCH_CONCURRENCY,

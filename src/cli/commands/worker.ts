@@ -1,5 +1,5 @@
 import { Command, Option } from 'commander';
-import { providerFromEnvironment, OPENAI_BASE_URL } from '../../activities/llm-client';
+import { providerFromEnvironment, OPENAI_BASE_URL } from '../../llm/llm-client';
 import { taskQueueFromEnvironment, temporalConnectionFromEnvironment } from '../../config/environment';
 import { metricsEndpointFromEnvironment, type MetricsEndpoint } from '../../metrics';
 import {

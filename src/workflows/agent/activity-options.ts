@@ -1,5 +1,6 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
+import type { AgentLoopActivities } from '../../contract/agent-loop';
+import type { BatchAgentItemActivities } from '../../contract/batch-activities';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../../contract/run-options';
 
@@ -7,7 +8,7 @@ import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../../contract/run-
 const TOOL_CALL_TIMEOUT_MS = 15 * 60_000;
 
 /** The agent's activities: `agentStep` (one model call) and `toolCall` (one tool call), under the run's options. */
-export function agentActivities(options: ResolvedRunOptions) {
+export function agentLoopActivities(options: ResolvedRunOptions) {
   const retry = {
     maximumAttempts: options.retry.maximumAttempts,
     initialInterval: options.retry.initialIntervalMs,
@@ -15,13 +16,13 @@ export function agentActivities(options: ResolvedRunOptions) {
     maximumInterval: options.retry.maximumIntervalMs,
   };
   // Both wait for their activity to stop when cancelled: a cancelled agent leaves no model or tool call running.
-  const { agentStep } = proxyActivities<Activities>({
+  const { agentStep } = proxyActivities<AgentLoopActivities>({
     startToCloseTimeout: options.agentTimeoutMs + RATE_LIMIT_WAIT_MS,
     ...(options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeout: options.heartbeatTimeoutMs }),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     retry,
   });
-  const { toolCall } = proxyActivities<Activities>({
+  const { toolCall } = proxyActivities<AgentLoopActivities>({
     startToCloseTimeout: TOOL_CALL_TIMEOUT_MS,
     ...(options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeout: options.heartbeatTimeoutMs }),
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
@@ -31,11 +32,11 @@ export function agentActivities(options: ResolvedRunOptions) {
   return { agentStep, toolCall };
 }
 
-export type AgentActivities = ReturnType<typeof agentActivities>;
+export type AgentActivities = ReturnType<typeof agentLoopActivities>;
 
 /** An agent's place in a batch (loadAgentPlace, saveAgentPlace): storage calls, a failing store tried again for a while. */
 export function placeActivities() {
-  return proxyActivities<Activities>({
+  return proxyActivities<BatchAgentItemActivities>({
     startToCloseTimeout: '2 minutes',
     retry: {
       initialInterval: '1 second',

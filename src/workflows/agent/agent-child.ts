@@ -11,7 +11,7 @@ import { FailureType } from '../../contract/failure-types';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 import type { agent } from './agent';
 import { childFailure } from './child-failure';
-import type { AgentOutcome } from './types';
+import type { AgentOutcome } from '../../contract/agent-loop';
 
 /** The patch that escapes `/` in agents' workflow ids (CONTRIBUTING.md, "Changing workflow code"). */
 export const AGENT_ID_PATCH = 'agent-id-escaped';

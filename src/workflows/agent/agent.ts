@@ -15,7 +15,7 @@ import { agentTaskSchema, DEFAULT_MAX_STEPS } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import { resolveRunOptions } from '../../contract/run-options';
 import { failed } from '../task-outcome';
-import { agentActivities, placeActivities } from './activity-options';
+import { agentLoopActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
 import { agentSpendSignal } from './messages';
 import { addSpend, budgetReached, emptySpend, minimum, spendOf, spendSince, type AgentBudgets } from './spend';
@@ -31,7 +31,7 @@ import {
   type PendingStep,
   type SavedPlace,
   type ToolCallResult,
-} from './types';
+} from '../../contract/agent-loop';
 
 /** Structured answers sent back for repair when the task says nothing. */
 const DEFAULT_OUTPUT_REPAIRS = 2;
@@ -81,7 +81,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const stepsPerRun = input.stepsPerRun ?? DEFAULT_STEPS_PER_RUN;
   const state: AgentState = input.state ?? { ...emptySpend(), append: [], repairs: 0, startedAt: Date.now() };
   const selfId = workflowInfo().workflowId;
-  const { agentStep, toolCall } = agentActivities(options);
+  const { agentStep, toolCall } = agentLoopActivities(options);
   const tracker = new AgentTracker(task, depth, state, selfId);
   for (const [callId, decision] of Object.entries(state.pending?.decisions ?? {}))
     tracker.decisions.set(callId, decision);

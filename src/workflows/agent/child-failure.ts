@@ -7,7 +7,7 @@ import {
   sleep,
 } from '@temporalio/workflow';
 import type { TokenUsage } from '../../contract/agent-task';
-import type { SpendBefore } from './types';
+import type { SpendBefore } from '../../contract/agent-loop';
 import { FailureType } from '../../contract/failure-types';
 
 /** What a failed agent child workflow says: whether it was cancelled, and its failure's type and message. */

@@ -1,6 +1,6 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { FailureSpend } from './child-failure';
-import type { AgentProgress, ApprovalDecision } from './types';
+import type { AgentProgress, ApprovalDecision } from '../../contract/agent-loop';
 
 /** An agent's spend, the approvals it waits for, its running sub-agents and its events after a cursor (0: all kept). */
 export const agentProgressQuery = defineQuery<AgentProgress, [number?]>('agentProgress');

@@ -1,7 +1,7 @@
 import type { TokenUsage } from '../../contract/agent-task';
 import { roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
-import type { AgentSpend, AgentStopReason, SpendBefore } from './types';
+import type { AgentSpend, AgentStopReason, SpendBefore } from '../../contract/agent-loop';
 
 /** An agent's spend before its first step. */
 export const emptySpend = (): AgentSpend => ({

@@ -8,12 +8,19 @@ import {
 } from '@temporalio/workflow';
 import type { AgentTask } from '../../contract/agent-task';
 import { childOf } from '../../contract/location';
-import type { agent } from './agent';
 import type { AgentActivities } from './activity-options';
 import { childFailure, spendOfFailure, startOnceFree } from './child-failure';
 import { addSpend, spendSince, type AgentBudgets } from './spend';
 import type { AgentTracker } from './tracker';
-import type { AgentInput, AgentState, AgentStepResult, SpawnedAgent, ToolCallRequest, ToolCallResult } from './types';
+import type {
+  AgentInput,
+  AgentOutcome,
+  AgentState,
+  AgentStepResult,
+  SpawnedAgent,
+  ToolCallRequest,
+  ToolCallResult,
+} from '../../contract/agent-loop';
 
 /** What the tool calls of a step need of the agent that runs them. */
 export interface ToolCallContext {
@@ -30,7 +37,7 @@ export interface ToolCallContext {
   /** Sets the agent's current details (the Temporal UI) to what it does now. */
   describe(now: string): void;
   /** The `agent` workflow, which sub-agents run as (handed in: agent.ts imports this file). */
-  agentWorkflow: typeof agent;
+  agentWorkflow: (input: AgentInput) => Promise<AgentOutcome>;
   /** Whether every sub-agent of a spawn is waited for before a cancellation is thrown (agent.ts). */
   settles(): boolean;
 }

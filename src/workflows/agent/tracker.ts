@@ -1,7 +1,7 @@
 import { setHandler } from '@temporalio/workflow';
 import type { AgentTask } from '../../contract/agent-task';
 import { agentProgressQuery, approveUpdate } from './messages';
-import type { AgentEvent, AgentState, PendingApproval } from './types';
+import type { AgentEvent, AgentState, PendingApproval } from '../../contract/agent-loop';
 
 /** Events an agent keeps for `fanout watch`; older ones are dropped (and counted). */
 const MAX_AGENT_EVENTS = 500;

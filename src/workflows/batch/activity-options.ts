@@ -1,5 +1,5 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
+import type { BatchActivities, BatchAgentItemActivities } from '../../contract/batch-activities';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 
@@ -8,7 +8,7 @@ const LANE_HEARTBEAT_TIMEOUT_MS = 45_000;
 
 /** The batch's storage activities (scanning, pages, sealing, the sink), a failing store retried `storageAttempts` times. */
 export function storageActivities(storageAttempts: number) {
-  return proxyActivities<Activities>({
+  return proxyActivities<BatchActivities & BatchAgentItemActivities>({
     startToCloseTimeout: '30 minutes',
     heartbeatTimeout: '10 seconds',
     retry: {
@@ -30,7 +30,7 @@ export function laneActivities(runOptions: ResolvedRunOptions, parallel: number,
     runOptions.heartbeatTimeoutMs ?? LANE_HEARTBEAT_TIMEOUT_MS,
   );
   return (maximumAttempts: number, items: number) =>
-    proxyActivities<Activities>({
+    proxyActivities<BatchActivities>({
       startToCloseTimeout: Math.ceil(items / parallel) * itemAttemptMs,
       heartbeatTimeout,
       cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,

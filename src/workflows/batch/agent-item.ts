@@ -5,7 +5,7 @@ import {
   executeChild,
   setHandler,
 } from '@temporalio/workflow';
-import type { LaneResult } from '../../activities/batch-activities';
+import type { LaneResult } from '../../contract/batch-activities';
 import type { BatchCounters, BatchEntry, BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
 import { childOf, segmentName } from '../../contract/location';
@@ -16,7 +16,7 @@ import { agentChildId } from '../agent/agent-child';
 import { childFailure, spendOfFailure, startOnceFree, type FailureSpend } from '../agent/child-failure';
 import { agentSpendSignal } from '../agent/messages';
 import { spendSince } from '../agent/spend';
-import type { AgentOutcome } from '../agent/types';
+import type { AgentOutcome } from '../../contract/agent-loop';
 import type { storageActivities } from './activity-options';
 import { addCounters } from './counters';
 import { FATAL_TYPES } from './failures';

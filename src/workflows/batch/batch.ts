@@ -24,6 +24,9 @@ import {
   type BatchProgress,
   type BatchStopReason,
   type BatchSummary,
+  stripeConcurrency,
+  stripesWanted,
+  windowWorkflowId,
 } from '../../contract/batch';
 import { childOf } from '../../contract/location';
 import { FailureType } from '../../contract/failure-types';
@@ -34,10 +37,10 @@ import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, slotsLentSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
 import { sendProviderBatches } from './provider-route';
-import { resolveAutoRoute } from '../../provider-batch/route-options';
+import { resolveAutoRoute } from '../../contract/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
-import { stripeConcurrency, stripeStarts, stripesWanted } from './stripe-plan';
+import { stripeStarts } from './stripe-plan';
 import { StripeLending } from './stripe-lending';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
@@ -129,7 +132,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   phase = 'running';
   setCurrentDetails(`batch ${batchId}: ${total} items, concurrency ${options.concurrency}`);
 
-  const windowId = (window: number) => `${batchId}/${info.firstExecutionRunId}/window-${window}`;
+  const windowId = (window: number) => windowWorkflowId(batchId, info.firstExecutionRunId, window);
   // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
   let width = 1;
   const results: Promise<void>[] = [];

@@ -1,4 +1,4 @@
-import type { LaneResult } from '../../activities/batch-activities';
+import type { LaneResult } from '../../contract/batch-activities';
 import type { BatchCounters } from '../../contract/batch';
 import { roundUsd } from '../../contract/metrics';
 

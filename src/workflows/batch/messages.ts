@@ -1,5 +1,5 @@
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { BatchPage, LaneRetry } from '../../activities/batch-activities';
+import type { BatchPage, LaneRetry } from '../../contract/batch-activities';
 import type { BatchCounters } from '../../contract/batch';
 import type { PacingStatus } from '../../contract/pacing';
 

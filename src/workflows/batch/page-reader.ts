@@ -1,8 +1,7 @@
-import type { Activities } from '../../activities';
-import type { BatchPage } from '../../activities/batch-activities';
+import type { BatchActivities, BatchPage } from '../../contract/batch-activities';
 import type { BatchEntry } from '../../contract/batch';
 
-type PageActivities = Pick<Activities, 'readBatchPage'>;
+type PageActivities = Pick<BatchActivities, 'readBatchPage'>;
 
 /**
  * The window's view of the task file: pages of entries (ids and byte offsets, never prompts) read ahead by an activity

@@ -1,6 +1,6 @@
 import { patched } from '@temporalio/workflow';
 import { slotsLentSignal } from './messages';
-import { stripeConcurrency } from './stripe-plan';
+import { stripeConcurrency } from '../../contract/batch';
 
 /**
  * Lending between stripes (gated: the signals are new commands of the batch, and a batch from before it replays without

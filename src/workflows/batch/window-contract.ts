@@ -1,4 +1,4 @@
-import type { BatchPage, LaneRetry } from '../../activities/batch-activities';
+import type { BatchPage, LaneRetry } from '../../contract/batch-activities';
 import type { BatchOptions, BatchStopReason, emptyCounters } from '../../contract/batch';
 import type { PacingStatus } from '../../contract/pacing';
 

@@ -8,7 +8,7 @@ import {
   upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { LaneResult, LaneRetry } from '../../activities/batch-activities';
+import type { LaneResult, LaneRetry } from '../../contract/batch-activities';
 import {
   emptyCounters,
   pageLimit,

@@ -1,6 +1,6 @@
-import type { PartCollected } from '../../activities/provider-batch-activities';
+import type { PartCollected } from '../../contract/provider-batch';
 import { roundUsd } from '../../contract/metrics';
-import type { BatchPart } from '../../provider-batch/types';
+import type { BatchPart } from '../../contract/provider-batch';
 import type { ProviderBatchInfo, ProviderBatchProgress, ProviderBatchResult } from './types';
 
 /** A part's state while the route runs (what a hand-over carries of it: CarriedPart). */

@@ -6,8 +6,8 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { PartCollected, ProviderBatchActivities } from '../../activities/provider-batch-activities';
-import type { ProviderBatchStatus } from '../../provider-batch/types';
+import type { PartCollected, ProviderBatchActivities } from '../../contract/provider-batch';
+import type { ProviderBatchStatus } from '../../contract/provider-batch';
 import { progressOf, usageOf, type PartState } from './progress';
 import { inLanes } from '../lanes';
 import type {

@@ -1,6 +1,6 @@
-import type { PartCollected } from '../../activities/provider-batch-activities';
+import type { PartCollected } from '../../contract/provider-batch';
 import type { RunCost } from '../../contract/metrics';
-import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../../provider-batch/types';
+import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../../contract/provider-batch';
 
 /** How the provider-batch route runs. Every duration is in ms. */
 export interface ProviderBatchRouteOptions {

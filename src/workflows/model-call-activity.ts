@@ -1,9 +1,9 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { ModelCallActivities } from '../contract/agent-call';
 import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-options';
 
 /**
- * The agent activity with a run's options applied. Cancellation waits for the activity to stop (the SDK's
+ * The model-call activity (`callAgent`) with a run's options applied. Cancellation waits for the activity to stop (the SDK's
  * default says so too, but it is set here on purpose: a cancelled run must leave nothing running).
  *
  * An attempt may run for its request's deadline plus the rate-limit wait budget: 429s are waited out inside the
@@ -14,11 +14,11 @@ import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-opt
  * fan-out's or DAG's burst of calls; a batch turns it off, or every call of a long batch would run on the one worker
  * that runs its workflow.
  */
-export function agentActivities(
+export function modelCallActivity(
   options: ResolvedRunOptions,
   { allowEagerDispatch = true }: { allowEagerDispatch?: boolean } = {},
 ) {
-  return proxyActivities<Activities>({
+  return proxyActivities<ModelCallActivities>({
     allowEagerDispatch,
     startToCloseTimeout: options.agentTimeoutMs + RATE_LIMIT_WAIT_MS,
     ...(options.heartbeatTimeoutMs === undefined ? {} : { heartbeatTimeout: options.heartbeatTimeoutMs }),

@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { AgentCallInput, AgentCallResult } from '../contract/agent-call';
+import type { AgentCallInput, AgentCallResult, ModelCallActivities } from '../contract/agent-call';
 import type { AgentTask } from '../contract/agent-task';
 import { segmentName } from '../contract/location';
 import type { PayloadRef } from '../contract/payload-ref';
@@ -8,9 +8,9 @@ import { FailureType } from '../contract/failure-types';
 import type { PricingDependencies } from '../pricing';
 import { withCost } from '../pricing/price-of';
 import { StorageError, type PayloadStore } from '../store';
-import type { ChatDependencies } from './send-chat';
-import { sendTaskChat } from './send-task-chat';
-import { promptWithDependencies, synthesisPrompt, type ResolvedOutput } from './prompt-context';
+import type { ChatDependencies } from '../llm/send-chat';
+import { sendTaskChat } from '../llm/send-task-chat';
+import { promptWithDependencies, synthesisPrompt, type ResolvedOutput } from '../llm/prompt-context';
 
 export interface StoreDependencies {
   /** The claim-check store for large prompts, outputs and context. */
@@ -90,8 +90,12 @@ export async function materialise(input: AgentCallInput, store: PayloadStore): P
  * Runs one agent: resolves stored prompt and context, makes the chat completion (heartbeating, aborted on
  * cancellation), and puts a large answer in the store so the result in history is a reference.
  */
-export function createCallAgent(dependencies: ChatDependencies & StoreDependencies & PricingDependencies) {
-  return async function callAgent(request: AgentCallInput | AgentTask): Promise<AgentCallResult> {
+export function createModelCallActivities(
+  dependencies: ChatDependencies & StoreDependencies & PricingDependencies,
+): ModelCallActivities {
+  return { callAgent };
+
+  async function callAgent(request: AgentCallInput | AgentTask): Promise<AgentCallResult> {
     // Histories from before the payload store passed the task itself.
     const input: AgentCallInput =
       'task' in request ? request : { task: request, inlineOutputBytes: Number.MAX_SAFE_INTEGER };
@@ -109,5 +113,5 @@ export function createCallAgent(dependencies: ChatDependencies & StoreDependenci
     }
     const { output: _output, ...rest } = call;
     return large ? { ...rest, outputRef } : { ...call, outputRef };
-  };
+  }
 }

@@ -9,14 +9,7 @@ import { InvalidInputError } from '../contract/validation';
 
 export { keptLines, spoolOf, spoolRoot, todoFile } from './spool-layout';
 export { journaled, LaneJournal, logRecord, sealedLines, sealLane } from './lane-journal';
-export {
-  assembleSink,
-  inOrderAhead,
-  SegmentMissing,
-  type AssembledSink,
-  type LaneLedger,
-  type SinkCounts,
-} from './sink-assembly';
+export { assembleSink, inOrderAhead, SegmentMissing } from './sink-assembly';
 export { assembleLeftover, carryOkLines, leftoverSpools, removeLeftovers } from './leftover-spools';
 
 /** Checks that an object can be created beside `uri` by creating and removing one (permission bits can lie: /proc). */

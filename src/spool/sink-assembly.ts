@@ -3,30 +3,10 @@ import { laneName } from '../contract/lane-name';
 import { childOf } from '../contract/location';
 import { roundUsd } from '../contract/metrics';
 import type { ObjectStorage } from '../store';
+import type { AssembledSink, LaneLedger, SinkCounts } from '../contract/batch-activities';
 import { journaled, sealedLines } from './lane-journal';
 import { linesOf } from './lines';
 import { finishedMark, keptLines, segmentOf, todoFile } from './spool-layout';
-
-/** The lanes a batch ran, window by window: the sink is assembled from exactly these. */
-export interface LaneLedger {
-  /** Lanes per window: lanes 0..n-1 of window k were started; -1 when the window's own count was lost (it failed). */
-  windows: number[];
-  /** Lanes that did not end sealed (cancelled before they ran, or stopped by a fatal error): their journals are read. */
-  unsealed: string[];
-}
-
-/** What the sink holds from this batch (a resume's carried lines not counted). */
-export interface SinkCounts {
-  succeeded: number;
-  failed: number;
-  tokens: { prompt: number; completion: number; total: number };
-  cost: { usd: number; unpricedCalls: number };
-}
-
-export interface AssembledSink {
-  sinkBytes: number;
-  counts: SinkCounts;
-}
 
 /** Every lane of a window the spool holds anything of (its count was lost with the window). */
 async function lanesFound(storage: ObjectStorage, spool: string, window: number): Promise<string[]> {

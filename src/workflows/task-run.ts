@@ -16,7 +16,7 @@ import { FailureType } from '../contract/failure-types';
 import { describeMove, recordPacing, type PacingStatus } from '../contract/pacing';
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
-import { agentActivities } from './agent-activity';
+import { modelCallActivity } from './model-call-activity';
 import { agentChildId, agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { spendOfFailure, type FailureSpend } from './agent/child-failure';
 import { agentSpendSignal } from './agent/messages';
@@ -34,7 +34,7 @@ const STOP_MESSAGES: Record<StopReason, string> = {
  * task's state for the progress query, and stops the lot on fail-fast, the run timeout or a spent budget. Shared by
  * the run shapes (fan-out, DAG), which decide only the order tasks start in.
  */
-export class AgentRun {
+export class TaskRun {
   readonly scope = new CancellationScope();
   readonly states: TaskState[];
   readonly results: (AgentResult | undefined)[];
@@ -64,7 +64,7 @@ export class AgentRun {
   ) {
     this.states = tasks.map(() => 'pending');
     this.results = tasks.map(() => undefined);
-    this.activities = agentActivities(options);
+    this.activities = modelCallActivity(options);
     this.inlineOutputBytes = inlineOutputLimit(tasks.length);
     this.emit('run-started', undefined, `${tasks.length} agents`);
     setHandler(agentSpendSignal, ({ workflowId, spend }) => void this.cancelledSpend.set(workflowId, spend));

@@ -1,6 +1,11 @@
-import type { BatchEntry } from '../contract/batch';
-import type { PacingReport } from '../contract/pacing';
-import type { Stripe } from '../batch/stripes';
+/*
+ * What the batch workflows and their activities exchange: the activities' inputs and results, and the activities
+ * themselves as the workflows call them (createBatchActivities and createBatchAgentItemActivities implement these).
+ */
+import type { BatchEntry, BatchResultLine } from './batch';
+import type { AgentTask } from './agent-task';
+import type { AgentBatchItem, SavedPlace } from './agent-loop';
+import type { PacingReport } from './pacing';
 
 export interface ScanResult {
   /** Items this batch (or this resume) runs. */
@@ -74,4 +79,77 @@ export interface LaneInput {
   stopAtFailure?: boolean;
   /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
   call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
+}
+
+/** A part of the task file one chain of windows runs: its items start at `offset`, and there are `items` of them. */
+export interface Stripe {
+  offset: number;
+  items: number;
+}
+
+/** The lanes a batch ran, window by window: the sink is assembled from exactly these. */
+export interface LaneLedger {
+  /** Lanes per window: lanes 0..n-1 of window k were started; -1 when the window's own count was lost (it failed). */
+  windows: number[];
+  /** Lanes that did not end sealed (cancelled before they ran, or stopped by a fatal error): their journals are read. */
+  unsealed: string[];
+}
+
+/** What the sink holds from this batch (a resume's carried lines not counted). */
+export interface SinkCounts {
+  succeeded: number;
+  failed: number;
+  tokens: { prompt: number; completion: number; total: number };
+  cost: { usd: number; unpricedCalls: number };
+}
+
+export interface AssembledSink {
+  sinkBytes: number;
+  counts: SinkCounts;
+}
+
+/** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
+export interface BatchActivities {
+  scanBatchSource(input: {
+    source: string;
+    sink: string;
+    spool: string;
+    resume: boolean;
+    firstPageSize: number;
+    stripes?: number;
+  }): Promise<ScanResult>;
+  readBatchPage(input: {
+    file: string;
+    fileBytes: number;
+    offset: number;
+    limit: number;
+    end?: number;
+  }): Promise<BatchPage>;
+  runBatchLane(input: LaneInput): Promise<LaneResult>;
+  readRetryEntries(input: { uri: string }): Promise<BatchEntry[]>;
+  sealBatchLane(input: {
+    spool: string;
+    lane: string;
+    entries: BatchEntry[];
+    failure: { type: string; message: string };
+    attempts: number;
+  }): Promise<LaneResult>;
+  finishBatch(input: {
+    sink: string;
+    spool: string;
+    ledger: LaneLedger;
+    extra?: string[];
+    resumed: boolean;
+  }): Promise<AssembledSink>;
+}
+
+/** The activities of a batch's agent items: an agent's saved place, and its result line sealed as its lane. */
+export interface BatchAgentItemActivities {
+  loadAgentPlace(input: {
+    place: string;
+    item?: AgentBatchItem;
+    task?: AgentTask;
+  }): Promise<{ task?: AgentTask; saved?: SavedPlace; fingerprint: string }>;
+  saveAgentPlace(input: { place: string; saved: SavedPlace }): Promise<void>;
+  sealAgentItem(input: { spool: string; lane: string; line: BatchResultLine; place?: string }): Promise<LaneResult>;
 }

@@ -1,5 +1,5 @@
-import type { BatchResultLine } from '../contract/batch';
-import type { LaneResult } from './batch-activity-types';
+import type { BatchResultLine } from '../../contract/batch';
+import type { LaneResult } from '../../contract/batch-activities';
 
 /** What a lane reports before it has tallied anything. */
 export function emptyResult(): LaneResult {

@@ -1,10 +1,10 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { SegmentMissing } from '../batch/spool';
-import { SourceChanged } from '../batch/task-source';
-import { FailureType, isRetryableFailure } from '../contract/failure-types';
-import { invalidInputFailure } from '../contract/invalid-input-failure';
-import { InvalidInputError } from '../contract/validation';
-import { StorageError } from '../store';
+import { SegmentMissing } from '../../spool';
+import { SourceChanged } from '../../spool/task-source';
+import { FailureType, isRetryableFailure } from '../../contract/failure-types';
+import { invalidInputFailure } from '../../contract/invalid-input-failure';
+import { InvalidInputError } from '../../contract/validation';
+import { StorageError } from '../../store';
 
 /** Longest error message kept in a result line: a gateway's HTML error page must not fill the sink or a payload. */
 export const MAX_ERROR_MESSAGE_CHARS = 1000;

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { watchdogFor } from '../../watchdog';
+import { watchdogFor } from '../watchdog';
 
 /**
  * Keeps a model call or tool call reachable by cancellation without periodic heartbeats: the worker's watchdog sees a

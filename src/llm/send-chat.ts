@@ -9,7 +9,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
-import { responsesAsChat } from '../provider-batch/responses-api';
+import { responsesAsChat } from './responses-api';
 import { FailureType } from '../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
 import { integerFromEnvironment } from '../config/environment';
@@ -20,7 +20,7 @@ import type { PacingReport } from '../contract/pacing';
 import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
 import { abortableDelay, linkAborts } from './abort-signals';
-import { deadlineSignal, watchForCancellation } from './agent/cancellation';
+import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatClient } from './llm-client';
 import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
 

@@ -1,17 +1,17 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import type { AgentTask } from '../contract/agent-task';
-import { FailureType } from '../contract/failure-types';
-import type { BatchResultLine } from '../contract/batch';
-import { childOf } from '../contract/location';
-import { sealLane } from '../batch/spool';
-import { decodeLine } from '../batch/lines';
-import { parseTaskLine, SourceChanged } from '../batch/task-source';
-import { StorageError, type ObjectStorage, type PayloadStore } from '../store';
-import { retrying } from '../store/retrying-storage';
-import type { AgentBatchItem, SavedPlace } from '../workflows/agent/types';
-import { mapped } from './batch-failures';
-import type { LaneResult } from './batch-activity-types';
+import type { AgentTask } from '../../contract/agent-task';
+import { FailureType } from '../../contract/failure-types';
+import type { BatchResultLine } from '../../contract/batch';
+import { childOf } from '../../contract/location';
+import { sealLane } from '../../spool';
+import { decodeLine } from '../../spool/lines';
+import { parseTaskLine, SourceChanged } from '../../spool/task-source';
+import { StorageError, type ObjectStorage, type PayloadStore } from '../../store';
+import { retrying } from '../../store/retrying-storage';
+import type { AgentBatchItem, SavedPlace } from '../../contract/agent-loop';
+import { mapped } from './failures';
+import type { BatchAgentItemActivities, LaneResult } from '../../contract/batch-activities';
 import { emptyResult, tally } from './lane-result';
 
 /**
@@ -30,7 +30,10 @@ export const PLACE_FILE = 'place.json';
  * The activities of a batch's agents: reading an agent's task and saved place when it starts, saving its place when it
  * ends, and writing its result line into the batch's spool.
  */
-export function createBatchAgentActivities(dependencies: { storage: ObjectStorage; store: PayloadStore }) {
+export function createBatchAgentItemActivities(dependencies: {
+  storage: ObjectStorage;
+  store: PayloadStore;
+}): BatchAgentItemActivities {
   // As the lanes' storage: a store that fails for a moment is tried again, so a saved place or a line is not lost to it.
   const storage = retrying(dependencies.storage);
 

@@ -1,26 +1,29 @@
-import { heartbeating } from './heartbeating';
+import { heartbeating } from '../heartbeating';
 import { ApplicationFailure } from '@temporalio/common';
-import type { BatchResultLine } from '../contract/batch';
-import { FailureType } from '../contract/failure-types';
-import { childOf } from '../contract/location';
-import { roundUsd } from '../contract/metrics';
-import { invalidInputFailure } from '../contract/invalid-input-failure';
-import { InvalidInputError } from '../contract/validation';
-import { linesOf } from '../batch/lines';
-import { priceOf, type PricingDependencies } from '../pricing';
-import { StorageError, type ObjectStorage } from '../store';
-import { AnthropicBatches } from '../provider-batch/anthropic-batches';
-import { OpenAiBatches } from '../provider-batch/openai-batches';
-import { okIdsOf, planParts, readPartMap } from '../provider-batch/plan-parts';
-import { retryableStatus } from '../provider-batch/response-lines';
+import type { BatchResultLine } from '../../contract/batch';
+import { FailureType } from '../../contract/failure-types';
+import { childOf } from '../../contract/location';
+import { roundUsd } from '../../contract/metrics';
+import { invalidInputFailure } from '../../contract/invalid-input-failure';
+import { InvalidInputError } from '../../contract/validation';
+import { linesOf } from '../../spool/lines';
+import { priceOf, type PricingDependencies } from '../../pricing';
+import { StorageError, type ObjectStorage } from '../../store';
+import { AnthropicBatches } from '../../provider-batch/anthropic-batches';
+import { OpenAiBatches } from '../../provider-batch/openai-batches';
+import { okIdsOf, planParts, readPartMap } from '../../provider-batch/plan-parts';
+import { retryableStatus } from '../../provider-batch/response-lines';
+import type { PartKey, ProviderBatchClient } from '../../provider-batch/types';
 import type {
-  BatchEndpoint,
   BatchPart,
   BatchProvider,
-  PartKey,
-  ProviderBatchClient,
+  PartCollected,
+  PartAttempt,
+  PlanInput,
+  ProviderBatchActivities,
   ProviderBatchStatus,
-} from '../provider-batch/types';
+  RetryLine,
+} from '../../contract/provider-batch';
 
 export interface ProviderBatchActivityDependencies extends PricingDependencies {
   storage: ObjectStorage;
@@ -28,47 +31,6 @@ export interface ProviderBatchActivityDependencies extends PricingDependencies {
   defaultModel: string;
   /** The provider clients; default each made from the worker's environment on first use. */
   providerBatches?: Partial<Record<BatchProvider, ProviderBatchClient>>;
-}
-
-/** How the route splits and addresses the work (ProviderBatchRouteOptions less what only the workflow uses). */
-export interface PlanInput {
-  batchId: string;
-  source: string;
-  spool: string;
-  /** A JSONL of result lines whose ok ids are not sent again (a resume). */
-  skipIds?: string;
-  provider?: BatchProvider;
-  endpoint?: BatchEndpoint;
-  model?: string;
-  maxRequestsPerPart?: number;
-  maxBytesPerPart?: number;
-  /** Retry files of earlier parts: only their items are planned (a new round of provider batches). */
-  retries?: string[];
-  /** Number of the first part planned (a new round's follow the earlier rounds'). Default 0. */
-  firstIndex?: number;
-}
-
-/** What one part's collection wrote and counted. */
-export interface PartCollected {
-  /** The part's segment of result lines (absent when no line was written). */
-  segment?: string;
-  /** The part's items to send again (ids and byte offsets), absent when none. */
-  retry?: string;
-  succeeded: number;
-  failed: number;
-  retried: number;
-  tokens: { prompt: number; completion: number; total: number };
-  cost: { usd: number; unpricedCalls: number };
-  /** What the answered items would have cost at the standard price. */
-  standardUsd: number;
-}
-
-/** One line of a retry file: an item the route sends again, and where it is in the source. */
-export interface RetryLine {
-  id: string;
-  offset: number;
-  length: number;
-  reason: string;
 }
 
 const HEARTBEAT_MS = 5000;
@@ -107,20 +69,16 @@ function retryOf(spool: string, part: number): string {
 }
 
 /** The activities of the `providerBatch` workflow: plan, submit, poll, cancel and collect provider batches. */
-export function createProviderBatchActivities(dependencies: ProviderBatchActivityDependencies) {
+export function createProviderBatchActivities(
+  dependencies: ProviderBatchActivityDependencies,
+): ProviderBatchActivities {
   const { storage } = dependencies;
   const clients: Partial<Record<BatchProvider, ProviderBatchClient>> = { ...dependencies.providerBatches };
   const clientOf = (provider: BatchProvider): ProviderBatchClient => {
     clients[provider] ??= provider === 'openai' ? new OpenAiBatches(storage) : new AnthropicBatches(storage);
     return clients[provider];
   };
-  const keyOf = (input: {
-    batchId: string;
-    spool: string;
-    part: BatchPart;
-    attempt: number;
-    notBefore: number;
-  }): PartKey => ({
+  const keyOf = (input: PartAttempt): PartKey => ({
     batchId: input.batchId,
     part: input.part.index,
     digest: input.part.digest,
@@ -312,5 +270,3 @@ export function createProviderBatchActivities(dependencies: ProviderBatchActivit
     },
   };
 }
-
-export type ProviderBatchActivities = ReturnType<typeof createProviderBatchActivities>;

@@ -1,7 +1,7 @@
-import type { SynthesisSection, DependencyOutput } from '../../contract/agent-call';
-import type { AgentTask, TokenUsage } from '../../contract/agent-task';
-import type { PayloadRef } from '../../contract/payload-ref';
-import type { RunOptions } from '../../contract/run-options';
+import type { SynthesisSection, DependencyOutput } from './agent-call';
+import type { AgentTask, TokenUsage } from './agent-task';
+import type { PayloadRef } from './payload-ref';
+import type { RunOptions } from './run-options';
 
 /**
  * The vocabulary of the `agent` workflow and its activities (`agentStep`, `toolCall`). Types only, plus constants: the
@@ -302,4 +302,10 @@ export interface ApprovalDecision {
   approve: boolean;
   /** Why it was denied; the model reads it as the tool's result. */
   reason?: string;
+}
+
+/** The activities of the `agent` workflow: `agentStep` (one model call) and `toolCall` (one tool call). */
+export interface AgentLoopActivities {
+  agentStep(input: AgentStepInput): Promise<AgentStepResult>;
+  toolCall(input: ToolCallInput): Promise<ToolCallResult>;
 }

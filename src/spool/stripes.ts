@@ -1,8 +1,4 @@
-/** A part of the task file one chain of windows runs: its items start at `offset`, and there are `items` of them. */
-export interface Stripe {
-  offset: number;
-  items: number;
-}
+import type { Stripe } from '../contract/batch-activities';
 
 /** Marks kept at most: the stripes' sizes are even to within 1 / (MAX_MARKS / 2) of the file. */
 const MAX_MARKS = 4096;

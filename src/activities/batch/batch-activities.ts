@@ -1,8 +1,7 @@
 import { Context } from '@temporalio/activity';
-import { heartbeating } from './heartbeating';
-import type { BatchEntry, BatchResultLine } from '../contract/batch';
-import type { TokenUsage } from '../contract/agent-task';
-import { InvalidInputError } from '../contract/validation';
+import { heartbeating } from '../heartbeating';
+import type { BatchEntry, BatchResultLine } from '../../contract/batch';
+import { InvalidInputError } from '../../contract/validation';
 import {
   assembleSink,
   carryOkLines,
@@ -13,25 +12,29 @@ import {
   sealedLines,
   sealLane,
   todoFile,
-  type AssembledSink,
-  type LaneLedger,
-} from '../batch/spool';
-import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../batch/task-source';
-import { decodeLine } from '../batch/lines';
-import { StripeMarks } from '../batch/stripes';
-import { StorageError, type ObjectStorage } from '../store';
-import { retrying } from '../store/retrying-storage';
-import type { PricingDependencies } from '../pricing';
-import { withCost } from '../pricing/price-of';
-import { recordLaneCall } from '../metrics/activity-interceptor';
-import type { ChatDependencies } from './send-chat';
-import { sendTaskChat } from './send-task-chat';
-import { RecentCalls } from './recent-calls';
-import { asFailure, clipped, failureOf, mapped } from './batch-failures';
-import type { BatchPage, LaneInput, LaneResult, ScanResult } from './batch-activity-types';
+} from '../../spool';
+import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../../spool/task-source';
+import { decodeLine } from '../../spool/lines';
+import { StripeMarks } from '../../spool/stripes';
+import { StorageError, type ObjectStorage } from '../../store';
+import { retrying } from '../../store/retrying-storage';
+import type { PricingDependencies } from '../../pricing';
+import { withCost } from '../../pricing/price-of';
+import { recordLaneCall } from '../../metrics/activity-interceptor';
+import type { ChatDependencies } from '../../llm/send-chat';
+import { sendTaskChat } from '../../llm/send-task-chat';
+import { RecentCalls } from '../recent-calls';
+import { asFailure, clipped, failureOf, mapped } from './failures';
+import type {
+  AssembledSink,
+  BatchActivities,
+  BatchPage,
+  LaneInput,
+  LaneLedger,
+  LaneResult,
+  ScanResult,
+} from '../../contract/batch-activities';
 import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
-
-export type { BatchPage, LaneInput, LaneResult, LaneRetry, ScanResult } from './batch-activity-types';
 
 /** The page of a resume with nothing left to run. */
 const NOTHING_TO_RUN: BatchPage = { entries: [], nextOffset: 0, eof: true };
@@ -44,10 +47,10 @@ const STORAGE_HEARTBEAT_MS = 3000;
  */
 const LANE_HEARTBEAT_MS = 15_000;
 
-/** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
+/** The activities of the batch workflows (BatchActivities). */
 export function createBatchActivities(
   dependencies: ChatDependencies & PricingDependencies & { storage: ObjectStorage },
-) {
+): BatchActivities {
   // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
   const storage = retrying(dependencies.storage);
   const recentCalls = new RecentCalls(dependencies.clock);
@@ -360,5 +363,3 @@ export function createBatchActivities(
     },
   };
 }
-
-export type { TokenUsage };
