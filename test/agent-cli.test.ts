@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { agentProgressQuery } from '../src/workflows/agent/messages';
 import { useAgentStack } from './support/agents';
-import { runCli } from './support/processes';
+import { runCli, spawnWorker } from './support/processes';
 import { waitFor } from './support/wait-for';
 
 const suite = useAgentStack();
@@ -142,6 +142,23 @@ it("a batch's agent: fanout status lists its waiting call, approve by the batch 
   ])
     expect(watch.stdout).toContain(line);
   expect(watch.stdout).toContain('ok 2, failed 0');
+});
+
+it('loads a TypeScript --tools module named by a relative path, with or without ./', async () => {
+  const root = path.resolve(__dirname, '..');
+  for (const module of ['examples/research-tools.ts', './examples/research-tools.ts']) {
+    const worker = await spawnWorker({
+      address: suite.servers.server.address,
+      taskQueue: `tools-path-${module.length}`,
+      cwd: root,
+      args: ['--tools', module],
+    });
+    try {
+      expect(worker.output()).toContain('; tools publish_report, web_search');
+    } finally {
+      await worker.stop();
+    }
+  }
 });
 
 it('refuses to start a worker whose --tools module exports no tool, naming the module', async () => {

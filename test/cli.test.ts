@@ -261,4 +261,37 @@ describe('fanout batch', () => {
     expect(new Set(lines.map((line) => line.id)).size).toBe(30);
     expect(lines).toHaveLength(30);
   });
+
+  it('resumes a batch that another Temporal client started, from the input it started with', async () => {
+    // As any client of the public contract would start it: workflow type `batch`, its input, no memo.
+    const tasks = file(
+      'foreign-batch.jsonl',
+      ['x [sim latency=10]', 'x [sim fault=404]', 'x [sim latency=10]']
+        .map((prompt, index) => JSON.stringify({ id: `foreign-${index}`, prompt }))
+        .join('\n'),
+    );
+    const out = path.join(directory, 'foreign-out.jsonl');
+    const { client } = suite.stack.client;
+    const started = await client.workflow.start('batch', {
+      taskQueue: suite.stack.taskQueue,
+      workflowId: 'foreign-batch',
+      args: [{ batchId: 'foreign-batch', source: tasks, sink: out, options: { retry: { maximumAttempts: 1 } } }],
+    });
+    await started.result();
+    expect((await started.describe()).memo ?? {}).not.toHaveProperty('source');
+    const sent = () =>
+      suite.servers.simulator.log().filter((request) => request.workflowId.startsWith('foreign-batch'));
+    const before = sent().length;
+
+    const resumed = await runCli(['batch', 'resume', 'foreign-batch', '--watch', ...suite.connectionArgs]);
+    expect(resumed.stderr).not.toContain('fanout:');
+    expect(resumed.code).toBe(1);
+    expect(resumed.stdout).toMatch(/batch foreign-batch finished\n\s+ok 0, failed 1, not run 0, already ok 2 of 1/);
+    // Only the failed item was sent again, with the options the batch started with (one attempt).
+    expect(
+      sent()
+        .slice(before)
+        .map((request) => request.taskId),
+    ).toEqual(['foreign-1']);
+  });
 });

@@ -112,6 +112,29 @@ describe('events, token budget and the run commands', () => {
     expect(after.code).toBe(1);
     expect(after.stderr).toContain('run to-cancel ended cancelled');
   });
+
+  it('exits 1 from `fanout run` of a run cancelled while it waits, saying how far it got', async () => {
+    const file = path.join(directory, 'cancelled-run.jsonl');
+    writeFileSync(
+      file,
+      [
+        { id: 'quick', prompt: 'x [sim latency=10]' },
+        { id: 'slow', prompt: 'x [sim latency=60000]' },
+      ]
+        .map((task) => JSON.stringify(task))
+        .join('\n'),
+    );
+    const running = runCli(['run', file, '--id', 'run-then-cancel', ...suite.connectionArgs]);
+    await waitFor('the slow call to start', () =>
+      suite.servers.simulator
+        .log()
+        .some((request) => request.workflowId === 'run-then-cancel' && request.taskId === 'slow'),
+    );
+    expect((await runCli(['cancel', 'run-then-cancel', ...suite.connectionArgs])).code).toBe(0);
+    const ran = await running;
+    expect(ran.code).toBe(1);
+    expect(ran.stderr).toContain('run run-then-cancel ended cancelled after 1 of 2 agents answered: it has no results');
+  });
 });
 
 describe('fanout dev', () => {

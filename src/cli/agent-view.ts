@@ -69,7 +69,7 @@ export function formatAgents(agents: readonly RunningAgent[]): string[] {
     `  agent ${progress.taskId} (${workflowId}): ${progress.steps} steps, ${progress.toolCalls} tool calls, ${progress.usage.totalTokens} tokens, $${progress.costUsd}`,
     ...progress.waiting.map(
       (call) =>
-        `    waiting for approval: ${call.callId} ${call.summary} (step ${call.step}; denied at ${new Date(call.deadline).toISOString()}) -> fanout approve ${workflowId} ${call.callId}`,
+        `    waiting for approval: ${call.callId} ${call.summary} (step ${call.step}; denied unless answered by ${new Date(call.deadline).toISOString()}) -> fanout approve ${workflowId} ${call.callId}`,
     ),
   ]);
 }

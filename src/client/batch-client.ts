@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import {
   WorkflowExecutionAlreadyStartedError,
   WorkflowNotFoundError,
@@ -273,16 +274,12 @@ export class BatchClient {
     const description = await client.workflow.getHandle<typeof batch>(batchId).describe();
     if (description.status.name === 'RUNNING')
       throw new InvalidInputError([{ path: batchId, message: 'is still running; cancel it before resuming' }]);
-    const memo = description.memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
-    if (!memo?.source || !memo.sink)
-      throw new InvalidInputError([
-        { path: batchId, message: 'is not a batch started by fanout (no source/sink in its memo)' },
-      ]);
+    const started = await this.startedAs(batchId, description.memo);
     const input = validateBatchInput({
       batchId,
-      source: memo.source,
-      sink: memo.sink,
-      options: { ...memo.options, ...options },
+      source: started.source,
+      sink: started.sink,
+      options: { ...started.options, ...options },
       resume: true,
     });
     await scanTaskSource(this.options.storage, input.source);
@@ -295,6 +292,29 @@ export class BatchClient {
       workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
     return toBatchHandle(client, workflow, false);
+  }
+
+  /**
+   * Where a batch reads and writes, and its options: its memo, which this client sets; else the input its latest run
+   * started with, so a batch any Temporal client started (the public contract is its input) can be resumed too.
+   */
+  private async startedAs(
+    batchId: string,
+    memo: Record<string, unknown> | undefined,
+  ): Promise<{ source: string; sink: string; options?: BatchOptions }> {
+    const given = memo as { source?: string; sink?: string; options?: BatchOptions } | undefined;
+    if (given?.source && given.sink) return { source: given.source, sink: given.sink, options: given.options };
+    const { workflow } = this.options.client;
+    const history = await workflow.getHandle(batchId).fetchHistory();
+    const payloads = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
+    const input = payloads?.length
+      ? await decodeFromPayloadsAtIndex<Partial<BatchInput>>(workflow.options.loadedDataConverter, 0, payloads)
+      : undefined;
+    if (typeof input?.source !== 'string' || typeof input.sink !== 'string')
+      throw new InvalidInputError([
+        { path: batchId, message: 'is not a batch: neither its memo nor its input names a source and a sink' },
+      ]);
+    return { source: input.source, sink: input.sink, options: input.options };
   }
 
   /** A handle on the batch of that id. */
@@ -340,11 +360,16 @@ export class BatchClient {
   async recoverStopped(batchId: string): Promise<{ sink: string; bytes: number } | undefined> {
     const description = await this.options.client.workflow.getHandle<typeof batch>(batchId).describe();
     if (description.status.name !== 'TERMINATED' && description.status.name !== 'TIMED_OUT') return undefined;
-    const memo = description.memo as { sink?: string; options?: BatchOptions } | undefined;
     const firstRunId = description.raw.workflowExecutionInfo?.firstRunId;
-    if (!memo?.sink || !firstRunId) return undefined;
-    await this.windowsClosed(batchId, firstRunId, memo.options);
-    const bytes = await assembleLeftover(this.options.storage, memo.sink, spoolOf(memo.sink, firstRunId));
-    return bytes === undefined ? undefined : { sink: memo.sink, bytes };
+    if (!firstRunId) return undefined;
+    const started = await this.startedAs(batchId, description.memo).catch((error: unknown) => {
+      if (error instanceof InvalidInputError) return undefined;
+      throw error;
+    });
+    if (started === undefined) return undefined;
+    const { sink, options } = started;
+    await this.windowsClosed(batchId, firstRunId, options);
+    const bytes = await assembleLeftover(this.options.storage, sink, spoolOf(sink, firstRunId));
+    return bytes === undefined ? undefined : { sink, bytes };
   }
 }

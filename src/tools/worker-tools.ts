@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Worker } from '@temporalio/worker';
 import type { Environment } from '../config/environment';
@@ -21,12 +22,29 @@ export function toolRegistryFor(
   return new ToolRegistry(tools, options.mcpServers ?? mcpServersFromEnvironment(environment) ?? []);
 }
 
-/** The tools a module exports (a path, relative to the working directory, or a package name). */
+/** Files loaded through tsx (TypeScript, as the shipped examples are written); anything else is required as it is. */
+const TYPESCRIPT_FILE = /\.(ts|cts|mts|tsx)$/;
+
+/** Loads a TypeScript file through tsx's CommonJS API, loaded only when a worker is given such a file. */
+function requireTypeScript(file: string): unknown {
+  // Required by name: its types need the node16 module resolution this package does not use.
+  const tsx = require('tsx/cjs/api') as { require: (id: string, fromFile: string) => unknown };
+  return tsx.require(file, __filename);
+}
+
+/**
+ * The tools a module exports: a file (a path, relative to the working directory with or without `./`, or absolute;
+ * JavaScript, or TypeScript compiled on load by tsx) or an installed package's name.
+ */
 export function loadToolModule(module: string): Tool[] {
-  const resolved = module.startsWith('.') || path.isAbsolute(module) ? path.resolve(module) : module;
+  const isFile = module.startsWith('.') || path.isAbsolute(module) || existsSync(module);
+  const resolved = isFile ? path.resolve(module) : module;
   let exported: Record<string, unknown>;
   try {
-    exported = require(resolved) as Record<string, unknown>;
+    exported = (TYPESCRIPT_FILE.test(resolved) ? requireTypeScript(resolved) : require(resolved)) as Record<
+      string,
+      unknown
+    >;
   } catch (error) {
     throw new Error(`tools module ${module}: ${error instanceof Error ? error.message : String(error)}`);
   }

@@ -22,11 +22,13 @@ export async function spawnWorker(options: {
   taskQueue: string;
   env?: Record<string, string>;
   cwd?: string;
+  /** More arguments of `fanout worker`. */
+  args?: string[];
 }): Promise<WorkerProcess> {
   let output = '';
   const child = spawn(
     process.execPath,
-    [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue],
+    [CLI, 'worker', '--address', options.address, '--task-queue', options.taskQueue, ...(options.args ?? [])],
     {
       env: { ...process.env, ...options.env },
       ...(options.cwd ? { cwd: options.cwd } : {}),

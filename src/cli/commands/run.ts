@@ -10,6 +10,7 @@ import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from 
 import { ExitCode } from '../errors';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 import { formatRunReport } from '../report';
+import { runEndedError } from '../run-result';
 import { watchRun } from './watch';
 import { checkWorkflowId } from '../../client/workflow-id';
 
@@ -109,7 +110,9 @@ export function runCommand(): Command {
         await watchRun(handle, { json: flags.json });
         return;
       }
-      const result = await handle.result();
+      const result = await handle.result().catch(async (error: unknown) => {
+        throw await runEndedError(handle, error);
+      });
       const lines = [formatRunReport(result)];
       if ('groups' in result) {
         lines.push(`parallel groups: ${result.groups.map((group) => `[${group.join(', ')}]`).join(' -> ')}`);

@@ -107,6 +107,11 @@ export function workerCommand(): Command {
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
     // src/cli/main.ts installs the runtime with the metrics endpoint before this runs (it must precede any connection).
     const metrics = metricsEndpointOf(flags);
+    const tools = flags.tools
+      ?.split(',')
+      .map((module) => module.trim())
+      .filter(Boolean)
+      .flatMap(loadToolModule);
     const worker = await createFanoutWorker({
       temporal,
       taskQueue,
@@ -115,15 +120,7 @@ export function workerCommand(): Command {
       maxActivitiesPerSecond: flags.rate,
       maxTaskQueueActivitiesPerSecond: flags.queueRate,
       shutdownGraceMs,
-      ...(flags.tools === undefined
-        ? {}
-        : {
-            tools: flags.tools
-              .split(',')
-              .map((module) => module.trim())
-              .filter(Boolean)
-              .flatMap(loadToolModule),
-          }),
+      ...(tools === undefined ? {} : { tools }),
     });
     const log = (line: string) => process.stderr.write(`${line}\n`);
     const health =
@@ -149,6 +146,7 @@ export function workerCommand(): Command {
     log(
       `worker polling task queue "${taskQueue}" on ${temporal.address} (namespace ${temporal.namespace}); ` +
         `agents call ${provider.baseURL ?? OPENAI_BASE_URL}${provider.simulated ? ' (the simulator: no OPENAI_API_KEY or OPENAI_BASE_URL set)' : ''}` +
+        (tools ? `; tools ${tools.map((tool) => tool.name).join(', ')}` : '') +
         (health ? `; health on http://${flags.healthHost}:${health.port}/healthz` : '') +
         (metrics ? `; metrics on http://${metrics.host}:${metrics.port}/metrics` : ''),
     );
