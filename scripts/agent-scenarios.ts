@@ -98,7 +98,7 @@ export const agentScenarios: AgentScenario[] = [
     },
   },
   {
-    // Patch agent-id-escaped: an agent task whose id holds `/` gets a child id with `~` in its place.
+    // An agent task whose id holds `/` gets a child id with `~` in its place.
     name: 'fanout-agent-slash-id',
     async run(stack, workflowId) {
       const tasks = [{ id: 'team/lead', prompt: 'Use [[tool:search {"q":"x"}]]', tools: ['search'] }];
@@ -129,7 +129,7 @@ export const agentScenarios: AgentScenario[] = [
     },
   },
   {
-    // Patch failed-agent-spend: an agent that fails and one that stops on its step budget; the run counts their spend.
+    // An agent that fails and one that stops on its step budget; the run counts their spend.
     name: 'fanout-agent-spend',
     async run(stack, workflowId) {
       const output = { type: 'object', properties: { title: { type: 'string' } }, required: ['title'] };
@@ -148,7 +148,7 @@ export const agentScenarios: AgentScenario[] = [
     },
   },
   {
-    // Patch failed-agent-spend: an agent cancelled while its sub-agent is in a tool call; the sub-agent signals its spend.
+    // An agent cancelled while its sub-agent is in a tool call; the sub-agent signals its spend.
     // (Its fixture is the sub-agent's, `agent-cancelled-spend.sub-1-1-1`: a parent's fixture replays under the scenario's
     // id, and a parent's children's ids derive from its own.)
     name: 'agent-cancelled-spend',
@@ -177,7 +177,7 @@ export const agentScenarios: AgentScenario[] = [
     },
   },
   {
-    // Patch failed-agent-spend: the run's budget cancels an agent whose sub-agent is in a tool call; both report their spend.
+    // The run's budget cancels an agent whose sub-agent is in a tool call; both report their spend.
     name: 'fanout-agent-cancelled-spend',
     async run(stack, workflowId) {
       const dig = JSON.stringify({ tasks: [{ prompt: 'dig [[tool:publish {"title":"d"}]]', tools: ['publish'] }] });

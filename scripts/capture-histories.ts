@@ -288,7 +288,7 @@ const scenarios: Scenario[] = [
     },
   },
   {
-    // Patch agent-id-escaped in a window: an agent item whose id holds `/` gets a child id with `~` in its place.
+    // In a window: an agent item whose id holds `/` gets a child id with `~` in its place.
     name: 'batch-agent-slash-id',
     async run(stack, batchId, directory) {
       const source = writeJsonl(directory, 'agent-slash', [
