@@ -20,6 +20,7 @@ import {
 import { FileStorage, type ObjectStorage } from '../src/store';
 import { readSink } from './support/batch-files';
 import { ROOT } from './support/paths';
+import { waitFor } from './support/wait-for';
 
 const storage = new FileStorage();
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-spool-'));
@@ -308,6 +309,36 @@ describe('the spool', () => {
     expect(sinkIds(sink)).toEqual(['a']);
   });
 
+  it('keeps the sink of the finish that marked it when a stale finish reads the spool after it was removed', async () => {
+    // A stale attempt (its worker judged lost) lists the lanes of a window whose count was lost, then stalls; the
+    // retry finishes, marks the spool and removes it; the stale one then finds no segment and no journal to read.
+    const sink = path.join(directory, 'stale-finish.jsonl');
+    const spool = spoolOf(sink, 'run-1');
+    for (const [sequence, id] of ['a', 'b'].entries()) {
+      await journalItem(storage, spool, laneName(0, sequence), 0, ok(id));
+      await sealLane(storage, spool, laneName(0, sequence));
+    }
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let stalled = false;
+    const stalling: ObjectStorage = Object.create(storage) as ObjectStorage;
+    stalling.read = async (uri) => {
+      if (!stalled && uri.includes(`${path.sep}seg${path.sep}`)) {
+        stalled = true;
+        await released;
+      }
+      return storage.read(uri);
+    };
+    const ledger = { windows: [-1], unsealed: [] };
+    const stale = assembleSink(stalling, sink, spool, ledger);
+    await waitFor('the stale finish to reach the segments', () => stalled);
+    const first = await assembleSink(storage, sink, spool, ledger);
+    expect(sinkIds(sink)).toEqual(['a', 'b']);
+    release();
+    expect(await stale).toEqual(first);
+    expect(sinkIds(sink)).toEqual(['a', 'b']);
+  });
+
   it('carries ok lines over for a resume, once per id, from the sink and from a stopped run, and the same on a retried scan', async () => {
     const sink = path.join(directory, 'resume.jsonl');
     const old = spoolOf(sink, 'run-old');
@@ -358,7 +389,7 @@ describe('the spool', () => {
     out.end();
     await once(out, 'finish');
     const script = `
-      const { carryOkLines, spoolOf } = require(${JSON.stringify(path.join(ROOT, 'dist', 'batch', 'spool.js'))});
+      const { carryOkLines, spoolOf } = require(${JSON.stringify(path.join(ROOT, 'dist', 'spool', 'index.js'))});
       const { FileStorage } = require(${JSON.stringify(path.join(ROOT, 'dist', 'store', 'index.js'))});
       carryOkLines(new FileStorage(), process.argv[1], spoolOf(process.argv[1], 'resume'))
         .then((kept) => console.log(JSON.stringify({ kept: kept.size })))

@@ -90,8 +90,14 @@ function count(counts: SinkCounts, text: string): void {
  * Writes the sink from the spool, streamed and atomically: the kept lines of a resume, every lane's segment (a lane in
  * `unsealed` contributes its journal instead), and any `extra` segments (a provider batch's). A segment the ledger says
  * exists and that is missing is an error, never skipped. Then marks the spool finished and removes the rest of it. A
- * repeated finish (a retry, or a stale attempt) finds the mark and returns what the first one wrote.
+ * repeated finish (a retry, or a stale attempt) finds the mark and returns what the first one wrote: at its start, or
+ * at the end of its stream, before its sink is committed. A stale attempt that read while another finished may have
+ * found the spool removed under it; it looks for the mark once it has read everything, and as the mark is written
+ * before anything is removed, a finish that does not see it then read a whole spool.
  */
+/** Another attempt finished the sink while this one read the spool. */
+class FinishedElsewhere extends Error {}
+
 export async function assembleSink(
   storage: ObjectStorage,
   sink: string,
@@ -100,8 +106,12 @@ export async function assembleSink(
   extra: readonly string[] = [],
 ): Promise<AssembledSink> {
   const mark = finishedMark(spool);
-  if ((await storage.size(mark)) !== undefined)
-    return JSON.parse((await storage.read(mark)).toString('utf8')) as AssembledSink;
+  const finishedBefore = async (): Promise<AssembledSink | undefined> =>
+    (await storage.size(mark)) === undefined
+      ? undefined
+      : (JSON.parse((await storage.read(mark)).toString('utf8')) as AssembledSink);
+  const before = await finishedBefore();
+  if (before) return before;
   const counts = emptyCounts();
   const unsealed = new Set(ledger.unsealed);
   async function* content(): AsyncGenerator<string | Buffer> {
@@ -142,8 +152,20 @@ export async function assembleSink(
         yield `${line.text}\n`;
       }
     }
+    // Thrown, the stream is abandoned and the sink the other finish wrote stays.
+    if ((await storage.size(mark)) !== undefined) throw new FinishedElsewhere();
   }
-  const sinkBytes = await storage.writeStream(sink, content());
+  let sinkBytes: number;
+  try {
+    sinkBytes = await storage.writeStream(sink, content());
+  } catch (error) {
+    // The store wraps what the stream threw (StorageError's cause).
+    const elsewhere =
+      error instanceof FinishedElsewhere || (error as { cause?: unknown }).cause instanceof FinishedElsewhere;
+    const other = elsewhere ? await finishedBefore() : undefined;
+    if (other) return other;
+    throw error;
+  }
   counts.cost.usd = roundUsd(counts.cost.usd);
   const assembled: AssembledSink = { sinkBytes, counts };
   await storage.write(mark, JSON.stringify(assembled));
