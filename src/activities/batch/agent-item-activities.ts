@@ -1,3 +1,4 @@
+import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import type { AgentTask } from '../../contract/agent-task';
@@ -119,18 +120,20 @@ export function createBatchAgentItemActivities(dependencies: {
       line: BatchResultLine;
       place?: string;
     }): Promise<LaneResult> {
-      return mapped(async () => {
-        let line = input.line;
-        if (line.output === undefined && line.outputRef) {
-          const { outputRef, ...rest } = line;
-          line = { ...rest, output: await dependencies.store.get(outputRef) };
-        }
-        const result = emptyResult();
-        for (const text of await sealLane(storage, input.spool, input.lane, [JSON.stringify(line)]))
-          tally(result, text);
-        if (input.place !== undefined && line.status === 'ok') await storage.removeTree(input.place);
-        return result;
-      });
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(async () => {
+          let line = input.line;
+          if (line.output === undefined && line.outputRef) {
+            const { outputRef, ...rest } = line;
+            line = { ...rest, output: await dependencies.store.get(outputRef) };
+          }
+          const result = emptyResult();
+          for (const text of await sealLane(storage, input.spool, input.lane, [JSON.stringify(line)]))
+            tally(result, text);
+          if (input.place !== undefined && line.status === 'ok') await storage.removeTree(input.place);
+          return result;
+        }),
+      );
     },
   };
 }

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { heartbeating } from '../heartbeating';
+import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import type { BatchEntry, BatchResultLine } from '../../contract/batch';
 import { InvalidInputError } from '../../contract/validation';
 import {
@@ -39,8 +39,6 @@ import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
 /** The page of a resume with nothing left to run. */
 const NOTHING_TO_RUN: BatchPage = { entries: [], nextOffset: 0, eof: true };
 
-/** Storage activities heartbeat every 3 s once they have run that long (their heartbeat timeout is 10 s). */
-const STORAGE_HEARTBEAT_MS = 3000;
 /**
  * A lane heartbeats every 15 s once it has run that long: with the lane's 45 s heartbeat timeout, Temporal retries a
  * dead worker's lane within a minute even when nothing else notices, and a lane shorter than 15 s sends none.
@@ -304,15 +302,17 @@ export function createBatchActivities(
 
     /** The items a provider batch handed back to be sent sync (its retry file), as entries of the file the batch runs. */
     async readRetryEntries(input: { uri: string }): Promise<BatchEntry[]> {
-      return mapped(async () => {
-        const entries: BatchEntry[] = [];
-        for (const line of (await storage.read(input.uri)).toString('utf8').split('\n')) {
-          if (line.trim() === '') continue;
-          const { id, offset, length } = JSON.parse(line) as BatchEntry;
-          entries.push({ id, offset, length });
-        }
-        return entries;
-      });
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(async () => {
+          const entries: BatchEntry[] = [];
+          for (const line of (await storage.read(input.uri)).toString('utf8').split('\n')) {
+            if (line.trim() === '') continue;
+            const { id, offset, length } = JSON.parse(line) as BatchEntry;
+            entries.push({ id, offset, length });
+          }
+          return entries;
+        }),
+      );
     },
 
     /**
@@ -326,16 +326,18 @@ export function createBatchActivities(
       failure: { type: string; message: string };
       attempts: number;
     }): Promise<LaneResult> {
-      return mapped(async () => {
-        const done = await journaled(storage, input.spool, input.lane);
-        const failure = { type: input.failure.type, message: clipped(input.failure.message) };
-        const extra = input.entries
-          .filter((_, index) => !done.has(index))
-          .map((entry) => JSON.stringify(failedLine(entry.id, failure, input.attempts, 0)));
-        const result = emptyResult();
-        for (const text of await sealLane(storage, input.spool, input.lane, extra)) tally(result, text);
-        return result;
-      });
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(async () => {
+          const done = await journaled(storage, input.spool, input.lane);
+          const failure = { type: input.failure.type, message: clipped(input.failure.message) };
+          const extra = input.entries
+            .filter((_, index) => !done.has(index))
+            .map((entry) => JSON.stringify(failedLine(entry.id, failure, input.attempts, 0)));
+          const result = emptyResult();
+          for (const text of await sealLane(storage, input.spool, input.lane, extra)) tally(result, text);
+          return result;
+        }),
+      );
     },
 
     /**
