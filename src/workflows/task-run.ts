@@ -1,7 +1,6 @@
 import {
   CancellationScope,
   isCancellation,
-  patched,
   setCurrentDetails,
   setHandler,
   sleep,
@@ -17,7 +16,7 @@ import { describeMove, recordPacing, type PacingStatus } from '../contract/pacin
 import { roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { modelCallActivity } from './model-call-activity';
-import { agentChildId, agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
+import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { spendOfFailure, type FailureSpend } from './agent/child-failure';
 import { agentSpendSignal } from './agent/messages';
 import { runsAsAgent } from '../contract/agent-task';
@@ -55,8 +54,6 @@ export class TaskRun {
   readonly inlineOutputBytes: number;
   /** What cancelled agents spent, by their workflow id, as they reported it (agentSpendSignal). */
   private readonly cancelledSpend = new Map<string, FailureSpend>();
-  /** Agent tasks' child ids, as started (the progress query cannot ask for the patch that chose them). */
-  private readonly agentChildIds = new Map<string, string>();
 
   constructor(
     readonly tasks: readonly AgentTask[],
@@ -134,13 +131,6 @@ export class TaskRun {
     return undefined;
   }
 
-  /** An agent task's child workflow id, chosen once (agentChildId) and kept for the progress query. */
-  private agentChildIdOf(taskId: string): string {
-    let id = this.agentChildIds.get(taskId);
-    if (id === undefined) this.agentChildIds.set(taskId, (id = agentChildId(workflowInfo().workflowId, taskId)));
-    return id;
-  }
-
   /** What is left of the run's budgets, for an agent that shares them. */
   budgetLeft(): { tokens?: number; costUsd?: number } {
     const { tokenBudget, costBudgetUsd } = this.options;
@@ -183,7 +173,7 @@ export class TaskRun {
     const execute = () =>
       runsAsAgent(task)
         ? runAgentChild(
-            this.agentChildIdOf(task.id),
+            agentWorkflowId(workflowInfo().workflowId, task.id),
             task,
             this.options,
             { inlineOutputBytes: this.inlineOutputBytes, ...context },
@@ -213,8 +203,10 @@ export class TaskRun {
         // A cancelled one reported its spend by signal (agentSpendSignal) before it ended.
         const spent =
           spendOfFailure(error) ??
-          (isCancellation(error) ? this.cancelledSpend.get(this.agentChildIdOf(task.id)) : undefined);
-        if (spent !== undefined && patched('failed-agent-spend'))
+          (isCancellation(error)
+            ? this.cancelledSpend.get(agentWorkflowId(workflowInfo().workflowId, task.id))
+            : undefined);
+        if (spent !== undefined)
           result = {
             ...result,
             usage: spent.usage,
@@ -261,8 +253,7 @@ export class TaskRun {
       result.error ? `${result.error.type}: ${result.error.message}` : `${result.durationMs} ms${spend}`,
     );
     if (result.usage !== undefined || result.costUsd !== undefined || result.unpriced) this.showDetails();
-    // Runs started before budgets cancelled calls in flight only stopped starting new ones; they replay that way.
-    if (this.budgetSpent && !this.stopped && patched('budget-stops-run')) this.stop('budget');
+    if (this.budgetSpent && !this.stopped) this.stop('budget');
   }
 
   /** Every task's result in input order; tasks that never started are reported so. Ends the timer. */
@@ -299,9 +290,7 @@ export class TaskRun {
         name: task.name ?? task.id,
         state: this.states[index],
         attempts: this.results[index]?.attempts ?? (this.states[index] === 'running' ? 1 : 0),
-        ...(runsAsAgent(task)
-          ? { agentWorkflowId: this.agentChildIds.get(task.id) ?? agentWorkflowId(workflowInfo().workflowId, task.id) }
-          : {}),
+        ...(runsAsAgent(task) ? { agentWorkflowId: agentWorkflowId(workflowInfo().workflowId, task.id) } : {}),
       })),
     };
   }

@@ -3,7 +3,6 @@ import {
   ChildWorkflowCancellationType,
   ParentClosePolicy,
   executeChild,
-  patched,
 } from '@temporalio/workflow';
 import type { AgentCallInput, AgentCallResult } from '../../contract/agent-call';
 import type { AgentResult, AgentTask } from '../../contract/agent-task';
@@ -13,24 +12,13 @@ import type { agent } from './agent';
 import { childFailure } from './child-failure';
 import type { AgentOutcome } from '../../contract/agent-loop';
 
-/** The patch that escapes `/` in agents' workflow ids (CONTRIBUTING.md, "Changing workflow code"). */
-export const AGENT_ID_PATCH = 'agent-id-escaped';
-
 /**
  * The child workflow id of a run's agent task: derived from the run's, so a retry or replay finds the same child. A `/`
  * of the task id is written `~` (which ids cannot hold): sub-agents are `<agent>/sub-…`, so task `lead/sub-1-1-1`
- * would otherwise get the id of task `lead`'s first sub-agent. `escaped: false` is the id of runs from before that.
+ * would otherwise get the id of task `lead`'s first sub-agent.
  */
-export function agentWorkflowId(parentWorkflowId: string, taskId: string, escaped = true): string {
-  return `${parentWorkflowId}/agent:${escaped ? taskId.replaceAll('/', '~') : taskId}`;
-}
-
-/**
- * In workflow code, the id to start an agent child with: escaped, unless the run started before AGENT_ID_PATCH (only
- * an id holding `/` asks, so other runs pay no patch marker).
- */
-export function agentChildId(parentWorkflowId: string, taskId: string): string {
-  return agentWorkflowId(parentWorkflowId, taskId, !taskId.includes('/') || patched(AGENT_ID_PATCH));
+export function agentWorkflowId(parentWorkflowId: string, taskId: string): string {
+  return `${parentWorkflowId}/agent:${taskId.replaceAll('/', '~')}`;
 }
 
 /**

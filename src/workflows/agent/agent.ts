@@ -5,7 +5,6 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   isCancellation,
-  patched,
   setCurrentDetails,
   setHandler,
   TemporalFailure,
@@ -115,9 +114,6 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     ...extra,
   });
 
-  /** Whether the tool calls of a step (and the sub-agents of a spawn) are all waited for before a failure is thrown. */
-  const settles = (): boolean => place !== undefined || patched('agent-tools-settle');
-
   const toolCalls: ToolCallContext = {
     task,
     input,
@@ -130,14 +126,13 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     toolCall,
     describe,
     agentWorkflow: agent,
-    settles,
   };
 
   /** Tells the workflow that started this agent what it spent, before it ends cancelled (agentSpendSignal). */
   const reportCancelledSpend = async (): Promise<void> => {
     const parent = workflowInfo().parent;
     const spentAny = state.usage.totalTokens > 0 || state.costUsd > 0 || state.unpricedSteps > 0;
-    if (parent === undefined || !spentAny || !patched('failed-agent-spend')) return;
+    if (parent === undefined || !spentAny) return;
     const { before: _counted, ...spend } = spendSince(spendOf(state), before);
     // The parent may have ended already (terminated): then nobody is left to count it.
     await CancellationScope.nonCancellable(() =>
@@ -155,27 +150,23 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const runTools = async (pending: PendingStep): Promise<void> => {
     state.pending = pending;
     describe(`step ${pending.step}: ${pending.result.calls.map((call) => call.summary).join(', ')}`);
-    // An agent with a place waits for every call to end before it saves it (cancelled, a call still answering keeps its
-    // result); gated for agents without one, whose histories from before it rethrew the first failure at once. A call
-    // that fails (not cancelled) cancels the others, whose answers so far are kept.
-    const settle = settles();
+    // Every call ends before a failure is thrown (cancelled, a call still answering keeps its result, and an agent with
+    // a place saves it after). A call that fails (not cancelled) cancels the others, whose answers so far are kept.
     const calls = new CancellationScope();
     const running = pending.result.calls.map(async (call, index) => {
       if (pending.done[index]) return pending.done[index];
       try {
         const run = () => runToolCall(toolCalls, pending.result, call, index, pending.step);
-        return (pending.done[index] = await (settle ? calls.run(run) : run()));
+        return (pending.done[index] = await calls.run(run));
       } catch (error) {
-        if (settle && !isCancellation(error)) calls.cancel();
+        if (!isCancellation(error)) calls.cancel();
         throw error;
       }
     });
-    if (settle) {
-      const ended = await Promise.allSettled(running);
-      const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
-      const cancelled = CancellationScope.current().consideredCancelled;
-      if (failures.length > 0) throw failures.find((reason) => isCancellation(reason) === cancelled) ?? failures[0];
-    } else await Promise.all(running);
+    const ended = await Promise.allSettled(running);
+    const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
+    const cancelled = CancellationScope.current().consideredCancelled;
+    if (failures.length > 0) throw failures.find((reason) => isCancellation(reason) === cancelled) ?? failures[0];
     state.append = pending.done.map((call) => (call as ToolCallResult).message);
     delete state.pending;
   };
@@ -223,9 +214,8 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       }
       if (stepsThisRun >= stepsPerRun || workflowInfo().continueAsNewSuggested) {
         // A cancel that came while the step's tool calls answered anyway must not be carried off by continue-as-new
-        // (which a cancelled scope does not refuse, as it refuses an activity). Gated: it changes what such a run did.
-        if (CancellationScope.current().consideredCancelled && patched('agent-cancel-before-continue'))
-          throw new CancelledFailure('agent cancelled');
+        // (which a cancelled scope does not refuse, as it refuses an activity).
+        if (CancellationScope.current().consideredCancelled) throw new CancelledFailure('agent cancelled');
         tracker.emit('continued', state.steps, 'continuing as new');
         await continueAsNew<typeof agent>({ ...input, state: { ...state, eventSeq: tracker.eventSeq } });
       }

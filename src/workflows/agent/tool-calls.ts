@@ -4,7 +4,6 @@ import {
   ParentClosePolicy,
   condition,
   executeChild,
-  patched,
 } from '@temporalio/workflow';
 import type { AgentTask } from '../../contract/agent-task';
 import { childOf } from '../../contract/location';
@@ -43,8 +42,6 @@ export interface ToolCallContext {
   describe(now: string): void;
   /** The `agent` workflow, which sub-agents run as (handed in: agent.ts imports this file). */
   agentWorkflow: (input: AgentInput) => Promise<AgentOutcome>;
-  /** Whether every sub-agent of a spawn is waited for before a cancellation is thrown (agent.ts). */
-  settles(): boolean;
 }
 
 /** Runs the sub-agents of a `spawn_agents` call as child workflows, sharing what is left of this agent's budgets. */
@@ -106,22 +103,17 @@ async function spawn(
     } catch (error) {
       const failure = childFailure(error);
       // This agent cancelled: its cancellation goes on up. A sub-agent cancelled on its own (from the UI, say) is a
-      // failed sub-agent for the model, as it was meant to be (gated: before, it cancelled the whole agent).
-      if (
-        failure.cancelled &&
-        (CancellationScope.current().consideredCancelled || !patched('sub-agent-cancelled-alone'))
-      )
-        throw error;
-      // What a failed sub-agent spent is this agent's too; a history from before it was reported has none.
+      // failed sub-agent for the model, as it was meant to be.
+      if (failure.cancelled && CancellationScope.current().consideredCancelled) throw error;
+      // What a failed sub-agent spent is this agent's too.
       const spent = spendOfFailure(error);
-      if (spent !== undefined && patched('failed-agent-spend')) addSpend(state, spendSince(spent, spent.before));
+      if (spent !== undefined) addSpend(state, spendSince(spent, spent.before));
       return { id: child.id, status: 'failed', error: failure.message };
     } finally {
       tracker.childEnded(workflowId);
     }
   });
   // Cancelled, every sub-agent is waited for: none outlives its parent's run, and each reports its spend to it first.
-  if (!context.settles()) return Promise.all(running);
   const ended = await Promise.allSettled(running);
   const failure = ended.find((end) => end.status === 'rejected');
   if (failure) throw failure.reason;

@@ -12,7 +12,7 @@ import { childOf, segmentName } from '../../contract/location';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../../contract/payload-ref';
 import type { ResolvedRunOptions } from '../../contract/run-options';
 import type { agent } from '../agent/agent';
-import { agentChildId } from '../agent/agent-child';
+import { agentWorkflowId } from '../agent/agent-child';
 import { childFailure, spendOfFailure, startOnceFree, type FailureSpend } from '../agent/child-failure';
 import { agentSpendSignal } from '../agent/messages';
 import { spendSince } from '../agent/spend';
@@ -131,7 +131,7 @@ export class AgentItems {
     const { input, runOptions } = this;
     const place = input.agentPlaces === undefined ? undefined : agentPlaceOf(input.agentPlaces, entry.id);
     const startedAt = Date.now();
-    const workflowId = agentChildId(input.batchWorkflowId, entry.id);
+    const workflowId = agentWorkflowId(input.batchWorkflowId, entry.id);
     const left = this.share(spent, slots);
     let line: BatchResultLine;
     let before: FailureSpend['before'];

@@ -7,7 +7,6 @@ import {
   getExternalWorkflowHandle,
   isCancellation,
   ParentClosePolicy,
-  patched,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -45,8 +44,6 @@ import { StripeLending } from './stripe-lending';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
-
-const STRIPES_PATCH = 'batch-stripes';
 
 /**
  * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
@@ -115,17 +112,15 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     };
   });
 
-  // A batch wider than one window's calls runs its file in stripes, a chain of windows each, side by side (gated: a batch
-  // from before it replays its single chain; a narrow batch never asks, and pays no marker).
+  // A batch wider than one window's calls runs its file in stripes, a chain of windows each, side by side.
   const wanted = stripesWanted(parsed.options);
-  const asked = wanted > 1 && patched(STRIPES_PATCH) ? wanted : 1;
   const scan = await io.scanBatchSource({
     source,
     sink,
     spool,
     resume: resumed,
     firstPageSize: pageLimit(options),
-    ...(asked > 1 ? { stripes: asked } : {}),
+    ...(wanted > 1 ? { stripes: wanted } : {}),
   });
   total = scan.total;
   alreadyOk = scan.alreadyOk;

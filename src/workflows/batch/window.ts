@@ -3,7 +3,6 @@ import {
   condition,
   getExternalWorkflowHandle,
   isCancellation,
-  patched,
   setHandler,
   upsertMemo,
   workflowInfo,
@@ -33,8 +32,6 @@ export type { WindowInput, WindowResult, WindowStart } from './window-contract';
 
 /** Most lanes one window keeps in flight: well inside Temporal's 2,000 pending activities per workflow. */
 export const MAX_LANES_PER_WINDOW = 1000;
-/** The window's one patch (CONTRIBUTING.md, "Changing workflow code"); test/versioning.test.ts deploys it mid-batch. */
-export const WINDOW_PATCH = 'window-progress-memo';
 /** Most read-ahead entries a window hands its successor (about 60 bytes each in the signal and the child's input). */
 const HAND_OFF_ENTRIES = 4000;
 /** Hard ceiling a window stays under (Temporal warns at 10,240 events), and the history bytes it hands over before. */
@@ -229,11 +226,6 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     await getExternalWorkflowHandle(input.batchWorkflowId).signal(handOverSignal, next);
   };
 
-  // One patch gates both changes since the commit before it (the wave-sized read-ahead below and the progress memo at the
-  // end): each patch is billed twice (its marker and the search attribute listing it), and a window pays it once. Asked
-  // each time, not remembered: a window from before it takes the new branch from the moment it runs live on this code.
-  const patchedWindow = (): boolean => patched(WINDOW_PATCH);
-
   const shape = () => ({
     unstarted,
     concurrency: slots.wide(lanesWide),
@@ -255,10 +247,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         startLane([retry.entry], retry.attempts);
         continue;
       }
-      // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read. Gated
-      // (CONTRIBUTING.md): windows from before the patch read a page when fewer entries than lanes were left.
-      const wave = patchedWindow() ? laneDepth(shape()) * 2 : 1;
-      reader.readAhead(slots.wide(lanesWide) * parallel * wave);
+      // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read.
+      reader.readAhead(slots.wide(lanesWide) * parallel * laneDepth(shape()) * 2);
       if (room > 0 && reader.buffered() > 0) {
         // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
         const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agents.hasRoom());
@@ -300,18 +290,15 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       stop();
     }
   }
-  // What the window came to, in its memo: the UI shows it with no worker up to answer a query. A change of the commands
-  // a window issues, so gated (CONTRIBUTING.md): windows in flight from before it replay without it.
-  if (patchedWindow()) {
-    upsertMemo({
-      progress: {
-        window: input.window,
-        done: counters.succeeded + counters.failed,
-        failed: counters.failed,
-        lanes: sequence,
-      },
-    });
-  }
+  // What the window came to, in its memo: the UI shows it with no worker up to answer a query.
+  upsertMemo({
+    progress: {
+      window: input.window,
+      done: counters.succeeded + counters.failed,
+      failed: counters.failed,
+      lanes: sequence,
+    },
+  });
   return {
     lanes: sequence,
     unsealed,

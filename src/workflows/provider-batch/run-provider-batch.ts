@@ -1,7 +1,6 @@
 import {
   ActivityCancellationType,
   CancellationScope,
-  patched,
   proxyActivities,
   sleep,
   workflowInfo,
@@ -75,8 +74,8 @@ export async function runProviderBatch(
   const handOverDue = (): boolean => {
     if (handingOver || !hooks.handOver) return handingOver;
     if (polls < (options.maxPollsPerRun ?? 300) && !workflowInfo().continueAsNewSuggested) return false;
-    handingOver = patched('provider-batch-continue-as-new');
-    return handingOver;
+    handingOver = true;
+    return true;
   };
 
   const progress = (): ProviderBatchProgress => progressOf(states, history);
@@ -107,8 +106,7 @@ export async function runProviderBatch(
   // among the batches no other part recorded, which is sound only while one Anthropic create at a time is unrecorded.
   let anthropicSubmits: Promise<unknown> = Promise.resolve();
   const submit = (state: PartState): Promise<{ id: string; reused: boolean }> => {
-    if (state.part.provider !== 'anthropic' || !patched('provider-batch-anthropic-one-create'))
-      return long.submitProviderBatch(submitInput(state));
+    if (state.part.provider !== 'anthropic') return long.submitProviderBatch(submitInput(state));
     const turn = anthropicSubmits.then(() => long.submitProviderBatch(submitInput(state)));
     anthropicSubmits = turn.catch(() => undefined);
     return turn;
@@ -214,7 +212,7 @@ export async function runProviderBatch(
       const roundMs = Math.max(
         ...ended.map((state) => (state.endedAt ?? Date.now()) - (state.submittedAt ?? startedAt)),
       );
-      if (deadline - Date.now() < RETRY_ROUND_MARGIN * roundMs || !patched('provider-batch-retry-round')) break;
+      if (deadline - Date.now() < RETRY_ROUND_MARGIN * roundMs) break;
       const { parts: more } = await long.planProviderBatch({
         ...planInput,
         retries: handedBack.map((state) => state.collected?.retry as string),
