@@ -29,14 +29,17 @@ export async function inlineAgent(input: {
   let messages: unknown[] = [];
   for (let step = 1; step <= (task.maxSteps ?? 20); step += 1) {
     const result = await agentStep.executeWithOptions({ activityId: `step:${step}`, summary: `step ${step}` }, [
-      { task, step, inlineMessages: messages, canSpawn: false, inlineOutputBytes: input.inlineOutputBytes },
+      { task, step, inlineMessages: messages, inlineOutputBytes: input.inlineOutputBytes },
     ]);
     messages = result.inlineMessages ?? [];
-    if (result.answer)
-      return { steps: step, ...(result.answer.output === undefined ? {} : { output: result.answer.output }) };
+    if (result.next !== 'tools')
+      return {
+        steps: step,
+        ...(result.next === 'answer' && result.output !== undefined ? { output: result.output } : {}),
+      };
     const asked = (messages[messages.length - 1] as { tool_calls?: InlineToolCall[] }).tool_calls ?? [];
     const results = await Promise.all(
-      result.toolCalls.map((call, index) =>
+      result.calls.map((call, index) =>
         toolCall.executeWithOptions(
           { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },
           [

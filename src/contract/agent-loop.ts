@@ -32,20 +32,52 @@ export const DEFAULT_STEPS_PER_RUN = 100;
 /** The built-in tool that runs sub-agents in parallel as child workflows. */
 export const SPAWN_AGENTS_TOOL = 'spawn_agents';
 
+/**
+ * The tools the agent workflow runs itself, by name: they start child workflows, which only workflow code can. Each is
+ * offered, and its arguments validated, by the `agentStep` activity like any tool (src/tools); what crosses over is
+ * `input`, the arguments as the step validated them (WorkflowToolCall), and `result`, what the workflow's run returned,
+ * which the `toolCall` activity turns into the tool message (ToolCallInput.workflowResult).
+ */
+export interface WorkflowToolTypes {
+  [SPAWN_AGENTS_TOOL]: {
+    /** The sub-agents' tasks, validated (large prompts already moved to the store). */
+    input: AgentTask[];
+    /** The finished sub-agents, in task order: their answers are the result. */
+    result: SpawnedAgent[];
+  };
+}
+
+export type WorkflowToolName = keyof WorkflowToolTypes;
+
 /** One tool call the model asked for, as the workflow sees it: names and a short summary, never the arguments' bulk. */
-export interface ToolCallRequest {
+interface ToolCallBase {
   /** The provider's id for the call (`call_…`): what `fanout approve <run> <call>` names. */
   id: string;
   name: string;
   /** `search("temporal batch")`: the arguments shortened, for activity summaries, events and approvals. */
   summary: string;
+}
+
+/** A call the `toolCall` activity runs: a function registered on the worker or a tool of its MCP servers. */
+export interface ActivityToolCall extends ToolCallBase {
+  runner: 'activity';
   /** Set when the tool is marked `needsApproval` on the worker: how long a person has to answer, ms. */
   approvalTimeoutMs?: number;
-  /** For `spawn_agents`: the sub-agents' tasks, validated (large prompts already moved to the store). */
-  spawn?: AgentTask[];
-  /** Why the call cannot run (unknown tool, arguments that are not JSON): sent back to the model as the tool's result. */
-  invalid?: string;
 }
+
+/** A call the workflow runs (WorkflowToolTypes), with its input; the `toolCall` activity then stores its result. */
+export type WorkflowToolCall<Name extends WorkflowToolName = WorkflowToolName> = {
+  [N in Name]: ToolCallBase & { runner: 'workflow'; name: N; input: WorkflowToolTypes[N]['input'] };
+}[Name];
+
+/** A call that cannot run (no such tool, arguments that are not JSON or do not fit): `invalid` goes back as its result. */
+export interface RefusedToolCall extends ToolCallBase {
+  runner: 'none';
+  invalid: string;
+}
+
+/** One tool call of a step, by where it runs (`runner`). */
+export type ToolCallRequest = ActivityToolCall | WorkflowToolCall | RefusedToolCall;
 
 /** Input of the `agentStep` activity: one model call over the transcript so far. */
 export interface AgentStepInput {
@@ -61,8 +93,8 @@ export interface AgentStepInput {
   /** First step only: the DAG dependencies or synthesis inputs the prompt is built with. */
   dependencies?: DependencyOutput[];
   synthesis?: SynthesisSection[];
-  /** Whether `spawn_agents` is offered (false at the depth limit). */
-  canSpawn: boolean;
+  /** Tools of the task not offered this step, which the workflow cannot run now (`spawn_agents` at the depth limit). */
+  withheld?: string[];
   /** Final answers over this many bytes go to the store and return as `outputRef`. */
   inlineOutputBytes: number;
   /** Store the final answer even when small (a later task reads it by reference). */
@@ -74,15 +106,12 @@ export interface AgentStepInput {
   inlineMessages?: unknown[];
 }
 
-/** What one model step returns. */
-export interface AgentStepResult {
+/** What every model step returns, whatever comes next. */
+export interface AgentStepBase {
   /** The transcript with this step's messages added. */
   transcript: PayloadRef;
   /** The assistant message of this step (the tool calls' arguments are read from it). */
   assistant: PayloadRef;
-  toolCalls: ToolCallRequest[];
-  /** Set when the model answered without tool calls. */
-  answer?: { output?: string; outputRef?: PayloadRef; /** Why the answer does not match `output`. */ invalid?: string };
   model: string;
   finishReason: string | null;
   usage?: TokenUsage;
@@ -93,6 +122,35 @@ export interface AgentStepResult {
   /** Benchmark only: the transcript inline (see AgentStepInput.inlineMessages). */
   inlineMessages?: unknown[];
 }
+
+/** The model asked for tools: the agent runs these calls (concurrently, results in this order), then its next step. */
+export interface NextTools {
+  next: 'tools';
+  calls: ToolCallRequest[];
+}
+
+/** The model answered (matching the task's `output` when it has one): the agent ends with this answer. */
+export interface NextAnswer {
+  next: 'answer';
+  output?: string;
+  outputRef?: PayloadRef;
+}
+
+/** The model answered, but not as the task's `output` schema asks: the agent sends it back with why, or fails. */
+export interface NextRepair {
+  next: 'repair';
+  /** Why the answer does not match `output`. */
+  invalid: string;
+}
+
+/** What the agent does after a model step. */
+export type AgentNextStep = NextTools | NextAnswer | NextRepair;
+
+/** What one model step returns: its transcript and spend, and what the agent does next (`next`). */
+export type AgentStepResult = AgentStepBase & AgentNextStep;
+
+/** A step that asked for tools. */
+export type AgentToolsStep = AgentStepBase & NextTools;
 
 /** A finished sub-agent as the parent's `spawn_agents` result reports it. */
 export interface SpawnedAgent {
@@ -111,10 +169,10 @@ export interface ToolCallInput {
   index: number;
   /** The call was denied (by a person or the approval timeout): this is its result, the tool is not run. */
   denied?: string;
-  /** The sub-agents of a `spawn_agents` call, in task order: their answers are the result. */
-  spawned?: SpawnedAgent[];
-  /** The call cannot run (ToolCallRequest.invalid): this is its result. */
+  /** The call cannot run (RefusedToolCall.invalid): this is its result. */
   invalid?: string;
+  /** What the workflow's run of the tool returned (a WorkflowToolCall): the tool turns it into its result. */
+  workflowResult?: WorkflowToolTypes[WorkflowToolName]['result'];
   /** Benchmark only: the call and its result inline. */
   inlineCall?: { id: string; name: string; arguments: string };
   inlineResult?: boolean;
@@ -171,7 +229,7 @@ export interface AgentState extends AgentSpend {
 /** A step's tool calls part way through: the step's result, and each call's result once it has one. */
 export interface PendingStep {
   step: number;
-  result: AgentStepResult;
+  result: AgentToolsStep;
   done: (ToolCallResult | null)[];
   /** Only in a saved place: what people had decided of the step's calls that wait for approval, by call id. */
   decisions?: Record<string, { approve: boolean; reason?: string }>;

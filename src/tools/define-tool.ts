@@ -29,8 +29,12 @@ export interface ToolDefinition<S extends z.ZodType> {
   timeoutMs?: number;
 }
 
-/** A tool the worker can run: its definition with the input schema turned into JSON schema. */
+/**
+ * A tool the worker can run, in the `toolCall` activity: its definition with the input schema turned into JSON schema.
+ * (The built-in `spawn_agents` is run by the agent workflow instead: a WorkflowTool.)
+ */
 export interface Tool {
+  readonly runner: 'activity';
   readonly name: string;
   readonly description: string;
   /** JSON schema of the input, as the provider wants it in `tools[].function.parameters`. */
@@ -85,6 +89,7 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
     unknown
   >;
   return {
+    runner: 'activity',
     name: definition.name,
     description: definition.description,
     parameters,

@@ -145,6 +145,7 @@ export class McpTools {
         const approval = (tool: string) =>
           server.needsApproval === true || (Array.isArray(server.needsApproval) && server.needsApproval.includes(tool));
         const tools = listed.tools.map((definition): Tool => ({
+          runner: 'activity',
           name: definition.name,
           description: definition.description ?? '',
           parameters: definition.inputSchema as Record<string, unknown>,

@@ -1,20 +1,21 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { z } from 'zod';
-import { agentTaskSchema, type AgentTask } from '../../contract/agent-task';
 import { segmentName } from '../../contract/location';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
 import { withCost } from '../../pricing/price-of';
 import type { PayloadStore } from '../../store';
+import { ToolInputError } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
-import type { ToolRegistry } from '../../tools/registry';
+import type { RegisteredTool, ToolRegistry } from '../../tools/registry';
+import type { ToolPrepareContext } from '../../tools/workflow-tool';
 import {
   AgentFailureType,
-  MAX_SPAWNED_AGENTS,
-  SPAWN_AGENTS_TOOL,
+  type AgentNextStep,
   type AgentStepInput,
   type AgentStepResult,
+  type NextAnswer,
+  type NextRepair,
   type ToolCallRequest,
 } from '../../contract/agent-loop';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
@@ -30,51 +31,6 @@ export interface AgentStepDependencies extends ChatDependencies {
   tools: ToolRegistry;
   messages: MessageStore;
 }
-
-/** What the model is told `spawn_agents` takes. */
-const SPAWN_PARAMETERS = {
-  type: 'object',
-  properties: {
-    tasks: {
-      type: 'array',
-      minItems: 1,
-      maxItems: MAX_SPAWNED_AGENTS,
-      description: 'One entry per sub-agent; they run in parallel and their answers come back in this order.',
-      items: {
-        type: 'object',
-        properties: {
-          prompt: { type: 'string', description: "The sub-agent's task." },
-          system: { type: 'string' },
-          tools: {
-            type: 'array',
-            items: { type: 'string' },
-            description: 'Tools the sub-agent may use (a subset of yours).',
-          },
-          maxSteps: { type: 'integer', minimum: 1 },
-        },
-        required: ['prompt'],
-      },
-    },
-  },
-  required: ['tasks'],
-};
-
-const spawnArgumentsSchema = z.object({
-  tasks: z
-    .array(
-      z.object({
-        prompt: z.string().min(1),
-        system: z.string().optional(),
-        tools: z.array(z.string()).optional(),
-        maxSteps: z.number().int().min(1).max(10_000).optional(),
-      }),
-    )
-    .min(1)
-    .max(MAX_SPAWNED_AGENTS),
-});
-
-/** Prompts of sub-agents over this size go to the store, as large prompts of any task do. */
-const INLINE_PROMPT_BYTES = 4096;
 
 /** `search("temporal batch")`: a call's arguments shortened to a line. */
 export function summariseCall(name: string, argumentsText: string): string {
@@ -93,53 +49,66 @@ export function summariseCall(name: string, argumentsText: string): string {
   return `${name}(${shown.length > 80 ? `${shown.slice(0, 77)}...` : shown})`;
 }
 
-/** The sub-agents' tasks of a `spawn_agents` call, validated; or why the call is invalid. */
-async function spawnTasks(
-  parent: AgentTask,
-  step: number,
-  callIndex: number,
-  argumentsText: string,
-  store: PayloadStore,
-): Promise<AgentTask[] | string> {
-  let parsed;
-  try {
-    parsed = spawnArgumentsSchema.safeParse(JSON.parse(argumentsText));
-  } catch (error) {
-    return `the arguments are not JSON (${error instanceof Error ? error.message : String(error)})`;
+/**
+ * A call the model asked for as the workflow will run it: by its tool's runner, a workflow tool's arguments prepared
+ * into the workflow's input; or refused with why (no such tool offered, arguments that do not fit).
+ */
+async function toolCallRequest(
+  call: { id: string; function: { name: string; arguments: string } },
+  offered: readonly RegisteredTool[],
+  context: ToolPrepareContext,
+): Promise<ToolCallRequest> {
+  const { name, arguments: argumentsText } = call.function;
+  const base = { id: call.id, name, summary: summariseCall(name, argumentsText) };
+  const tool = offered.find((candidate) => candidate.name === name);
+  if (!tool) {
+    const names = offered.map((candidate) => candidate.name).join(', ');
+    return { ...base, runner: 'none', invalid: `there is no tool "${name}"; the tools are: ${names || 'none'}` };
   }
-  if (!parsed.success) return `invalid arguments: ${z.prettifyError(parsed.error).replace(/\n/g, '; ')}`;
-  const allowed = new Set(parent.tools ?? []);
-  const tasks: AgentTask[] = [];
-  for (const [index, spec] of parsed.data.tasks.entries()) {
-    const outside = (spec.tools ?? []).filter((tool) => !allowed.has(tool));
-    if (outside.length > 0) return `task ${index + 1} asks for tools this agent does not have: ${outside.join(', ')}`;
-    const id = `${parent.id}.${step}-${callIndex + 1}-${index + 1}`.slice(-128);
-    let task: AgentTask = {
-      id,
-      name: `${parent.name ?? parent.id} / sub-agent ${index + 1}`,
-      prompt: spec.prompt,
-      ...(spec.system === undefined ? {} : { system: spec.system }),
-      ...(parent.model === undefined ? {} : { model: parent.model }),
-      ...(spec.tools === undefined ? {} : { tools: spec.tools }),
-      ...(spec.maxSteps === undefined ? {} : { maxSteps: spec.maxSteps }),
+  if (tool.runner === 'activity')
+    return {
+      ...base,
+      runner: 'activity',
+      ...(tool.approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs: tool.approvalTimeoutMs }),
     };
-    if (Buffer.byteLength(spec.prompt) + Buffer.byteLength(spec.system ?? '') > INLINE_PROMPT_BYTES) {
-      try {
-        const contentRef = await store.put(
-          `${runPrefix()}/inputs/${segmentName(id)}`,
-          JSON.stringify({ prompt: spec.prompt, system: spec.system }),
-        );
-        const { system: _system, ...rest } = task;
-        task = { ...rest, prompt: `${spec.prompt.slice(0, 200)}… (stored)`, contentRef };
-      } catch (error) {
-        return storageFailure(error, `storing the prompt of sub-agent ${id}`);
-      }
-    }
-    const checked = agentTaskSchema.safeParse(task);
-    if (!checked.success) return `task ${index + 1}: ${z.prettifyError(checked.error).replace(/\n/g, '; ')}`;
-    tasks.push(checked.data);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(argumentsText);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    return { ...base, runner: 'none', invalid: `the arguments are not JSON (${why})` };
   }
-  return tasks;
+  try {
+    return { ...base, runner: 'workflow', name: tool.name, input: await tool.prepare(parsed, context) };
+  } catch (error) {
+    if (error instanceof ToolInputError) return { ...base, runner: 'none', invalid: error.message };
+    throw error;
+  }
+}
+
+/** What a step without tool calls leads to: its answer (validated against `output`, stored when large) or a repair. */
+async function answerOf(
+  content: string,
+  input: AgentStepInput,
+  dependencies: AgentStepDependencies,
+): Promise<NextAnswer | NextRepair> {
+  const task = input.task;
+  let output = content;
+  if (task.output !== undefined) {
+    const checked = validateAnswer(output, task.output);
+    if ('invalid' in checked) return { next: 'repair', invalid: checked.invalid };
+    output = checked.json;
+  }
+  if (Buffer.byteLength(output) <= input.inlineOutputBytes && !input.storeOutput) return { next: 'answer', output };
+  let outputRef: PayloadRef;
+  try {
+    outputRef = await dependencies.store.put(`${runPrefix()}/outputs/${segmentName(task.id)}`, output);
+  } catch (error) {
+    return storageFailure(error, `storing the answer of agent "${task.id}"`);
+  }
+  return Buffer.byteLength(output) > input.inlineOutputBytes
+    ? { next: 'answer', outputRef }
+    : { next: 'answer', output, outputRef };
 }
 
 /** The transcript's messages before this step's call, stored, and their references. */
@@ -193,16 +162,18 @@ async function inlineConversation(input: AgentStepInput, dependencies: AgentStep
 
 /**
  * One model step of an agent: the transcript (by reference) plus the new messages goes to the model with the task's
- * tools; the answer is stored and the transcript's new reference returned, with the tool calls asked for (names and
- * a summary; their arguments stay in the stored message) or the final answer, validated against `output` when set.
+ * tools (from the registry, less those the workflow withholds); the answer is stored and the transcript's new reference
+ * returned, with what the agent does next: run the tool calls asked for (names and a summary; their arguments stay in
+ * the stored message, but for a workflow tool's, prepared here), end with the answer, or repair an answer that does
+ * not match `output`.
  */
 export function createAgentStep(dependencies: AgentStepDependencies) {
   return async function agentStep(input: AgentStepInput): Promise<AgentStepResult> {
     const context = Context.current();
     const { info } = context;
     const task = input.task;
-    const wanted = (task.tools ?? []).filter((name) => name !== SPAWN_AGENTS_TOOL);
-    const { tools, unknown } = await dependencies.tools.resolve(wanted).catch((error: unknown) => {
+    const wanted = (task.tools ?? []).filter((name) => !input.withheld?.includes(name));
+    const { tools: offered, unknown } = await dependencies.tools.resolve(wanted).catch((error: unknown) => {
       if (!(error instanceof McpServerUnavailableError)) throw error;
       throw ApplicationFailure.create({
         type: AgentFailureType.ToolUnavailable,
@@ -217,24 +188,6 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         nonRetryable: true,
       });
     }
-    const offered = [
-      ...tools.map((tool) => ({
-        type: 'function' as const,
-        function: { name: tool.name, description: tool.description, parameters: tool.parameters },
-      })),
-      ...((task.tools ?? []).includes(SPAWN_AGENTS_TOOL) && input.canSpawn
-        ? [
-            {
-              type: 'function' as const,
-              function: {
-                name: SPAWN_AGENTS_TOOL,
-                description: 'Runs sub-agents in parallel and returns their answers in task order.',
-                parameters: SPAWN_PARAMETERS,
-              },
-            },
-          ]
-        : []),
-    ];
     const inline = input.inlineMessages !== undefined;
     const { refs, messages } = inline
       ? { refs: [], messages: await inlineConversation(input, dependencies) }
@@ -248,7 +201,10 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         label: `agent "${task.id}" step ${input.step}`,
         model,
         messages: messages as ChatCompletionMessageParam[],
-        tools: offered,
+        tools: offered.map((tool) => ({
+          type: 'function' as const,
+          function: { name: tool.name, description: tool.description, parameters: tool.parameters },
+        })),
         ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
         ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
         headers: { 'x-fanout-step': String(input.step) },
@@ -273,47 +229,24 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const assistantRef = inline ? undefined : await store.putMessage(assistant);
     const transcript = assistantRef ? await store.putTranscript([...refs, assistantRef]) : undefined;
 
-    const offeredNames = new Set(offered.map((tool) => tool.function.name));
-    const toolCalls: ToolCallRequest[] = [];
-    for (const [index, call] of calls.entries()) {
-      const request: ToolCallRequest = {
-        id: call.id,
-        name: call.function.name,
-        summary: summariseCall(call.function.name, call.function.arguments),
+    let next: AgentNextStep;
+    if (calls.length > 0) {
+      const prepare = {
+        task,
+        step: input.step,
+        storeInput: async (name: string, content: string, what: string) => {
+          try {
+            return await dependencies.store.put(`${runPrefix()}/inputs/${segmentName(name)}`, content);
+          } catch (error) {
+            return storageFailure(error, what);
+          }
+        },
       };
-      if (!offeredNames.has(call.function.name))
-        request.invalid = `there is no tool "${call.function.name}"; the tools are: ${[...offeredNames].join(', ') || 'none'}`;
-      else if (call.function.name === SPAWN_AGENTS_TOOL) {
-        const spawned = await spawnTasks(task, input.step, index, call.function.arguments, dependencies.store);
-        if (typeof spawned === 'string') request.invalid = spawned;
-        else request.spawn = spawned;
-      } else {
-        const timeout = tools.find((tool) => tool.name === call.function.name)?.approvalTimeoutMs;
-        if (timeout !== undefined) request.approvalTimeoutMs = timeout;
-      }
-      toolCalls.push(request);
-    }
-
-    let answer: AgentStepResult['answer'];
-    if (calls.length === 0) {
-      let output = choice.message.content ?? '';
-      let invalid: string | undefined;
-      if (task.output !== undefined) {
-        const checked = validateAnswer(output, task.output);
-        if ('invalid' in checked) invalid = checked.invalid;
-        else output = checked.json;
-      }
-      if (invalid !== undefined) answer = { invalid };
-      else if (Buffer.byteLength(output) > input.inlineOutputBytes || input.storeOutput) {
-        let outputRef: PayloadRef;
-        try {
-          outputRef = await dependencies.store.put(`${runPrefix()}/outputs/${segmentName(task.id)}`, output);
-        } catch (error) {
-          return storageFailure(error, `storing the answer of agent "${task.id}"`);
-        }
-        answer = Buffer.byteLength(output) > input.inlineOutputBytes ? { outputRef } : { output, outputRef };
-      } else answer = { output };
-    }
+      const requests: ToolCallRequest[] = [];
+      for (const [index, call] of calls.entries())
+        requests.push(await toolCallRequest(call, offered, { ...prepare, index }));
+      next = { next: 'tools', calls: requests };
+    } else next = await answerOf(choice.message.content ?? '', input, dependencies);
     const reported = completion.usage;
     const usage = reported
       ? {
@@ -327,8 +260,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     return {
       transcript: transcript ?? placeholder,
       assistant: assistantRef ?? placeholder,
-      toolCalls,
-      ...(answer ? { answer } : {}),
+      ...next,
       model: priced.model,
       finishReason: choice.finish_reason ?? null,
       ...(usage ? { usage } : {}),

@@ -2,8 +2,9 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { PayloadStore } from '../../store';
 import type { ToolRegistry } from '../../tools/registry';
-import { ToolInputError } from '../../tools/define-tool';
+import { ToolInputError, type Tool } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
+import type { WorkflowTool } from '../../tools/workflow-tool';
 import { FailureType } from '../../contract/failure-types';
 import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../../contract/agent-loop';
 import { storageFailure } from '../model-call';
@@ -21,27 +22,28 @@ interface FunctionCall {
   function: { name: string; arguments: string };
 }
 
-/** The result text of a finished `spawn_agents` call: each sub-agent's answer (or why it has none), in task order. */
-async function spawnedResult(input: ToolCallInput, store: PayloadStore): Promise<string> {
-  const agents = await Promise.all(
-    (input.spawned ?? []).map(async (agent) => {
-      let output = agent.output;
-      if (output === undefined && agent.outputRef) {
-        try {
-          output = await store.get(agent.outputRef);
-        } catch (error) {
-          return storageFailure(error, `reading the answer of sub-agent ${agent.id}`);
-        }
+/** The result text of a call the workflow ran (WorkflowTool): the tool's report of what the workflow's run returned. */
+async function workflowToolResult(
+  tool: WorkflowTool,
+  input: ToolCallInput,
+  store: PayloadStore,
+): Promise<{ text: string; ok: boolean }> {
+  if (input.workflowResult === undefined) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `agent "${input.taskId}" step ${input.step}: tool "${tool.name}" runs in the workflow, which gave no result`,
+      nonRetryable: true,
+    });
+  }
+  return tool.report(input.workflowResult, {
+    read: async (ref, what) => {
+      try {
+        return await store.get(ref);
+      } catch (error) {
+        return storageFailure(error, what);
       }
-      return {
-        id: agent.id,
-        status: agent.status,
-        ...(output === undefined ? {} : { output }),
-        ...(agent.error === undefined ? {} : { error: agent.error }),
-      };
-    }),
-  );
-  return JSON.stringify(agents);
+    },
+  });
 }
 
 /** Fails the call (Temporal retries it) when the tool's MCP server cannot be reached: that is no answer of the tool's. */
@@ -55,10 +57,58 @@ function failIfUnavailable(error: unknown, input: ToolCallInput, tool: string, a
 }
 
 /**
- * One tool call of an agent step: runs the tool the model asked for (a registered function or an MCP tool), aborted by
- * cancellation or the tool's timeout, and stores the result as the `tool` message the model reads next. A tool's failure
- * is its result (`error: …`), as providers expect, not a failure of the activity; only the store's failures are, and
- * an MCP server that cannot be reached (ToolUnavailable, retried on a new connection).
+ * Runs a tool of the worker (a registered function or an MCP tool), aborted by cancellation or its timeout; its failure
+ * is its result. Throws only for the agent's cancellation and an MCP server that cannot be reached.
+ */
+async function runActivityTool(
+  tool: Tool | undefined,
+  call: FunctionCall,
+  input: ToolCallInput,
+  context: Context,
+): Promise<{ text: string; ok: boolean }> {
+  const name = call.function.name;
+  // Cut off from Temporal so long that a peer runs this call again, the worker aborts its copy.
+  const cutOff = new AbortController();
+  const stopWatching = watchForCancellation(1000, (reason) => cutOff.abort(reason));
+  const deadline = deadlineSignal(
+    AbortSignal.any([context.cancellationSignal, cutOff.signal]),
+    tool?.timeoutMs ?? 1000,
+  );
+  try {
+    if (!tool) throw new Error(`no worker offers the tool "${name}" any more`);
+    const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
+    const text = await tool.call(parsed, {
+      signal: deadline.signal,
+      taskId: input.taskId,
+      callId: call.id,
+      workflowId: context.info.workflowExecution?.workflowId ?? '',
+    });
+    return { text, ok: true };
+  } catch (error) {
+    // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
+    if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
+    if (cutOff.signal.aborted) throw cutOff.signal.reason;
+    failIfUnavailable(error, input, name, context.info.attempt);
+    const message = deadline.timedOut()
+      ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
+      : error instanceof SyntaxError
+        ? `the arguments are not JSON (${error.message})`
+        : error instanceof ToolInputError || error instanceof Error
+          ? error.message
+          : String(error);
+    return { text: `error: ${message}`, ok: false };
+  } finally {
+    deadline.clear();
+    stopWatching();
+  }
+}
+
+/**
+ * One tool call of an agent step: runs the tool the model asked for by where its tool runs (a registered function or an
+ * MCP tool here, aborted by cancellation or the tool's timeout; `spawn_agents` in the workflow, whose result the tool
+ * reports here), and stores the result as the `tool` message the model reads next. A tool's failure is its result
+ * (`error: …`), as providers expect, not a failure of the activity; only the store's failures are, and an MCP server
+ * that cannot be reached (ToolUnavailable, retried on a new connection).
  */
 export function createToolCall(dependencies: ToolCallDependencies) {
   return async function toolCall(input: ToolCallInput): Promise<ToolCallResult> {
@@ -81,14 +131,10 @@ export function createToolCall(dependencies: ToolCallDependencies) {
       }
       call = calls[input.index];
     }
-    let content: string;
-    let ok = false;
-    if (input.denied !== undefined) content = `denied: ${input.denied}`;
-    else if (input.invalid !== undefined) content = `error: ${input.invalid}`;
-    else if (input.spawned !== undefined) {
-      content = await spawnedResult(input, dependencies.store);
-      ok = input.spawned.every((agent) => agent.status === 'ok');
-    } else {
+    let result: { text: string; ok: boolean };
+    if (input.denied !== undefined) result = { text: `denied: ${input.denied}`, ok: false };
+    else if (input.invalid !== undefined) result = { text: `error: ${input.invalid}`, ok: false };
+    else {
       const name = call.function.name;
       const tool = await dependencies.tools.resolve([name]).then(
         ({ tools }) => tools[0],
@@ -97,41 +143,12 @@ export function createToolCall(dependencies: ToolCallDependencies) {
           throw error;
         },
       );
-      // Cut off from Temporal so long that a peer runs this call again, the worker aborts its copy.
-      const cutOff = new AbortController();
-      const stopWatching = watchForCancellation(1000, (reason) => cutOff.abort(reason));
-      const deadline = deadlineSignal(
-        AbortSignal.any([context.cancellationSignal, cutOff.signal]),
-        tool?.timeoutMs ?? 1000,
-      );
-      try {
-        if (!tool) throw new Error(`no worker offers the tool "${name}" any more`);
-        const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
-        content = await tool.call(parsed, {
-          signal: deadline.signal,
-          taskId: input.taskId,
-          callId: call.id,
-          workflowId: context.info.workflowExecution?.workflowId ?? '',
-        });
-        ok = true;
-      } catch (error) {
-        // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
-        if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
-        if (cutOff.signal.aborted) throw cutOff.signal.reason;
-        failIfUnavailable(error, input, name, context.info.attempt);
-        const message = deadline.timedOut()
-          ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
-          : error instanceof SyntaxError
-            ? `the arguments are not JSON (${error.message})`
-            : error instanceof ToolInputError || error instanceof Error
-              ? error.message
-              : String(error);
-        content = `error: ${message}`;
-      } finally {
-        deadline.clear();
-        stopWatching();
-      }
+      result =
+        tool?.runner === 'workflow'
+          ? await workflowToolResult(tool, input, dependencies.store)
+          : await runActivityTool(tool, call, input, context);
     }
+    const { text: content, ok } = result;
     const message: ChatMessage = { role: 'tool', tool_call_id: call.id, content };
     const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
     if (input.inlineResult)

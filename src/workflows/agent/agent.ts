@@ -18,7 +18,7 @@ import { agentLoopActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
 import { agentSpendSignal } from './messages';
 import { addSpend, budgetReached, emptySpend, minimum, spendOf, spendSince, type AgentBudgets } from './spend';
-import { runToolCall, type ToolCallContext } from './tool-calls';
+import { runToolCall, withheldTools, type ToolCallContext } from './tool-calls';
 import { AgentTracker } from './tracker';
 import {
   AgentFailureType,
@@ -149,11 +149,11 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
    */
   const runTools = async (pending: PendingStep): Promise<void> => {
     state.pending = pending;
-    describe(`step ${pending.step}: ${pending.result.toolCalls.map((call) => call.summary).join(', ')}`);
+    describe(`step ${pending.step}: ${pending.result.calls.map((call) => call.summary).join(', ')}`);
     // Every call ends before a failure is thrown (cancelled, a call still answering keeps its result, and an agent with
     // a place saves it after). A call that fails (not cancelled) cancels the others, whose answers so far are kept.
     const calls = new CancellationScope();
-    const running = pending.result.toolCalls.map(async (call, index) => {
+    const running = pending.result.calls.map(async (call, index) => {
       if (pending.done[index]) return pending.done[index];
       try {
         const run = () => runToolCall(toolCalls, pending.result, call, index, pending.step);
@@ -184,7 +184,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     // A person's answer to a call of the pending step is kept: the resumed agent does not ask again.
     const pending = saved.state?.pending;
     const decisions = Object.fromEntries(
-      (pending?.result.toolCalls ?? []).flatMap((call) => {
+      (pending?.result.calls ?? []).flatMap((call) => {
         const decision = tracker.decisions.get(call.id);
         return decision ? [[call.id, decision] as const] : [];
       }),
@@ -196,6 +196,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
 
   /** The loop itself; a failure leaves it with the spend so far attached (failureWithSpend). */
   const loop = async (): Promise<AgentOutcome> => {
+    const withheld = withheldTools(toolCalls);
     let stepsThisRun = 0;
     for (;;) {
       // Resumed from a saved place in the middle of a step: its tool calls that had no result yet run now.
@@ -232,7 +233,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
           ...(state.note === undefined ? {} : { note: state.note }),
           ...(state.transcript === undefined && input.dependencies ? { dependencies: input.dependencies } : {}),
           ...(state.transcript === undefined && input.synthesis ? { synthesis: input.synthesis } : {}),
-          canSpawn: depth < maxDepth,
+          ...(withheld.length > 0 ? { withheld } : {}),
           inlineOutputBytes: input.inlineOutputBytes,
           ...(input.storeOutput ? { storeOutput: true } : {}),
         },
@@ -246,39 +247,35 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       tracker.emit(
         'step',
         step,
-        result.answer
-          ? 'answered'
-          : `${result.toolCalls.length} tool calls: ${result.toolCalls.map((call) => call.summary).join(', ')}`,
+        result.next === 'tools'
+          ? `${result.calls.length} tool calls: ${result.calls.map((call) => call.summary).join(', ')}`
+          : 'answered',
       );
-      if (result.answer?.invalid !== undefined) {
+      if (result.next === 'repair') {
         if (state.repairs >= repairsAllowed) {
           throw ApplicationFailure.create({
             type: AgentFailureType.OutputInvalid,
-            message: `agent "${task.id}": the answer still did not match its output schema after ${state.repairs} repairs: ${result.answer.invalid}`,
+            message: `agent "${task.id}": the answer still did not match its output schema after ${state.repairs} repairs: ${result.invalid}`,
             nonRetryable: true,
           });
         }
         state.repairs += 1;
-        state.note = `Your answer was not accepted: ${result.answer.invalid}. Answer again with JSON only that matches the schema.`;
-        tracker.emit('repair', step, result.answer.invalid);
+        state.note = `Your answer was not accepted: ${result.invalid}. Answer again with JSON only that matches the schema.`;
+        tracker.emit('repair', step, result.invalid);
         continue;
       }
-      if (result.answer) {
-        tracker.emit(
-          'answer',
-          step,
-          result.answer.output === undefined ? 'answer stored' : result.answer.output.slice(0, 120),
-        );
+      if (result.next === 'answer') {
+        tracker.emit('answer', step, result.output === undefined ? 'answer stored' : result.output.slice(0, 120));
         describe('answered');
         const answered = outcome('ok', {
-          ...(result.answer.output === undefined ? {} : { output: result.answer.output }),
-          ...(result.answer.outputRef === undefined ? {} : { outputRef: result.answer.outputRef }),
+          ...(result.output === undefined ? {} : { output: result.output }),
+          ...(result.outputRef === undefined ? {} : { outputRef: result.outputRef }),
           finishReason: result.finishReason,
         });
         await savePlace({ outcome: answered });
         return answered;
       }
-      await runTools({ step, result, done: result.toolCalls.map(() => null) });
+      await runTools({ step, result, done: result.calls.map(() => null) });
     }
   };
 

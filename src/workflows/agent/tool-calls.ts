@@ -11,14 +11,19 @@ import type { AgentActivities } from './activity-options';
 import { childFailure, spendOfFailure, startOnceFree } from './child-failure';
 import { addSpend, spendSince, type AgentBudgets } from './spend';
 import type { AgentTracker } from './tracker';
-import type {
-  AgentInput,
-  AgentOutcome,
-  AgentState,
-  AgentStepResult,
-  SpawnedAgent,
-  ToolCallRequest,
-  ToolCallResult,
+import {
+  SPAWN_AGENTS_TOOL,
+  type AgentInput,
+  type AgentOutcome,
+  type AgentState,
+  type AgentToolsStep,
+  type SpawnedAgent,
+  type ToolCallInput,
+  type ToolCallRequest,
+  type ToolCallResult,
+  type WorkflowToolCall,
+  type WorkflowToolName,
+  type WorkflowToolTypes,
 } from '../../contract/agent-loop';
 
 /** What the tool calls of a step need of the agent that runs them. */
@@ -42,13 +47,13 @@ export interface ToolCallContext {
 /** Runs the sub-agents of a `spawn_agents` call as child workflows, sharing what is left of this agent's budgets. */
 async function spawn(
   context: ToolCallContext,
-  call: ToolCallRequest,
+  call: WorkflowToolCall<typeof SPAWN_AGENTS_TOOL>,
   step: number,
   index: number,
 ): Promise<SpawnedAgent[]> {
   const { task, input, depth, maxDepth, selfId, state, tracker } = context;
   const { tokenLimit, costLimit } = context.budgets;
-  const tasks = call.spawn ?? [];
+  const tasks = call.input;
   const share = (limit: number | undefined, used: number) =>
     limit === undefined ? undefined : Math.max(0, (limit - used) / tasks.length);
   const tokens = share(tokenLimit, state.usage.totalTokens);
@@ -115,20 +120,57 @@ async function spawn(
   return ended.map((end) => (end as PromiseFulfilledResult<SpawnedAgent>).value);
 }
 
-/** One tool call of a step, through approval when the tool needs it; resolves to its stored result. */
+/** The workflow's side of a tool it runs itself (WorkflowToolTypes): the `agentStep` activity prepared its input. */
+interface WorkflowToolRunner<Name extends WorkflowToolName> {
+  /** False when this agent cannot run it now (`spawn_agents` at the depth limit): the model is then not offered it. */
+  available(context: ToolCallContext): boolean;
+  run(
+    context: ToolCallContext,
+    call: WorkflowToolCall<Name>,
+    step: number,
+    index: number,
+  ): Promise<WorkflowToolTypes[Name]['result']>;
+}
+
+const workflowTools: { [Name in WorkflowToolName]: WorkflowToolRunner<Name> } = {
+  [SPAWN_AGENTS_TOOL]: { available: ({ depth, maxDepth }) => depth < maxDepth, run: spawn },
+};
+
+/** The task's tools this agent cannot run now, so not offered (AgentStepInput.withheld). */
+export function withheldTools(context: ToolCallContext): string[] {
+  const named = new Set(context.task.tools ?? []);
+  return Object.entries(workflowTools).flatMap(([name, tool]) =>
+    named.has(name) && !tool.available(context) ? [name] : [],
+  );
+}
+
+function runWorkflowTool<Name extends WorkflowToolName>(
+  context: ToolCallContext,
+  call: WorkflowToolCall<Name>,
+  step: number,
+  index: number,
+): Promise<WorkflowToolTypes[Name]['result']> {
+  const tool: WorkflowToolRunner<Name> = workflowTools[call.name];
+  return tool.run(context, call, step, index);
+}
+
+/**
+ * One tool call of a step, by where it runs: refused with why, run here (a workflow tool), or in the `toolCall`
+ * activity, through approval when the tool needs it. The activity stores every call's result; this resolves to it.
+ */
 export async function runToolCall(
   context: ToolCallContext,
-  result: AgentStepResult,
+  result: AgentToolsStep,
   call: ToolCallRequest,
   index: number,
   step: number,
 ): Promise<ToolCallResult> {
   const { task, selfId, state, tracker } = context;
   const base = { taskId: task.id, step, assistant: result.assistant, index };
-  let extra: { denied?: string; spawned?: SpawnedAgent[]; invalid?: string } = {};
+  let extra: Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult'> = {};
   tracker.emit('tool-call', step, call.summary);
-  if (call.invalid !== undefined) extra = { invalid: call.invalid };
-  else if (call.spawn !== undefined) extra = { spawned: await spawn(context, call, step, index) };
+  if (call.runner === 'none') extra = { invalid: call.invalid };
+  else if (call.runner === 'workflow') extra = { workflowResult: await runWorkflowTool(context, call, step, index) };
   else if (call.approvalTimeoutMs !== undefined) {
     const since = Date.now();
     tracker.waiting.set(call.id, {
