@@ -173,8 +173,13 @@ export function createBatchActivities(
       const retried = context.info.attempt > 1;
       const sealed = retried ? await mapped(() => sealedLines(storage, input.spool, input.lane)) : undefined;
       if (sealed) {
-        // An earlier attempt sealed the lane and its completion was lost: report what it wrote.
+        // An earlier attempt sealed the lane and its completion was lost: report what it wrote. Its items without a line
+        // were queued by it to run again (or left unrun by a stop, and a stopped window runs no retry): they go back to
+        // the window as retries, or they would end in neither the sink nor a later lane.
         for (const text of sealed) tally(result, text);
+        const answered = new Set(sealed.map((text) => (JSON.parse(text) as { id: string }).id));
+        const attempts = (input.priorAttempts ?? 0) + context.info.attempt - 1;
+        for (const entry of input.entries) if (!answered.has(entry.id)) result.retry.push({ entry, attempts });
         return result;
       }
       const done = retried
