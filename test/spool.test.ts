@@ -377,6 +377,15 @@ describe('the spool', () => {
     for (const name of names) expect(name).toMatch(/^[a-z0-9_~-]{1,220}$/);
   });
 
+  it('names two long ids apart whose names are cut to the same prefix (a 32-bit hash of them collides)', () => {
+    // Each encodes to over 200 characters, so its name is cut and tagged with a hash of the whole id; these two share
+    // their cut and FNV-1a's 32 bits, and had one place file between two agent items.
+    const long = `Item-${'A'.repeat(70)}-`;
+    const [first, second] = [`${long}229599`, `${long}432382`].map(segmentName);
+    expect(first).not.toBe(second);
+    for (const name of [first, second]) expect(name.length).toBeLessThanOrEqual(200);
+  });
+
   it('resumes a sink far larger than the memory it is given, by streaming it', async () => {
     const sink = path.join(directory, 'huge.jsonl');
     const out = createWriteStream(sink);

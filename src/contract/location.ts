@@ -1,3 +1,6 @@
+import { sha256 } from '@noble/hashes/sha256';
+import { bytesToHex } from '@noble/hashes/utils';
+
 /**
  * Where a blob lives: an absolute local path (or a `file://` URL) or an `s3://bucket/key` URI. Pure string handling, so
  * workflows may use it to derive the names of the objects a batch writes beside its sink.
@@ -35,13 +38,12 @@ export function childOf(base: string, name: string): string {
 }
 
 /** FNV-1a, 32 bits, as 8 hex digits: a short, deterministic tag (no crypto in workflow code). */
-function shortHash(text: string): string {
-  let hash = 0x811c9dc5;
-  for (let index = 0; index < text.length; index += 1) {
-    hash ^= text.charCodeAt(index);
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  return hash.toString(16).padStart(8, '0');
+/**
+ * SHA-256 of the text, in hex: what tells cut names apart. Pure JavaScript (workflow code names agents' places too),
+ * and wide enough that no two ids of any batch share it (a 32-bit hash collided within a few tens of thousands).
+ */
+function hashOf(text: string): string {
+  return bytesToHex(sha256(text));
 }
 
 /** Longest name segmentName returns (file systems allow 255 bytes). */
@@ -58,5 +60,7 @@ export function segmentName(text: string): string {
     const char = String.fromCharCode(byte);
     name += /[a-z0-9_-]/.test(char) ? char : `~${byte.toString(16).padStart(2, '0')}`;
   }
-  return name.length <= MAX_SEGMENT_NAME ? name : `${name.slice(0, MAX_SEGMENT_NAME - 9)}-${shortHash(text)}`;
+  if (name.length <= MAX_SEGMENT_NAME) return name;
+  const hash = hashOf(text);
+  return `${name.slice(0, MAX_SEGMENT_NAME - hash.length - 1)}-${hash}`;
 }
