@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import OpenAI from 'openai';
 import { createActivities } from '../src/activities';
@@ -7,6 +10,7 @@ import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../src/contract/failure-types';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { FileStorage, PayloadStore, StorageError, type ObjectStorage } from '../src/store';
 import { waitFor } from './support/wait-for';
 import { activityEnvironment } from './support/activity-environment';
 import { rejectionOf } from './support/rejection';
@@ -182,5 +186,39 @@ describe('a stored prompt that cannot be read', () => {
     );
     expect(failure.type).toBe('PayloadUnavailable');
     expect(failure.nonRetryable).toBe(false);
+  });
+});
+
+describe('an answer whose store fails for a moment', () => {
+  it('is stored on a later try, not paid for again by a retried activity', async () => {
+    // Three writes refused as S3 refuses under load (503): the answer is in hand, so the write is tried again rather than
+    // the activity failed (Temporal would retry it, and the model call with it).
+    const storage = new FileStorage();
+    let refusals = 3;
+    const flaky: ObjectStorage = Object.create(storage) as ObjectStorage;
+    flaky.write = async (uri, data, options) => {
+      if (refusals > 0) {
+        refusals -= 1;
+        throw new StorageError('Unavailable', uri, 'SlowDown (503)');
+      }
+      return storage.write(uri, data, options);
+    };
+    const directory = mkdtempSync(path.join(tmpdir(), 'fanout-paid-answer-'));
+    try {
+      const activities = createActivities({
+        llm: createLlmClient({ baseURL: simulator.baseUrl, apiKey: 'k' }),
+        store: new PayloadStore(flaky, directory),
+      });
+      const result: AgentCallResult = await activityEnvironment().run(activities.callAgent, {
+        task: { id: 'paid-once', prompt: 'x' },
+        inlineOutputBytes: 1_000_000,
+        storeOutput: true,
+      });
+      expect(result.outputRef?.uri.startsWith(directory)).toBe(true);
+      expect(refusals).toBe(0);
+      expect(simulator.log().filter((entry) => entry.taskId === 'paid-once')).toHaveLength(1);
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
   });
 });

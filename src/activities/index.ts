@@ -1,5 +1,6 @@
 import { pricesFromEnvironment, type PriceTable } from '../pricing';
-import { storeFromEnvironment, type ObjectStorage, type PayloadStore } from '../store';
+import { PayloadStore, storeFromEnvironment, type ObjectStorage } from '../store';
+import { PAID_ANSWER_TRIES, retrying } from '../store/retrying-storage';
 import { createModelCallActivities } from './model-call';
 import { createBatchActivities } from './batch/batch-activities';
 import { createBatchAgentItemActivities } from './batch/agent-item-activities';
@@ -32,6 +33,14 @@ export interface ActivityDependencies {
 }
 
 /**
+ * The payload store as activities use it: a write that fails for a moment is tried again for a while, since the
+ * activity that fails on it (an agent step, a fan-out call) is retried whole and pays for its model call again.
+ */
+function paidAnswers(store: PayloadStore): PayloadStore {
+  return new PayloadStore(retrying(store.storage, PAID_ANSWER_TRIES), store.root);
+}
+
+/**
  * Builds the activity functions a worker registers. The worker passes real dependencies; tests pass their own.
  *
  * @example
@@ -44,7 +53,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     clock: dependencies.clock ?? (() => performance.now()),
     heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,
     storage: dependencies.storage ?? dependencies.store?.storage ?? storeFromEnvironment().storage,
-    store: dependencies.store ?? storeFromEnvironment().store,
+    store: paidAnswers(dependencies.store ?? storeFromEnvironment().store),
     prices: dependencies.prices ?? pricesFromEnvironment(),
   };
   return {

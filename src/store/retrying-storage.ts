@@ -3,16 +3,22 @@ import { StorageError, type ObjectStorage } from './object-storage';
 /** Tries of one call, about 1.5 s in all, before the error goes to the activity (and Temporal's retry policy). */
 const TRIES = 4;
 
+/**
+ * Tries for a store that keeps answers already paid for (agent steps, fan-out calls): about 25 s in all, since an
+ * activity that fails here is retried by Temporal, which sends the model call again.
+ */
+export const PAID_ANSWER_TRIES = 8;
+
 function transient(error: unknown): boolean {
   return error instanceof StorageError && error.code === 'Unavailable';
 }
 
-async function again<T>(call: () => Promise<T>): Promise<T> {
+async function tryAgain<T>(call: () => Promise<T>, tries: number): Promise<T> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       return await call();
     } catch (error) {
-      if (!transient(error) || attempt >= TRIES) throw error;
+      if (!transient(error) || attempt >= tries) throw error;
       await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
     }
   }
@@ -24,7 +30,8 @@ async function again<T>(call: () => Promise<T>): Promise<T> {
  * already paid for). Each call is idempotent by the store's contract (whole-object writes, named objects). A stream is
  * retried only while it is being opened.
  */
-export function retrying(inner: ObjectStorage): ObjectStorage {
+export function retrying(inner: ObjectStorage, tries = TRIES): ObjectStorage {
+  const again = <T>(call: () => Promise<T>): Promise<T> => tryAgain(call, tries);
   return {
     size: (uri) => again(() => inner.size(uri)),
     read: (uri) => again(() => inner.read(uri)),
@@ -34,7 +41,7 @@ export function retrying(inner: ObjectStorage): ObjectStorage {
         try {
           return inner.readStream(uri, start);
         } catch (error) {
-          if (!transient(error) || attempt >= TRIES) throw error;
+          if (!transient(error) || attempt >= tries) throw error;
         }
       }
     },
