@@ -122,10 +122,19 @@ export class McpTools {
     if (!connection) {
       connection = (async () => {
         const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
-        // A connection lost in a call is dropped (and closed: a stdio server's process must not outlive it).
+        // A connection that failed a call is dropped: later calls connect again. It is closed (a stdio server's process
+        // must not outlive it) once its other calls have ended: over HTTP one refused request (a proxy's 502) says
+        // nothing of the others in flight, and closing under them would fail calls the server is running, which their
+        // retries would run again.
+        let inFlight = 0;
+        let dropped = false;
+        const closeWhenIdle = () => {
+          if (dropped && inFlight === 0) void client.close().catch(() => undefined);
+        };
         const forget = () => {
           if (this.connections.get(server.name) === connection) this.connections.delete(server.name);
-          void client.close().catch(() => undefined);
+          dropped = true;
+          closeWhenIdle();
         };
         const transport =
           server.url !== undefined
@@ -153,6 +162,7 @@ export class McpTools {
           timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
           async call(input, context) {
             let result;
+            inFlight += 1;
             try {
               result = await client.callTool(
                 { name: definition.name, arguments: (input ?? {}) as Record<string, unknown> },
@@ -169,6 +179,9 @@ export class McpTools {
                 throw error;
               forget();
               throw new McpServerUnavailableError(server, error);
+            } finally {
+              inFlight -= 1;
+              closeWhenIdle();
             }
             const text = contentText(
               result as { content?: unknown; structuredContent?: unknown; toolResult?: unknown },

@@ -1,4 +1,5 @@
-// A small MCP server for the agent tests: `lookup` answers from a table, `explode` always fails. Run as a stdio server
+// A small MCP server for the agent tests: `lookup` answers from a table, `explode` always fails, `wait` answers after
+// `ms` milliseconds. Run as a stdio server
 // (`node test/support/mcp-server.js`) or served over Streamable HTTP by `startHttpMcpServer()`.
 const { createServer } = require('node:http');
 const { z } = require('zod');
@@ -13,6 +14,14 @@ function buildServer(label) {
     { description: 'Looks a key up', inputSchema: { key: z.string() } },
     async ({ key }) => ({ content: [{ type: 'text', text: `${label} value of ${key}` }] }),
   );
+  server.registerTool(
+    `wait_${label}`,
+    { description: 'Answers after a while', inputSchema: { ms: z.number() } },
+    async ({ ms }) => {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return { content: [{ type: 'text', text: `${label} waited ${ms} ms` }] };
+    },
+  );
   server.registerTool(`explode_${label}`, { description: 'Always fails', inputSchema: {} }, async () => ({
     content: [{ type: 'text', text: `${label} exploded` }],
     isError: true,
@@ -20,13 +29,20 @@ function buildServer(label) {
   return server;
 }
 
-/** Serves the tools over Streamable HTTP (stateless: a server per request); resolves to { url, calls, close }. */
-async function startHttpMcpServer() {
+/**
+ * Serves the tools over Streamable HTTP (stateless: a server per request); resolves to { url, calls, close }. `refuse`,
+ * given a request's JSON-RPC body, says to answer it 502 as a proxy in front of the server would, never reaching it.
+ */
+async function startHttpMcpServer({ refuse } = {}) {
   const calls = [];
   const http = createServer(async (request, response) => {
     const chunks = [];
     for await (const chunk of request) chunks.push(chunk);
     const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString('utf8')) : undefined;
+    if (refuse && refuse(body)) {
+      response.writeHead(502, { 'content-type': 'text/plain' }).end('Bad Gateway');
+      return;
+    }
     if (body && body.method === 'tools/call') calls.push(body.params.name);
     const server = buildServer('http');
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
