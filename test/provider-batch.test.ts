@@ -360,6 +360,40 @@ it('cancelled, cancels its provider batches and writes every result that came ba
   expect(new Set(lines.map((line) => line.id)).size).toBe(lines.length);
 });
 
+it('creates its own provider batch when run again soon after a cancelled run of the same batch and items', async () => {
+  // The run cancelled its provider batch; a resume within the hour lists it (same batch, part, attempt and items), and
+  // must not take it for its own: it would wait on a batch that answers nothing more.
+  suite.servers.simulator.configure({ providerBatches: { speed: 10, processingSeconds: { min: 60, max: 60 } } });
+  const directory = batchDirectory();
+  const source = writeTaskFile(
+    directory,
+    Array.from({ length: 4 }, (_, index) => ({ id: `again-${index}`, prompt: `item ${index}` })),
+  );
+  const first = await start({ source });
+  await waitFor('the provider batch to be created', () => suite.servers.simulator.batchStats().batchesCreated === 1);
+  await first.handle.cancel();
+  await expect(first.handle.result()).rejects.toThrow(WorkflowFailedError);
+  expect(suite.servers.simulator.batchStats().cancelled).toBe(1);
+
+  suite.servers.simulator.configure(FAST);
+  const again = await suite.servers.server.client.workflow.start('providerBatch', {
+    taskQueue: suite.stack.taskQueue,
+    workflowId: `${first.batchId}-again`,
+    args: [
+      {
+        batchId: first.batchId,
+        spool: path.join(batchDirectory(), 'spool'),
+        source,
+        options: { pollIntervalMs: 200, maxPollIntervalMs: 1000 },
+      } satisfies ProviderBatchInput,
+    ],
+  });
+  const result: ProviderBatchResult = await again.result();
+  expect(suite.servers.simulator.batchStats().batchesCreated).toBe(2);
+  expect(result.providerBatches.map((batch) => batch.status)).toEqual(['completed']);
+  expect(linesOf(result).map((line) => line.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
+});
+
 it('skips the ids a resume already has ok', async () => {
   const directory = batchDirectory();
   const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `r-${index}`, prompt: `item ${index}` }));

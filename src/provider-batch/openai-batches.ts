@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import OpenAI, { toStreamingFile } from 'openai';
 import type { Batch } from 'openai/resources/batches';
 import type { ObjectStorage } from '../store';
@@ -6,10 +7,17 @@ import { retryableStatus, textLines } from './response-lines';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
-/** The metadata that names a part's provider batch, so a retry can find the batch a lost attempt created. */
-export function partMetadata(key: Pick<PartKey, 'batchId' | 'part' | 'attempt' | 'digest'>): Record<string, string> {
+/**
+ * The metadata that names a part's provider batch, so a retry finds the batch a lost attempt created: the fanout batch,
+ * the run (its spool: a resume within the lookup's hour would otherwise take the cancelled batch of the run it resumes
+ * for its own), the part, its attempt and its items.
+ */
+export function partMetadata(
+  key: Pick<PartKey, 'batchId' | 'spool' | 'part' | 'attempt' | 'digest'>,
+): Record<string, string> {
   return {
     fanout_batch: key.batchId.slice(0, 512),
+    fanout_run: createHash('sha256').update(key.spool).digest('hex').slice(0, 32),
     fanout_part: String(key.part),
     fanout_attempt: String(key.attempt),
     fanout_digest: key.digest.slice(0, 32),

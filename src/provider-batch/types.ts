@@ -27,6 +27,8 @@ export interface ProviderBatchClient {
 /** What makes a submission unique: the fanout batch, the part and the attempt (a new one after `token_limit_exceeded`). */
 export interface PartKey {
   batchId: string;
+  /** The run's spool: a batch run again (a resume) has a new one, and must not take the earlier run's batches. */
+  spool: string;
   part: number;
   /** The part's digest (BatchPart.digest). */
   digest: string;

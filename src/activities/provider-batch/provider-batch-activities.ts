@@ -80,6 +80,7 @@ export function createProviderBatchActivities(
   };
   const keyOf = (input: PartAttempt): PartKey => ({
     batchId: input.batchId,
+    spool: input.spool,
     part: input.part.index,
     digest: input.part.digest,
     attempt: input.attempt,
