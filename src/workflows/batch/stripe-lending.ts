@@ -1,12 +1,5 @@
-import { patched } from '@temporalio/workflow';
 import { slotsLentSignal } from './messages';
 import { stripeConcurrency } from '../../contract/batch';
-
-/**
- * Lending between stripes (gated: the signals are new commands of the batch, and a batch from before it replays without
- * them; asked only when there is something to lend, so a batch of one stripe pays no marker).
- */
-export const LENDING_PATCH = 'stripe-lending';
 
 /** Adds `count` to a stripe's calls in `calls`. */
 function add(calls: Map<number, number>, stripe: number, count: number): void {
@@ -98,7 +91,7 @@ export class StripeLending {
     const running = Array.from({ length: this.batch.width() }, (_, index) => index).filter(
       (index) => !this.ended.has(index),
     );
-    if (calls <= 0 || running.length === 0 || this.batch.stopped() || !patched(LENDING_PATCH)) return;
+    if (calls <= 0 || running.length === 0 || this.batch.stopped()) return;
     for (const [position, to] of running.entries())
       await this.give(to, stripeConcurrency(calls, running.length, position));
   }

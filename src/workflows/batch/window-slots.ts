@@ -1,8 +1,5 @@
-import { CancellationScope, getExternalWorkflowHandle, patched, setHandler } from '@temporalio/workflow';
+import { CancellationScope, getExternalWorkflowHandle, setHandler } from '@temporalio/workflow';
 import { slotsFreedSignal, slotsLentSignal, successorSignal } from './messages';
-
-/** Slots returned while a window hands over are its successor's once, not twice (asked only when that happens). */
-const FREED_ONCE_PATCH = 'hand-over-freed-once';
 
 /** What a window's slots depend on: its concurrency and windowCalls, and the calls one lane runs at once. */
 export interface WindowSlotsOptions {
@@ -91,8 +88,8 @@ export class WindowSlots {
   /** What the successor starts with, the window handing over with `inFlight` calls out. */
   handOver(inFlight: number): { inFlight: number; lent?: number } {
     // Slots returned since handingOver() are out of `borrowed` already, so the successor's room has them: passed on too,
-    // they would be counted twice (gated: a window from before it passed them on).
-    if (this.freed > 0 && patched(FREED_ONCE_PATCH)) this.freed = 0;
+    // they would be counted twice.
+    this.freed = 0;
     // The successor starts with the room of every call still out: this window's and what its predecessor still holds.
     return { inFlight: inFlight + this.borrowed, ...(this.lent > 0 ? { lent: this.lent } : {}) };
   }
