@@ -41,7 +41,7 @@ import { resolveAutoRoute } from '../../contract/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
 import { stripeStarts } from './stripe-plan';
-import { StripeLending } from './stripe-lending';
+import { StripeLending } from './slot-ledger';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
@@ -141,7 +141,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     width: () => width,
     newestWindow: async (stripe) => {
       const newest = Math.max(-1, ...[...running.keys()].filter((window) => window % width === stripe));
-      return newest < 0 ? undefined : await started.get(newest);
+      const handle = newest < 0 ? undefined : await started.get(newest);
+      return handle && { lend: (count: number) => handle.signal(slotsLentSignal, count) };
     },
     hasWindow: (stripe) => [...running.keys()].some((window) => window % width === stripe),
     stopped: () => fatal !== undefined || stoppedBy !== undefined || CancellationScope.current().consideredCancelled,
