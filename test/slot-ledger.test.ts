@@ -113,11 +113,15 @@ class BatchModel {
     if (predecessor?.batchRunning) this.send({ kind: 'successor', to: predecessor.id, successor: id });
   }
 
-  /** The batch's loop: the next hand-over starts a successor, unless the batch stopped. */
+  /** The batch's loop: the next hand-over starts a successor (borrowing nothing of a window that ended), unless stopped. */
   startSuccessor(): void {
     const handOver = this.handOvers.shift();
-    if (handOver && !this.stopped)
-      this.startWindow(handOver.window + this.scenario.width, { inFlight: handOver.inFlight, lent: handOver.lent });
+    if (!handOver || this.stopped) return;
+    const ended = this.windows.get(handOver.window)?.mode === 'ended';
+    this.startWindow(handOver.window + this.scenario.width, {
+      inFlight: ended ? 0 : handOver.inFlight,
+      lent: handOver.lent,
+    });
   }
 
   deliver(index: number): void {
@@ -142,11 +146,13 @@ class BatchModel {
       window.ledger.notTaken(lent);
   }
 
-  /** Whether window.ts's loop would end the window now (every signal to it handled, its hand-over dealt with). */
+  /**
+   * Whether window.ts's loop would end the window now (every signal to it handled). Its hand-over may still wait in the
+   * batch: both can come to the batch in one workflow task, and then the order of their handlers is the SDK's.
+   */
   canEnd(window: ModelWindow): boolean {
     if (window.mode === 'ended' || window.ledger.inFlight > 0) return false;
     if (this.transit.some((message) => message.to === window.id)) return false;
-    if (this.handOvers.some((handOver) => handOver.window === window.id)) return false;
     if (window.ledger.handedOver && !window.handOverSent) return false;
     if (window.mode === 'running') return window.ranOut;
     if (window.mode === 'draining') return window.ledger.settled();

@@ -78,6 +78,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const started = new Map<number, Promise<ChildWorkflowHandle<typeof batchWindow> | undefined>>();
   let largestRunHistory = 0;
   const handOvers: HandOver[] = [];
+  /** Windows whose result has come (each holds no call from then on). */
+  const ended = new Set<number>();
   let stoppedBy: BatchStopReason | undefined;
   let fatal: { type: string; message: string } | undefined;
   let pacing: PacingStatus | undefined;
@@ -193,6 +195,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
         .run(() => handle.result())
         .then(
           async (result: WindowResult) => {
+            ended.add(window);
             lanesPerWindow[window] = result.lanes;
             unsealed.push(...result.unsealed);
             addCounters(counters, result.counters);
@@ -296,7 +299,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       const handOver = handOvers.shift();
       if (handOver && fatal === undefined && stoppedBy === undefined) {
         const { window, ...rest } = handOver;
-        await startWindow(window + width, { ...rest, borrowed: handOver.inFlight });
+        // A window whose result came before its hand-over was dealt with (both in one workflow task) held nothing when it
+        // ended, and nothing will return what it held then: its successor borrows none of it.
+        await startWindow(window + width, { ...rest, borrowed: ended.has(window) ? 0 : handOver.inFlight });
         continue;
       }
       if (running.size === 0 && handOvers.length === 0) break;
