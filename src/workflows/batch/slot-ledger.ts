@@ -19,7 +19,8 @@ import { stripeConcurrency } from '../../contract/batch';
  *    window when the call ends; after the window's hand-over, on to its successor (slotsFreed), which started with it
  *    borrowed. The hand-over's count is taken after the window stopped starting calls, so what came back before it is
  *    in neither that count nor `freed` (once, not twice). A draining window's borrowed slots are its successor's as they
- *    come back. When a stripe's last window ends, its share and what it was lent go to the batch, which lends them to
+ *    come back. A window that ends holds nothing: the batch gives its successor all it borrowed, and a successor started
+ *    after it ended borrows none (batch.ts). When a stripe's last window ends, its share and what it was lent go to the batch, which lends them to
  *    the stripes still running once none of the stripe's windows runs; with none running, or the batch stopped, they
  *    are `returned`. A batch that ran to its end without a stop has returned exactly its concurrency.
  *
