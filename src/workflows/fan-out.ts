@@ -5,7 +5,7 @@ import { resolveRunOptions } from '../contract/run-options';
 import { validateFanOutInput } from '../contract/validation';
 import { TaskRun } from './task-run';
 import { validateOrFail } from './input';
-import { inLanes } from './lanes';
+import { inLanes } from '../contract/in-lanes';
 import { eventsQuery, progressQuery } from './messages';
 
 /** Runs tasks 0..count-1 of `run` in input order, at most `lanes` at once, until done or stopped. */

@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import type { BatchEntry, BatchResultLine } from '../../contract/batch';
 import { InvalidInputError } from '../../contract/validation';
+import { inLanes } from '../../contract/in-lanes';
 import {
   assembleSink,
   carryOkLines,
@@ -262,20 +263,23 @@ export function createBatchActivities(
         // Fail-fast: the window hears of a failure when the lane returns, so the lane returns now (its open calls end).
         if (line.status === 'failed' && input.stopAtFailure) failedFast = true;
       };
-      // `parallel` slots share one cursor over the items; none takes another once the lane is ending. Not p-limit: it
-      // would queue a promise for every item of the lane up front, and a worker runs hundreds of lanes of up to 100.
+      // `parallel` calls at once over the items (those an earlier attempt answered skipped); none is taken once the lane
+      // is ending.
       let next = 0;
-      const slot = async (): Promise<void> => {
+      const take = (): number | undefined => {
         while (fatal === undefined && !failedFast && !lane.signal.aborted && next < input.entries.length) {
           const index = next++;
-          if (done.has(index)) continue;
-          try {
-            await runOne(index);
-          } catch (error) {
-            fatal ??= error;
-            // Whatever ends the lane ends its other calls first: nothing it started outlives it.
-            lane.abort(error);
-          }
+          if (!done.has(index)) return index;
+        }
+        return undefined;
+      };
+      const call = async (index: number): Promise<void> => {
+        try {
+          await runOne(index);
+        } catch (error) {
+          fatal ??= error;
+          // Whatever ends the lane ends its other calls first: nothing it started outlives it.
+          lane.abort(error);
         }
       };
       // Every 15 s, or 40% of a shorter heartbeat timeout the run asked for: a lane that heartbeats less often than its
@@ -287,7 +291,7 @@ export function createBatchActivities(
       );
       const heartbeat = setInterval(() => context.heartbeat(), heartbeatEvery);
       try {
-        await Promise.all(Array.from({ length: Math.max(1, Math.min(input.parallel, input.entries.length)) }, slot));
+        await inLanes(Math.max(1, Math.min(input.parallel, input.entries.length)), take, call);
       } finally {
         clearInterval(heartbeat);
         context.cancellationSignal.removeEventListener('abort', onCancel);

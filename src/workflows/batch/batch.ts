@@ -40,7 +40,7 @@ import { resolveAutoRoute } from '../../contract/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
 import { stripeStarts } from './stripe-plan';
-import { StripeLending } from './stripe-lending';
+import { StripeLending } from './slot-ledger';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
@@ -75,6 +75,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const started = new Map<number, Promise<ChildWorkflowHandle<typeof batchWindow> | undefined>>();
   let largestRunHistory = 0;
   const handOvers: HandOver[] = [];
+  /** Windows whose result has come (each holds no call from then on). */
+  const ended = new Set<number>();
   let stoppedBy: BatchStopReason | undefined;
   let fatal: { type: string; message: string } | undefined;
   let pacing: PacingStatus | undefined;
@@ -136,7 +138,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     width: () => width,
     newestWindow: async (stripe) => {
       const newest = Math.max(-1, ...[...running.keys()].filter((window) => window % width === stripe));
-      return newest < 0 ? undefined : await started.get(newest);
+      const handle = newest < 0 ? undefined : await started.get(newest);
+      return handle && { lend: (count: number) => handle.signal(slotsLentSignal, count) };
     },
     hasWindow: (stripe) => [...running.keys()].some((window) => window % width === stripe),
     stopped: () => fatal !== undefined || stoppedBy !== undefined || CancellationScope.current().consideredCancelled,
@@ -187,6 +190,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
         .run(() => handle.result())
         .then(
           async (result: WindowResult) => {
+            ended.add(window);
             lanesPerWindow[window] = result.lanes;
             unsealed.push(...result.unsealed);
             addCounters(counters, result.counters);
@@ -290,7 +294,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       const handOver = handOvers.shift();
       if (handOver && fatal === undefined && stoppedBy === undefined) {
         const { window, ...rest } = handOver;
-        await startWindow(window + width, { ...rest, borrowed: handOver.inFlight });
+        // A window whose result came before its hand-over was dealt with (both in one workflow task) held nothing when it
+        // ended, and nothing will return what it held then: its successor borrows none of it.
+        await startWindow(window + width, { ...rest, borrowed: ended.has(window) ? 0 : handOver.inFlight });
         continue;
       }
       if (running.size === 0 && handOvers.length === 0) break;

@@ -27,6 +27,7 @@ import { failureOf, FATAL_TYPES } from './failures';
 import { AgentItems } from './agent-item';
 import type { WindowInput, WindowResult } from './window-contract';
 import { WindowSlots } from './window-slots';
+import { WindowLedger } from './slot-ledger';
 
 export type { WindowInput, WindowResult, WindowStart } from './window-contract';
 
@@ -60,7 +61,6 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
   let unstarted = input.unstarted;
   let callMs = input.callMs;
   let pacing: PacingStatus | undefined;
-  let inFlight = 0;
   let sequence = 0;
   let stoppedBy: BatchStopReason | undefined;
   let fatal: { type: string; message: string } | undefined;
@@ -86,19 +86,22 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     input.window > 0,
   );
 
-  const slots = new WindowSlots(
-    input,
-    { concurrency: options.concurrency, windowCalls: options.windowCalls, parallel, maxLanes: MAX_LANES_PER_WINDOW },
-    wake,
-  );
+  // Every count of the window's slots is in its ledger (slot-ledger.ts, with the invariant); the signals in `slots`.
+  const ledger = new WindowLedger(input, {
+    concurrency: options.concurrency,
+    windowCalls: options.windowCalls,
+    parallel,
+    maxLanes: MAX_LANES_PER_WINDOW,
+  });
+  const slots = new WindowSlots(ledger, wake);
   setHandler(windowProgressQuery, (): WindowProgress => ({
     window: input.window,
     counters,
-    inFlight,
+    inFlight: ledger.inFlight,
     lanes: sequence,
     historyLength: workflowInfo().historyLength,
     mode,
-    borrowed: slots.borrowed,
+    borrowed: ledger.borrowed,
     ...(pacing ? { pacing } : {}),
     ...(agents.running.size > 0 ? { agents: [...agents.running] } : {}),
   }));
@@ -151,7 +154,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   /** Runs a lane (or an agent item) in the window's scope, counting `calls` in flight until it has ended. */
   const track = (lane: string, entries: BatchEntry[], calls: number, work: () => Promise<LaneResult>): void => {
-    inFlight += calls;
+    ledger.started(calls);
     const run: Promise<void> = scope
       .run(work)
       .then(add, async (error: unknown) => {
@@ -160,9 +163,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
         else await settleFailed(lane, entries, error);
       })
       .finally(() => {
-        inFlight -= calls;
+        ledger.ended(calls);
         running.delete(run);
-        if (mode === 'draining') slots.ended(calls);
         wake();
       });
     running.add(run);
@@ -201,7 +203,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   // Each lane still out at a hand-over adds about four events as it ends. Temporal's continue-as-new suggestion (4,096
   // events) is not used: a hand-over is cheap but not free; a window stays well inside the 10,240 it warns at.
-  const historyBudget = () => Math.max(2000, HISTORY_CEILING - 4 * slots.wide(lanesWide) - 200);
+  const historyBudget = () => Math.max(2000, HISTORY_CEILING - 4 * ledger.wide(lanesWide) - 200);
   const outOfHistory = (): boolean => {
     const info = workflowInfo();
     return sequence > 0 && (info.historyLength >= historyBudget() || info.historySize >= HISTORY_BYTES);
@@ -209,7 +211,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   const handOver = async (): Promise<void> => {
     mode = 'draining';
-    slots.handingOver();
+    ledger.handingOver();
     await reader.settle();
     const next: HandOver = {
       window: input.window,
@@ -217,7 +219,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       end: input.end,
       firstPage: reader.handOff(HAND_OFF_ENTRIES),
       retries: retries.splice(0),
-      ...slots.handOver(inFlight),
+      ...ledger.handOver(),
       unstarted,
       ...(callMs === undefined ? {} : { callMs }),
       // What this window's agents still hold counts as spent there (their spend after the hand-over is this window's).
@@ -228,7 +230,7 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
 
   const shape = () => ({
     unstarted,
-    concurrency: slots.wide(lanesWide),
+    concurrency: ledger.wide(lanesWide),
     callMs,
     maxDepth: options.itemsPerActivity,
     share,
@@ -241,14 +243,14 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       return true;
     }
     for (;;) {
-      const room = slots.room(inFlight);
+      const room = ledger.room();
       if (room > 0 && retries.length > 0) {
         const retry = retries.shift() as LaneRetry;
         startLane([retry.entry], retry.attempts);
         continue;
       }
       // A wave of lanes' worth of entries buffered ahead: lanes ending together must not wait on a page read.
-      reader.readAhead(slots.wide(lanesWide) * parallel * laneDepth(shape()) * 2);
+      reader.readAhead(ledger.wide(lanesWide) * parallel * laneDepth(shape()) * 2);
       if (room > 0 && reader.buffered() > 0) {
         // An agent entry waits while MAX_AGENTS_PER_WINDOW run (Temporal refuses a 2,001st pending child).
         const entries = reader.takeNext(Math.min(laneDepth(shape()) * parallel, reader.buffered()), agents.hasRoom());
@@ -272,14 +274,14 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     }
     if (mode === 'draining') {
       // Retries of lanes that ended after the hand-over run here, in the slots those lanes held.
-      while (retries.length > 0 && slots.takeFreed()) {
+      while (retries.length > 0 && ledger.takeFreed()) {
         const retry = retries.shift() as LaneRetry;
         startLane([retry.entry], retry.attempts);
       }
       await slots.passOn();
     }
     const nothingToStart = mode !== 'running' || (!reader.hasMore() && retries.length === 0);
-    const settled = mode !== 'draining' || (retries.length === 0 && slots.settled());
+    const settled = mode !== 'draining' || (retries.length === 0 && ledger.settled());
     if (running.size === 0 && nothingToStart && settled) break;
     try {
       if (mode === 'stopping') await CancellationScope.nonCancellable(() => condition(() => changed !== seen));
@@ -305,8 +307,8 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
     counters,
     ...(stoppedBy === undefined ? {} : { stoppedBy }),
     ...(fatal === undefined ? {} : { fatal }),
-    handedOver: slots.handedOver,
-    ...(slots.unpassed() > 0 ? { lent: slots.unpassed() } : {}),
+    handedOver: ledger.handedOver,
+    ...(ledger.unpassed() > 0 ? { lent: ledger.unpassed() } : {}),
     historyLength: workflowInfo().historyLength,
     ...(callMs === undefined ? {} : { callMs }),
     ...(pacing ? { pacing } : {}),

@@ -8,7 +8,7 @@ import {
 import type { PartCollected, ProviderBatchActivities } from '../../contract/provider-batch';
 import type { ProviderBatchStatus } from '../../contract/provider-batch';
 import { progressOf, usageOf, type PartState } from './progress';
-import { inLanes } from '../lanes';
+import { inLanes } from '../../contract/in-lanes';
 import type {
   ProviderBatchHooks,
   ProviderBatchInfo,
