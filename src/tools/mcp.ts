@@ -121,7 +121,7 @@ export class McpTools {
     let connection = this.connections.get(server.name);
     if (!connection) {
       connection = (async () => {
-        const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
+        const client = new Client({ name: 'temporal-fanout', version: '0.2.0' });
         // A connection lost in a call is dropped (and closed: a stdio server's process must not outlive it).
         const forget = () => {
           if (this.connections.get(server.name) === connection) this.connections.delete(server.name);
