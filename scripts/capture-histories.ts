@@ -3,13 +3,13 @@
  *
  *   npm run fixtures:capture                         # every scenario; refuses to overwrite an existing fixture
  *   npm run fixtures:capture -- --only batch-small   # some scenarios (comma-separated names)
- *   npm run fixtures:capture -- --label scan-v2      # writes <name>.scan-v2.json beside the old shape
+ *   npm run fixtures:capture -- --label v0-3-0       # writes <name>.v0-3-0.json beside the last release's
  *   npm run fixtures:capture -- --force              # replaces existing fixtures of the same names
  *
  * It starts its own dev server, simulator and worker (workflows bundled from src/, not dist/, so the fixtures are of
  * the code in the tree). Each scenario runs under the workflow id that is its name: the replay test passes the file
- * name up to its first dot back as the workflow id. Fixtures of a shape that in-flight runs may still have are kept
- * (CONTRIBUTING.md, "Changing workflow code"): capture the new shape under a label instead of overwriting.
+ * name up to its first dot back as the workflow id. Fixtures are kept per release, labelled with its version
+ * (CONTRIBUTING.md, "Replay fixtures"): a release's are captured beside the last release's, never over them.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

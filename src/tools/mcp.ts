@@ -121,7 +121,7 @@ export class McpTools {
     let connection = this.connections.get(server.name);
     if (!connection) {
       connection = (async () => {
-        const client = new Client({ name: 'temporal-fanout', version: '0.1.0' });
+        const client = new Client({ name: 'temporal-fanout', version: '0.2.0' });
         // A connection that failed a call is dropped: later calls connect again. It is closed (a stdio server's process
         // must not outlive it) once its other calls have ended: over HTTP one refused request (a proxy's 502) says
         // nothing of the others in flight, and closing under them would fail calls the server is running, which their

@@ -1,5 +1,5 @@
 /**
- * The register of patch ids (CONTRIBUTING.md, "Changing workflow code"). Every `patched()` and `deprecatePatch()` call
+ * The register of patch ids (CONTRIBUTING.md, "Changing workflow code"). Every call of `patched` and `deprecatePatch`
  * under src/ names its id as a string literal, and the id is here at the step its call is at: test/patches.test.ts holds
  * the two together. A release adds at most one id (all of its command changes go under it), deprecates the one before
  * it, and removes the one before that.
@@ -7,7 +7,7 @@
 
 /** Where a patch is in its life, one release per step. */
 export type PatchStep =
-  /** `patched('<id>')` with both branches: runs from the release before still replay. */
+  /** Asked with `patched`, both branches kept: runs from the release before still replay. */
   | 'patched'
   /** `deprecatePatch('<id>')`, the old branch deleted: runs from the release that added it still replay. */
   | 'deprecated'
@@ -19,7 +19,7 @@ export interface Patch {
   readonly id: string;
   /** What runs on the new branch do differently: the commands that changed. */
   readonly change: string;
-  /** The release that added the `patched()` call, e.g. `0.3.0`. One id per release. */
+  /** The release that added the id (its `patched` call), e.g. `0.3.0`. One id per release. */
   readonly release: string;
   readonly step: PatchStep;
 }
