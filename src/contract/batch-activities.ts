@@ -108,23 +108,30 @@ export interface AssembledSink {
   counts: SinkCounts;
 }
 
+/** What a batch's scan reads and where it keeps what it finds. */
+export interface ScanInput {
+  source: string;
+  sink: string;
+  spool: string;
+  resume: boolean;
+  firstPageSize: number;
+  /** Cut the file into this many stripes (ScanResult.stripes), when more than one. */
+  stripes?: number;
+}
+
+/** A page of the file a batch runs: up to `limit` entries from `offset`, none at or past `end` (default its size). */
+export interface PageInput {
+  file: string;
+  fileBytes: number;
+  offset: number;
+  limit: number;
+  end?: number;
+}
+
 /** The activities of the batch workflows: scanning and paging the task file, running lanes, writing the sink. */
 export interface BatchActivities {
-  scanBatchSource(input: {
-    source: string;
-    sink: string;
-    spool: string;
-    resume: boolean;
-    firstPageSize: number;
-    stripes?: number;
-  }): Promise<ScanResult>;
-  readBatchPage(input: {
-    file: string;
-    fileBytes: number;
-    offset: number;
-    limit: number;
-    end?: number;
-  }): Promise<BatchPage>;
+  scanBatchSource(input: ScanInput): Promise<ScanResult>;
+  readBatchPage(input: PageInput): Promise<BatchPage>;
   runBatchLane(input: LaneInput): Promise<LaneResult>;
   readRetryEntries(input: { uri: string }): Promise<BatchEntry[]>;
   sealBatchLane(input: {

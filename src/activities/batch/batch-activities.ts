@@ -33,6 +33,8 @@ import type {
   LaneInput,
   LaneLedger,
   LaneResult,
+  PageInput,
+  ScanInput,
   ScanResult,
 } from '../../contract/batch-activities';
 import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
@@ -89,15 +91,7 @@ export function createBatchActivities(
      * spools stopped runs left) into its own spool, and copies the task lines still to run to `todo.jsonl`, which the
      * batch then runs: no set of ids is kept anywhere while it runs.
      */
-    async scanBatchSource(input: {
-      source: string;
-      sink: string;
-      spool: string;
-      resume: boolean;
-      firstPageSize: number;
-      /** Cut the file into this many stripes (ScanResult.stripes), when more than one. */
-      stripes?: number;
-    }): Promise<ScanResult> {
+    async scanBatchSource(input: ScanInput): Promise<ScanResult> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(async () => {
           let file = input.source;
@@ -147,13 +141,7 @@ export function createBatchActivities(
     },
 
     /** Up to `limit` entries from `offset` on, none at or past `end` (a stripe's end; default the file's scanned size). */
-    async readBatchPage(input: {
-      file: string;
-      fileBytes: number;
-      offset: number;
-      limit: number;
-      end?: number;
-    }): Promise<BatchPage> {
+    async readBatchPage(input: PageInput): Promise<BatchPage> {
       return heartbeating(STORAGE_HEARTBEAT_MS, () =>
         mapped(() => readEntries(storage, input.file, input.offset, input.limit, input.end ?? input.fileBytes)),
       );
