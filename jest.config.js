@@ -4,6 +4,7 @@ module.exports = {
   roots: ['<rootDir>/test'],
   testMatch: ['**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   setupFiles: ['<rootDir>/test/support/quiet-logs.ts'],
   // The slowest files first (test/support/timings.json, `npm run test:timings`), so no long file starts last.
   testSequencer: '<rootDir>/test/support/test-sequencer.js',

@@ -1,17 +1,30 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { ensureDistBuilt } from './dist-build';
+import { createRunDirectory } from './run-directory';
+import { suiteRun } from './suite-run';
 
 /**
- * Builds once per suite: dist/ for the worker and CLI processes the tests spawn, and the workflow bundle every
- * in-process worker loads (bundling per worker would cost seconds each), only when the sources changed since.
+ * Once per run, before any test file: dist/ for the worker and CLI processes the tests spawn, and the workflow bundle
+ * every in-process worker loads (bundling per worker would cost seconds each), rebuilt only when the sources changed;
+ * the Temporal CLI; and a directory for everything the run writes (temporary files, the payload store), removed after it.
  */
 export default async function globalSetup(): Promise<void> {
   const root = path.resolve(__dirname, '..', '..');
-  await ensureDistBuilt(root);
-  process.env.FANOUT_WORKFLOW_BUNDLE = path.join(root, 'dist', 'workflow-bundle.js');
   // The Temporal CLI is found or built once here, not inside a test's timeout.
   process.env.TEMPORAL_CLI = execFileSync('bash', [path.join(root, 'scripts', 'ensure-temporal.sh')], {
     encoding: 'utf8',
   }).trim();
+  const directory = createRunDirectory();
+  // From here on every process of the run (jest's workers, the workers and CLIs the tests spawn) writes its temporary
+  // files and its payload store into the run's directory, not /tmp or ~/.local/share.
+  Object.assign(process.env, directory.environment);
+  suiteRun.set({ directory });
+  try {
+    await ensureDistBuilt(root);
+    process.env.FANOUT_WORKFLOW_BUNDLE = path.join(root, 'dist', 'workflow-bundle.js');
+  } catch (error) {
+    await suiteRun.end();
+    throw error;
+  }
 }

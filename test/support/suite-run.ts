@@ -1,0 +1,21 @@
+import type { RunDirectory } from './run-directory';
+
+/** What global-setup.ts starts for the run and global-teardown.ts ends. */
+interface SuiteRun {
+  directory: RunDirectory;
+}
+
+// Jest loads the setup and the teardown modules apart; a global of this process is what the two share.
+const holder = globalThis as { fanoutSuiteRun?: SuiteRun };
+
+export const suiteRun = {
+  set(run: SuiteRun): void {
+    holder.fanoutSuiteRun = run;
+  },
+  /** Removes the run's directory. */
+  async end(): Promise<void> {
+    const run = holder.fanoutSuiteRun;
+    holder.fanoutSuiteRun = undefined;
+    run?.directory.remove();
+  },
+};
