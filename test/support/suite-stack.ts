@@ -93,8 +93,9 @@ export function simulatorEnvironment(simulator: Simulator): Record<string, strin
 }
 
 /**
- * `useTestServers` and `fanout worker` processes on top, stopped after the tests: `spawnWorker` starts one on
- * `taskQueue` that calls the simulator (`simulatorEnvironment`, plus `env`).
+ * `useTestServers` and `fanout worker` processes on top: `spawnWorker` starts one on `taskQueue` that calls the
+ * simulator (`simulatorEnvironment`, plus `env`). Each is stopped after the test that started it, so that a test's
+ * workers do not go on polling and working through the tests after it.
  *
  * @example
  * const suite = useWorkerProcesses();
@@ -105,11 +106,16 @@ export function useWorkerProcesses(options: TestServersOptions = {}): {
   spawnWorker(taskQueue: string, env?: Record<string, string>): Promise<WorkerProcess>;
 } {
   const workers: WorkerProcess[] = [];
+  const stopWorkers = async () => {
+    for (const worker of workers.splice(0)) await worker.stop();
+  };
+  afterEach(stopWorkers);
   const suite = useTestServers({
     ...options,
     beforeStop: async () => {
       await options.beforeStop?.();
-      for (const worker of workers) await worker.stop();
+      // Those started in a hook of the file rather than in a test.
+      await stopWorkers();
     },
   });
   return {
