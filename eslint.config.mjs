@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '*.js', '*.mjs', 'scripts/**', '.exp/**'] },
+  { ignores: ['dist/**', '.dist-*/**', 'node_modules/**', 'coverage/**', '*.js', '*.mjs', 'scripts/**', '.exp/**'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],

@@ -1,17 +1,19 @@
 // Bundles the compiled workflows once at build time, so workers start in about a second instead of
-// bundling on every start (workers pick up dist/workflow-bundle.js by themselves).
+// bundling on every start (workers pick up dist/workflow-bundle.js by themselves). An argument names another build
+// directory than dist/ (the tests build into a staging directory first: test/support/dist-build.ts).
 const { writeFileSync } = require('node:fs');
 const path = require('node:path');
 const { bundleWorkflowCode } = require('@temporalio/worker');
 
 async function main() {
-  const dist = path.resolve(__dirname, '..', 'dist');
+  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', 'dist'));
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve(path.join(dist, 'workflows')),
     // The SDK needs an inline source map (it maps workflow stack traces with it), but not the sources inside it: every
     // workflow thread holds the map and its parsed form, and the 1.7 MB of zod, SDK and project sources in it made an
     // idle worker about 30 MB larger. Stack traces still name the original file, line and column.
-    webpackConfigHook: (config) => ({ ...config, devtool: 'inline-nosources-source-map' }),
+    // Module ids relative to the build directory, so that a build staged elsewhere (the tests') bundles the same code.
+    webpackConfigHook: (config) => ({ ...config, context: dist, devtool: 'inline-nosources-source-map' }),
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error },
   });
   writeFileSync(path.join(dist, 'workflow-bundle.js'), code);

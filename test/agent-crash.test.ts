@@ -1,11 +1,14 @@
 import path from 'node:path';
 import { FanoutClient } from '../src/client/fanout-client';
 import { modelCalls, toolCalls } from './support/agents';
-import { useWorkerProcesses } from './support/suite-stack';
+import { QUICK_LOST_WORKER_DETECTION, useWorkerProcesses } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-const suite = useWorkerProcesses({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
+const suite = useWorkerProcesses({
+  simulator: { latency: { minMs: 20, maxMs: 20 } },
+  env: QUICK_LOST_WORKER_DETECTION,
+});
 
 it('resumes an agent on another worker after a SIGKILL mid-agent, repeating no finished model call or tool call', async () => {
   const taskQueue = uniqueName('agent-crash');

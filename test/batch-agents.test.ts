@@ -6,11 +6,14 @@ import type { SimulatedRequest } from '../src/sim/simulator';
 import { modelCalls, toolCalls } from './support/agents';
 import { agentBatchClient, agentWorkerEnvironment, waitForSent, writeJsonl } from './support/batch-agents';
 import { batchDirectory, readSink } from './support/batch-files';
-import { useWorkerProcesses } from './support/suite-stack';
+import { QUICK_LOST_WORKER_DETECTION, useWorkerProcesses } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-const suite = useWorkerProcesses({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
+const suite = useWorkerProcesses({
+  simulator: { latency: { minMs: 20, maxMs: 20 } },
+  env: QUICK_LOST_WORKER_DETECTION,
+});
 const directory = batchDirectory();
 
 /** How many times each id was sent, of the requests given. */

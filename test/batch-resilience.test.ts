@@ -6,6 +6,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
 import { spawnWorker, type WorkerProcess } from './support/processes';
+import { QUICK_LOST_WORKER_DETECTION } from './support/suite-stack';
 import { startTestServers, uniqueName, type TestServers } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 import { faultCost, requestsOfRun } from './support/request-ledger';
@@ -43,9 +44,8 @@ describe('a batch on worker processes', () => {
     'completes after its worker is SIGKILLed half-way, %s: no answered call sent again, re-sent calls no more than were open at the kill',
     async (_, stripes) => {
       const taskQueue = uniqueName('batch-kill');
-      workers.push(
-        await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
-      );
+      const env = { ...workerEnvironment(servers.simulator), ...QUICK_LOST_WORKER_DETECTION };
+      workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
       const name = 'windowCalls' in stripes ? 'kill-stripes' : 'kill';
       const source = writeTasks(directory, 400, () => 'x [sim latency=300]', name);
       const sink = path.join(directory, `${name}.jsonl`);
@@ -59,9 +59,7 @@ describe('a batch on worker processes', () => {
       await waitFor('half the batch answered', () => answeredCount() >= 200, { timeoutMs: 60_000 });
       await workers[0].kill();
       const killedAt = Date.now();
-      workers.push(
-        await spawnWorker({ address: servers.server.address, taskQueue, env: workerEnvironment(servers.simulator) }),
-      );
+      workers.push(await spawnWorker({ address: servers.server.address, taskQueue, env }));
 
       const summary = await handle.result();
       expect(summary).toMatchObject({ total: 400, succeeded: 400, failed: 0 });

@@ -4,11 +4,11 @@ import path from 'node:path';
 import type { ProviderBatchStats } from '../src/sim/provider-batches';
 import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from '../src/workflows/provider-batch';
 import { batchDirectory, readSink } from './support/batch-files';
-import { useWorkerProcesses } from './support/suite-stack';
+import { QUICK_LOST_WORKER_DETECTION, useWorkerProcesses } from './support/suite-stack';
 import { uniqueName, type TestServers } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
-const suite = useWorkerProcesses();
+const suite = useWorkerProcesses({ env: QUICK_LOST_WORKER_DETECTION });
 
 const ITEMS = 20;
 

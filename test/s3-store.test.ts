@@ -97,8 +97,8 @@ describe('S3 specifics', () => {
 
 describe('a batch on two machines that share no disk', () => {
   const workers: WorkerProcess[] = [];
-  afterAll(async () => {
-    await Promise.all(workers.map((worker) => worker.kill()));
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.kill()));
   });
 
   /** A worker with its own private directory, cwd and home, reaching the batch's files only through S3. */

@@ -145,8 +145,11 @@ describe('a worker and the CLI on a Temporal cluster with a private CA', () => {
     simulator = await startSimulator();
   }, 180_000);
 
-  afterAll(async () => {
+  afterEach(async () => {
     for (const worker of workers.splice(0)) await worker.stop();
+  });
+
+  afterAll(async () => {
     await simulator?.close();
     await cluster?.stop();
   });

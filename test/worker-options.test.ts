@@ -6,10 +6,9 @@ import { useTestServers } from './support/suite-stack';
 import { startTestWorker, type TestWorker } from './support/test-stack';
 
 const workers: TestWorker[] = [];
-const suite = useTestServers({
-  beforeStop: async () => {
-    for (const worker of workers) await worker.stop();
-  },
+const suite = useTestServers();
+afterEach(async () => {
+  for (const worker of workers.splice(0)) await worker.stop();
 });
 
 function tasks(prefix: string, count: number, latencyMs: number): AgentTask[] {

@@ -10,8 +10,10 @@ import { ROOT } from './paths';
  */
 export function screenshotPath(name: string): string {
   if (process.env.REFRESH_DOCS_SCREENSHOTS === '1') return path.join(ROOT, 'docs', name);
-  // One folder per user: another user's folder of the same name would not be writable.
-  const directory = path.join(os.tmpdir(), `temporal-fanout-screenshots-${os.userInfo().username}`);
+  // One folder per user: another user's folder of the same name would not be writable. Under the system's temporary
+  // directory, not the run's (global-setup.ts), which is removed when the run ends.
+  const temporary = process.env.FANOUT_TEST_SYSTEM_TMPDIR ?? os.tmpdir();
+  const directory = path.join(temporary, `temporal-fanout-screenshots-${os.userInfo().username}`);
   mkdirSync(directory, { recursive: true });
   return path.join(directory, name);
 }

@@ -93,23 +93,40 @@ export function simulatorEnvironment(simulator: Simulator): Record<string, strin
 }
 
 /**
- * `useTestServers` and `fanout worker` processes on top, stopped after the tests: `spawnWorker` starts one on
- * `taskQueue` that calls the simulator (`simulatorEnvironment`, plus `env`).
+ * Lost-worker detection in seconds rather than the defaults' tens (FANOUT_LOST_WORKER_MS 15000, FANOUT_SWEEP_INTERVAL_MS
+ * 10000), for the worker processes of crash tests that are not about those defaults: a SIGKILLed worker's calls are
+ * retried some 9 s after the kill instead of 15-25 s. The threshold stays well above the 5 s a presence poll lasts, so
+ * a live worker is never taken for lost (the peers compare last polls, each up to a poll old).
+ */
+export const QUICK_LOST_WORKER_DETECTION: Readonly<Record<string, string>> = {
+  FANOUT_LOST_WORKER_MS: '8000',
+  FANOUT_SWEEP_INTERVAL_MS: '1000',
+};
+
+/**
+ * `useTestServers` and `fanout worker` processes on top: `spawnWorker` starts one on `taskQueue` that calls the
+ * simulator (`simulatorEnvironment`, plus `options.env`, plus `env`). Each is stopped after the test that started it, so
+ * that a test's workers do not go on polling and working through the tests after it.
  *
  * @example
- * const suite = useWorkerProcesses();
+ * const suite = useWorkerProcesses({ env: QUICK_LOST_WORKER_DETECTION });
  * it('survives a SIGKILL', async () => (await suite.spawnWorker(taskQueue)).kill());
  */
-export function useWorkerProcesses(options: TestServersOptions = {}): {
+export function useWorkerProcesses(options: TestServersOptions & { env?: Readonly<Record<string, string>> } = {}): {
   readonly servers: TestServers;
   spawnWorker(taskQueue: string, env?: Record<string, string>): Promise<WorkerProcess>;
 } {
   const workers: WorkerProcess[] = [];
+  const stopWorkers = async () => {
+    for (const worker of workers.splice(0)) await worker.stop();
+  };
+  afterEach(stopWorkers);
   const suite = useTestServers({
     ...options,
     beforeStop: async () => {
       await options.beforeStop?.();
-      for (const worker of workers) await worker.stop();
+      // Those started in a hook of the file rather than in a test.
+      await stopWorkers();
     },
   });
   return {
@@ -121,7 +138,7 @@ export function useWorkerProcesses(options: TestServersOptions = {}): {
       const worker = await spawnWorker({
         address: server.address,
         taskQueue,
-        env: { ...simulatorEnvironment(simulator), ...env },
+        env: { ...simulatorEnvironment(simulator), ...options.env, ...env },
       });
       workers.push(worker);
       return worker;

@@ -6,18 +6,25 @@ import { startDevServer, type DevServer, type DevServerOptions } from '../../src
 import type { SimulatorConfigInput } from '../../src/sim/config';
 import { startSimulator, type Simulator } from '../../src/sim/simulator';
 import { createFanoutWorker, type FanoutWorkerOptions } from '../../src/worker';
+import { connectSharedDevServer } from './shared-dev-server';
 
-/** One dev server and one simulator per test file. */
+/** A dev server and a simulator of the test file's own (the server shared with the jest worker's other files). */
 export interface TestServers {
   server: DevServer;
   simulator: Simulator;
   stop(): Promise<void>;
 }
 
+/**
+ * A simulator, and the jest worker's dev server (`connectSharedDevServer`): a server of the file's own when `server`
+ * options are given (or outside a jest run). `stop()` closes the simulator and the file's connections to the server.
+ */
 export async function startTestServers(
   options: { simulator?: SimulatorConfigInput; server?: DevServerOptions } = {},
 ): Promise<TestServers> {
-  const server = await startDevServer(options.server);
+  const server =
+    (options.server === undefined ? await connectSharedDevServer() : undefined) ??
+    (await startDevServer(options.server));
   const simulator = await startSimulator(options.simulator ?? {});
   return {
     server,
