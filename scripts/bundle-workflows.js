@@ -1,20 +1,30 @@
 // Bundles the compiled workflows once at build time, so workers start in about a second instead of
-// bundling on every start (workers pick up dist/workflow-bundle.js by themselves).
+// bundling on every start (workers pick up dist/workflow-bundle.js by themselves). A second bundle,
+// dist/workflow-bundle-traced.js, holds the same workflows with the OpenTelemetry workflow interceptors
+// (src/telemetry/workflow-interceptors.ts): a worker loads it only when tracing is on, so workflows pay nothing for
+// tracing otherwise.
 const { writeFileSync } = require('node:fs');
 const path = require('node:path');
 const { bundleWorkflowCode } = require('@temporalio/worker');
 
-async function main() {
-  const dist = path.resolve(__dirname, '..', 'dist');
+async function bundle(dist, workflowInterceptorModules) {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve(path.join(dist, 'workflows')),
+    workflowInterceptorModules,
     // The SDK needs an inline source map (it maps workflow stack traces with it), but not the sources inside it: every
     // workflow thread holds the map and its parsed form, and the 1.7 MB of zod, SDK and project sources in it made an
     // idle worker about 30 MB larger. Stack traces still name the original file, line and column.
     webpackConfigHook: (config) => ({ ...config, devtool: 'inline-nosources-source-map' }),
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error },
   });
-  writeFileSync(path.join(dist, 'workflow-bundle.js'), code);
+  return code;
+}
+
+async function main() {
+  const dist = path.resolve(__dirname, '..', 'dist');
+  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, []));
+  const traced = require.resolve(path.join(dist, 'telemetry', 'workflow-interceptors'));
+  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [traced]));
 }
 
 main().catch((error) => {
