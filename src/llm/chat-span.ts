@@ -8,9 +8,11 @@ import {
   capturesMessageContent,
   definedAttributes,
   failSpan,
+  failureTypeOf,
   providerOf,
   startClientSpan,
 } from '../telemetry/genai-spans';
+import { recordGenAiCall } from '../telemetry/genai-metrics';
 
 /** What the `chat {model}` span of one call needs to know besides the request. */
 export interface ChatSpanContext {
@@ -25,6 +27,8 @@ export interface ChatSpanContext {
   messages: readonly ChatCompletionMessageParam[];
   /** The worker's price table, for `fanout.cost_usd`. */
   prices?: PriceTable;
+  /** False: no span (a batch item not sampled); the metrics still count the call. Default true. */
+  traced?: boolean;
 }
 
 /** A message in the conventions' shape (`gen_ai.input.messages`): a role and its parts. */
@@ -49,28 +53,40 @@ function conventionMessage(message: ChatCompletionMessageParam): unknown {
  * at its start; response model, id, finish reasons, token usage (cached input tokens where the provider reports them)
  * and the call's cost at its end; status error with the product's failure type when it fails. Prompts and answers are
  * recorded only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true. With tracing off the span is the API's
- * no-op one and nothing else is computed.
+ * no-op one and nothing else is computed for it. Tracing on or off, the attempt goes into the GenAI client metrics
+ * (genai-metrics.ts).
  */
 export async function inChatSpan<T extends { completion: ChatCompletion; choice: ChatCompletion.Choice }>(
   chat: ChatSpanContext,
   send: () => Promise<T>,
 ): Promise<T> {
-  const span = startClientSpan(`chat ${chat.model}`, {});
-  if (!span.isRecording()) {
-    try {
-      return await send();
-    } finally {
-      span.end();
-    }
-  }
-  describeRequest(span, chat);
+  const span = chat.traced === false ? undefined : startClientSpan(`chat ${chat.model}`, {});
+  const recording = span?.isRecording() === true;
+  if (span && recording) describeRequest(span, chat);
+  const startedAt = Date.now();
+  const provider = providerOf(chat.baseURL).provider;
   try {
     const answer = await send();
-    describeAnswer(span, chat, answer.completion, answer.choice);
-    span.end();
+    if (span && recording) describeAnswer(span, chat, answer.completion, answer.choice);
+    span?.end();
+    recordGenAiCall({
+      provider,
+      requestModel: chat.model,
+      responseModel: answer.completion.model ?? chat.model,
+      seconds: (Date.now() - startedAt) / 1000,
+      inputTokens: answer.completion.usage?.prompt_tokens,
+      outputTokens: answer.completion.usage?.completion_tokens,
+    });
     return answer;
   } catch (error) {
-    failSpan(span, error);
+    if (span && recording) failSpan(span, error);
+    else span?.end();
+    recordGenAiCall({
+      provider,
+      requestModel: chat.model,
+      seconds: (Date.now() - startedAt) / 1000,
+      errorType: failureTypeOf(error),
+    });
     throw error;
   }
 }

@@ -156,7 +156,6 @@ export async function sendChat(
   dependencies: ChatDependencies,
   call: ChatCallOptions = {},
 ): Promise<ChatAnswer> {
-  if (call.traced === false) return sendChatAttempt(chat, dependencies, call);
   const { llm } = dependencies;
   return inChatSpan(
     {
@@ -169,12 +168,13 @@ export async function sendChat(
       maxTokens: chat.maxTokens,
       messages: chat.messages,
       prices: dependencies.prices,
+      traced: call.traced,
     },
     () => sendChatAttempt(chat, dependencies, call),
   );
 }
 
-/** sendChat without its span. */
+/** sendChat without its span and metrics. */
 async function sendChatAttempt(
   chat: ChatRequest,
   dependencies: ChatDependencies,

@@ -80,9 +80,27 @@ export function batchItemSampled(itemId: string, environment: Environment = proc
   return createHash('sha1').update(itemId).digest().readUInt32BE(0) / 0x1_0000_0000 < ratio;
 }
 
-/** The conventions' provider name for an OpenAI-compatible base URL, and the server it names. */
-export function providerOf(baseURL: string | undefined): { provider: string; address?: string; port?: number } {
+/** A provider as spans and metrics name it. */
+export interface ProviderName {
+  provider: string;
+  address?: string;
+  port?: number;
+}
+
+const providers = new Map<string, ProviderName>();
+
+/** The conventions' provider name for an OpenAI-compatible base URL, and the server it names (parsed once per URL). */
+export function providerOf(baseURL: string | undefined): ProviderName {
   if (!baseURL) return { provider: 'openai' };
+  let known = providers.get(baseURL);
+  if (!known) {
+    known = parseProvider(baseURL);
+    if (providers.size < 100) providers.set(baseURL, known);
+  }
+  return known;
+}
+
+function parseProvider(baseURL: string): ProviderName {
   let url: URL;
   try {
     url = new URL(baseURL);
