@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { SpanKind, SpanStatusCode, trace, type Attributes, type Span, type Tracer } from '@opentelemetry/api';
-import { numberFromEnvironment, type Environment } from '../config/environment';
+import type { Environment } from '../config/environment';
 
 /**
  * fanout's spans, named and attributed as the OpenTelemetry GenAI semantic conventions say (`chat {model}`,
@@ -69,12 +69,20 @@ export function capturesMessageContent(environment: Environment = process.env): 
  */
 export const DEFAULT_BATCH_ITEM_RATIO = 0.01;
 
+/**
+ * FANOUT_OTEL_BATCH_ITEM_RATIO as a share from 0 to 1; a value that is not one gives the default (a tracing setting
+ * never fails a call).
+ */
+function batchItemRatio(environment: Environment): number {
+  const raw = environment.FANOUT_OTEL_BATCH_ITEM_RATIO?.trim();
+  if (raw === undefined || raw === '') return DEFAULT_BATCH_ITEM_RATIO;
+  const ratio = Number(raw);
+  return Number.isFinite(ratio) && ratio >= 0 && ratio <= 1 ? ratio : DEFAULT_BATCH_ITEM_RATIO;
+}
+
 /** Whether a batch item's calls are traced: decided by its id, so every attempt of an item is traced or none is. */
 export function batchItemSampled(itemId: string, environment: Environment = process.env): boolean {
-  const ratio = Math.min(
-    1,
-    Math.max(0, numberFromEnvironment('FANOUT_OTEL_BATCH_ITEM_RATIO', environment) ?? DEFAULT_BATCH_ITEM_RATIO),
-  );
+  const ratio = batchItemRatio(environment);
   if (ratio >= 1) return true;
   if (ratio <= 0) return false;
   return createHash('sha1').update(itemId).digest().readUInt32BE(0) / 0x1_0000_0000 < ratio;
