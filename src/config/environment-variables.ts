@@ -135,6 +135,7 @@ export const ENVIRONMENT_VARIABLES = {
     'BENCH_ECONOMICS_PARTS',
     'BENCH_AGENT_STEPS',
     'BENCH_AGENT_PAGE_WORDS',
+    'BENCH_TRACING_ITEMS',
   ],
   /** Not for users to set, so not in README: the code sets them for itself, or they are the system's own. */
   internal: [
