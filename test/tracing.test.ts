@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { BatchSummary } from '../src/contract/batch';
 import type { FanOutResult } from '../src/contract/fan-out';
+import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
@@ -59,8 +61,13 @@ function runAsCaller(
   service: string,
   tasks: unknown[],
 ): Promise<{ workflowId: string; result: FanOutResult }> {
+  return runCaller([taskQueue, JSON.stringify(tasks)], service);
+}
+
+/** Runs the traced caller process with `args` after the server's address and returns what it printed. */
+function runCaller<T>(args: string[], service: string): Promise<{ workflowId: string; result: T }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CALLER, suite.servers.server.address, taskQueue, JSON.stringify(tasks)], {
+    const child = spawn(process.execPath, [CALLER, suite.servers.server.address, ...args], {
       env: { ...process.env, ...tracedEnvironment(service) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -236,6 +243,42 @@ it('records prompts and answers in the chat span only with OTEL_INSTRUMENTATION_
   const search = named(run, 'execute_tool search')[0];
   expect(String(tagOf(search, 'gen_ai.tool.call.arguments'))).toContain(marker);
   expect(String(tagOf(search, 'gen_ai.tool.call.result'))).toContain(`search found: ${marker}`);
+});
+
+it("traces a batch's windows and lanes, and the model calls of the items its ratio samples by id", async () => {
+  const service = uniqueName('fanout-batch');
+  const ratio = { FANOUT_OTEL_BATCH_ITEM_RATIO: '0.1' };
+  const taskQueue = await tracedWorker(service, ratio);
+  const directory = mkdtempSync(path.join(tmpdir(), 'fanout-traced-batch-'));
+  const source = path.join(directory, 'tasks.jsonl');
+  const ids = Array.from({ length: 120 }, (_, index) => `item-${index}`);
+  writeFileSync(source, `${ids.map((id) => JSON.stringify({ id, prompt: `question ${id}` })).join('\n')}\n`);
+  const { workflowId, result } = await runCaller<BatchSummary>(
+    [taskQueue, 'batch', source, path.join(directory, 'out.jsonl')],
+    uniqueName('caller'),
+  );
+  rmSync(directory, { recursive: true, force: true });
+  expect(result.succeeded).toBe(120);
+  const sampled = ids.filter((id) => batchItemSampled(id, ratio));
+  expect(sampled.length).toBeGreaterThan(0);
+  expect(sampled.length).toBeLessThan(40);
+  const chatsOf = (trace: JaegerTrace) => trace.spans.filter((span) => span.operationName.startsWith('chat '));
+  const run = await traceWith(
+    service,
+    (candidate) => named(candidate, 'RunWorkflow:batch').length === 1 && chatsOf(candidate).length >= sampled.length,
+  );
+  // Exactly the sampled items' calls, each under its lane, under its window, under the batch.
+  const chats = chatsOf(run);
+  expect(chats.map((span) => tagOf(span, 'fanout.task_id')).sort()).toEqual([...sampled].sort());
+  for (const chat of chats) {
+    expect(tagOf(chat, 'fanout.run_id')).toBe(workflowId);
+    expect(ancestorsOf(run, chat).slice(0, 2)).toEqual(['RunActivity:runBatchLane', 'RunWorkflow:batchWindow']);
+    expect(ancestorsOf(run, chat)).toContain('RunWorkflow:batch');
+  }
+  // Every lane traced: as many lane spans as the windows ran lanes, each under a window.
+  const lanes = named(run, 'RunActivity:runBatchLane');
+  expect(lanes.length).toBeGreaterThan(0);
+  for (const lane of lanes) expect(ancestorsOf(run, lane)[0]).toBe('RunWorkflow:batchWindow');
 });
 
 it('sends nothing and loads no OpenTelemetry SDK when no OTEL_* variable is set: a worker and the CLI', async () => {

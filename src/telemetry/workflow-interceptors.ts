@@ -28,6 +28,8 @@ import {
 import type { AgentInput, AgentOutcome } from '../contract/agent-loop';
 
 const TRACER_NAME = 'temporal-fanout';
+/** The workflow type of a batch's windows. */
+const BATCH_WINDOW_WORKFLOW = 'batchWindow';
 /** The workflow type agents (and sub-agents) run as. */
 const AGENT_WORKFLOW = 'agent';
 /** A sub-agent's workflow id: `<parent>/sub-<step>-<call>-<position>` (src/workflows/agent/tool-calls.ts). */
@@ -151,6 +153,11 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
     input: ActivityInput,
     next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
   ): Promise<unknown> {
+    // A batch window schedules an activity per lane, thousands in a long batch: its lanes' RunActivity spans go
+    // straight under the window's run span, without a StartActivity span each (its end alone costs the sandbox's span
+    // processor several promises).
+    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW)
+      return next({ ...input, headers: headersWithContext(input.headers) });
     const span = this.tracer.startSpan(`StartActivity:${input.activityType}`, { kind: otel.SpanKind.INTERNAL });
     const headers = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () =>
       headersWithContext(input.headers),
