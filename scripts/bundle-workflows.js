@@ -1,14 +1,17 @@
 // Bundles the compiled workflows once at build time, so workers start in about a second instead of
-// bundling on every start (workers pick up dist/workflow-bundle.js by themselves). An argument names another build
-// directory than dist/ (the tests build into a staging directory first: test/support/dist-build.ts).
+// bundling on every start (workers pick up dist/workflow-bundle.js by themselves). A second bundle,
+// dist/workflow-bundle-traced.js, holds the same workflows with the OpenTelemetry workflow interceptors
+// (src/telemetry/workflow-interceptors.ts): a worker loads it only when tracing is on, so workflows pay nothing for
+// tracing otherwise. An argument names another build directory than dist/ (the tests build into a staging directory
+// first: test/support/dist-build.ts).
 const { writeFileSync } = require('node:fs');
 const path = require('node:path');
 const { bundleWorkflowCode } = require('@temporalio/worker');
 
-async function main() {
-  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', 'dist'));
+async function bundle(dist, workflowInterceptorModules) {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve(path.join(dist, 'workflows')),
+    workflowInterceptorModules,
     // The SDK needs an inline source map (it maps workflow stack traces with it), but not the sources inside it: every
     // workflow thread holds the map and its parsed form, and the 1.7 MB of zod, SDK and project sources in it made an
     // idle worker about 30 MB larger. Stack traces still name the original file, line and column.
@@ -16,7 +19,14 @@ async function main() {
     webpackConfigHook: (config) => ({ ...config, context: dist, devtool: 'inline-nosources-source-map' }),
     logger: { log() {}, trace() {}, debug() {}, info() {}, warn: console.warn, error: console.error },
   });
-  writeFileSync(path.join(dist, 'workflow-bundle.js'), code);
+  return code;
+}
+
+async function main() {
+  const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', 'dist'));
+  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, []));
+  const traced = require.resolve(path.join(dist, 'telemetry', 'workflow-interceptors'));
+  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [traced]));
 }
 
 main().catch((error) => {

@@ -39,6 +39,7 @@ export { FailureType, NON_RETRYABLE_FAILURE_TYPES } from './contract/failure-typ
 
 // The worker, its activities and the LLM client they call.
 export { createFanoutWorker, connectWorker, FANOUT_WORKER_DEFAULTS } from './worker';
+export { startTracingFromEnvironment, stopTracing } from './telemetry/lifecycle';
 export type { FanoutWorkerOptions } from './worker';
 export { startHealthServer } from './worker-health';
 export type { HealthServer, HealthServerOptions } from './worker-health';

@@ -12,6 +12,8 @@ import { superviseWorker } from './watchdog';
 import { agentMetricsInterceptor } from './metrics';
 import { openConnection } from './config/open-connection';
 import { dataConverterFromEnvironment } from './codec';
+import { startTracingFromEnvironment } from './telemetry/lifecycle';
+import type { WorkerTracing } from './telemetry/worker-tracing';
 import {
   countFromEnvironment,
   integerFromEnvironment,
@@ -129,6 +131,20 @@ function findWorkflowBundle(explicit: string | undefined, environment: Environme
   return existsSync(beside) ? beside : undefined;
 }
 
+/**
+ * With tracing on, the traced twin of a prebuilt bundle (its workflows make spans); a bundle without one is run as it
+ * is, with a warning: its workflows and their activities make no spans of their own, and a run's trace has gaps.
+ */
+function tracedBundle(bundlePath: string | undefined, tracing: WorkerTracing | undefined): string | undefined {
+  if (!tracing || !bundlePath) return bundlePath;
+  const traced = tracing.tracedBundleOf(bundlePath);
+  if (traced) return traced;
+  console.warn(
+    `tracing is on, but the workflow bundle ${bundlePath} has no traced twin beside it: workflows make no spans`,
+  );
+  return bundlePath;
+}
+
 /** FANOUT_WORKER_IDENTITY, else one unique per worker, even for a restarted container that gets the same pid and host. */
 function workerIdentity(environment: Environment = process.env): string {
   return environment.FANOUT_WORKER_IDENTITY || `${process.pid}@${hostname()}/${randomUUID().slice(0, 8)}`;
@@ -145,6 +161,18 @@ function definedOnly<T extends object>(options: T): Partial<T> {
  */
 export function shutdownGraceMsFromEnvironment(environment: Environment = process.env): number {
   return countFromEnvironment('FANOUT_SHUTDOWN_GRACE_MS', environment) ?? FANOUT_WORKER_DEFAULTS.shutdownGraceMs;
+}
+
+/**
+ * The worker's tracing when an `OTEL_*` variable asks for it (src/telemetry/), else undefined: the OpenTelemetry SDK is
+ * loaded only then.
+ */
+function tracingFromEnvironment(): WorkerTracing | undefined {
+  const tracing = startTracingFromEnvironment();
+  return (
+    tracing &&
+    (require('./telemetry/worker-tracing') as typeof import('./telemetry/worker-tracing')).workerTracing(tracing)
+  );
 }
 
 /** Opens a worker connection from options and environment. */
@@ -173,7 +201,8 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   );
   const connection = options.connection ?? (await connectWorker(options.temporal));
   const namespace = options.temporal?.namespace ?? temporalConnectionFromEnvironment().namespace;
-  const bundlePath = findWorkflowBundle(options.workflowBundlePath);
+  const tracing = tracingFromEnvironment();
+  const bundlePath = tracedBundle(findWorkflowBundle(options.workflowBundlePath), tracing);
   // Peers judge lost workers by it.
   const identity = options.identity ?? workerIdentity();
   const dataConverter = options.dataConverter ?? dataConverterFromEnvironment();
@@ -221,13 +250,21 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + SHUTDOWN_FORCE_MARGIN_MS,
     ...extra,
+    ...(tracing ? { sinks: { ...tracing.sinks, ...extra.sinks } } : {}),
     // Merged, not replaced: the agent-call metrics (src/metrics/) wrap whatever activity interceptors the caller adds.
     interceptors: {
       ...extra.interceptors,
       activity: [
+        // The trace's activity span first: the metrics interceptor and the call's own spans run inside it.
+        ...(tracing ? [tracing.activity] : []),
         agentMetricsInterceptor({ defaultModel: options.activities?.defaultModel }),
         ...(extra.interceptors?.activity ?? []),
       ],
+      // A worker bundling from source bundles the OpenTelemetry workflow interceptors in (a prebuilt bundle has its
+      // traced twin, tracedBundle).
+      ...(tracing && !bundlePath && !ownWorkflows
+        ? { workflowModules: [...(extra.interceptors?.workflowModules ?? []), tracing.workflowModule] }
+        : {}),
     },
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).

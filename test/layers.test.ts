@@ -9,6 +9,7 @@ import path from 'node:path';
  */
 const FLOORS: readonly (readonly string[])[] = [
   ['contract', 'config'],
+  ['telemetry'],
   ['workflows', 'store', 'pacing', 'pricing', 'watchdog', 'codec', 'tools', 'worker-health'],
   ['llm', 'spool'],
   ['metrics', 'provider-batch', 'sim'],

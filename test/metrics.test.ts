@@ -214,6 +214,31 @@ describe('a worker process with FANOUT_METRICS_PORT', () => {
     expect(costUsd * 1e6 - microUsd).toBeLessThan(1);
     expect(sum(samples, 'fanout_agent_calls_unpriced_total', ours)).toBe(0);
 
+    // The GenAI conventions' client metrics beside them: every attempt timed (the 403s and the 500 with their failure
+    // type), the answered ones' tokens by type, equal to the run's.
+    const genAi = {
+      gen_ai_operation_name: 'chat',
+      gen_ai_provider_name: 'openai',
+      gen_ai_request_model: 'gpt-4o-mini',
+    };
+    expect(sum(samples, 'gen_ai_client_operation_duration_seconds_count', genAi)).toBe(13);
+    expect(
+      sum(samples, 'gen_ai_client_operation_duration_seconds_count', { ...genAi, error_type: FailureType.Forbidden }),
+    ).toBe(2);
+    expect(
+      sum(samples, 'gen_ai_client_operation_duration_seconds_count', {
+        ...genAi,
+        error_type: FailureType.ProviderUnavailable,
+      }),
+    ).toBe(1);
+    expect(sum(samples, 'gen_ai_client_token_usage_sum', { ...genAi, gen_ai_token_type: 'input' })).toBe(
+      metrics.tokens.prompt,
+    );
+    expect(sum(samples, 'gen_ai_client_token_usage_sum', { ...genAi, gen_ai_token_type: 'output' })).toBe(
+      metrics.tokens.completion,
+    );
+    expect(sum(samples, 'gen_ai_client_token_usage_count', { ...genAi, gen_ai_token_type: 'input' })).toBe(10);
+
     // Every attempt in the histogram, each slow call in a bucket above a second.
     expect(sum(samples, 'fanout_agent_call_duration_seconds_count', ours)).toBe(13);
     expect(

@@ -6,6 +6,7 @@ import { ExitCode, reportError } from './errors';
 import { metricsEndpointOf, type MetricsFlags } from './commands/worker';
 import { heapCapToApply } from './heap-cap';
 import { buildProgram } from './program';
+import { startTracingFromEnvironment, stopTracing } from '../telemetry/lifecycle';
 
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
 const level = logLevelFromEnvironment('WARN');
@@ -26,6 +27,8 @@ export function runProgram(): void {
     .hook('preAction', (_program, command) => {
       if (command.name() === 'worker' && heapCapToApply() !== undefined) return;
       installRuntime(command);
+      // Any OTEL_* variable turns tracing on (src/telemetry/); the SDK is not even loaded otherwise.
+      startTracingFromEnvironment();
     })
     .parseAsync(process.argv)
     .catch((error: unknown) => {
@@ -36,5 +39,7 @@ export function runProgram(): void {
         return;
       }
       process.exitCode = reportError(error);
-    });
+    })
+    // The last spans go out, for at most FANOUT_OTEL_FLUSH_MS: a collector that is down never holds the command up.
+    .finally(() => stopTracing());
 }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { dataConverterFromEnvironment } from '../codec';
+import { tracingClientInterceptor } from './tracing-interceptor';
 import type { AgentTask } from '../contract/agent-task';
 import type { FanOutOptions, FanOutResult } from '../contract/fan-out';
 import { validateFanOutInput } from '../contract/validation';
@@ -127,6 +128,8 @@ export class FanoutClient {
       connection,
       namespace: config.namespace,
       ...(dataConverter === undefined ? {} : { dataConverter }),
+      // A run's trace starts here, under the caller's active span if it has one (tracing-interceptor.ts).
+      interceptors: { workflow: [tracingClientInterceptor()] },
     });
     return new FanoutClient(client, taskQueue, connection, store);
   }

@@ -60,6 +60,29 @@ export const ENVIRONMENT_VARIABLES = {
     'FANOUT_SWEEP_INTERVAL_MS',
     'FANOUT_SIM_BATCH_SPEED',
     'POSTGRES_BIN_DIR',
+    // Tracing (src/telemetry/): any OTEL_* turns it on; these are the ones fanout reads itself.
+    'OTEL_SDK_DISABLED',
+    'OTEL_TRACES_EXPORTER',
+    'OTEL_EXPORTER_OTLP_PROTOCOL',
+    'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+    'OTEL_EXPORTER_OTLP_TIMEOUT',
+    'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT',
+    'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT',
+    'FANOUT_OTEL_FLUSH_MS',
+    'FANOUT_OTEL_BATCH_ITEM_RATIO',
+  ],
+  /** Read by OpenTelemetry's SDK and OTLP exporter (src/telemetry/ starts them when an OTEL_* variable is set). */
+  openTelemetrySdk: [
+    'OTEL_EXPORTER_OTLP_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    'OTEL_EXPORTER_OTLP_HEADERS',
+    'OTEL_SERVICE_NAME',
+    'OTEL_RESOURCE_ATTRIBUTES',
+    'OTEL_TRACES_SAMPLER',
+    'OTEL_TRACES_SAMPLER_ARG',
+    'OTEL_BSP_MAX_QUEUE_SIZE',
+    'OTEL_BSP_MAX_EXPORT_BATCH_SIZE',
+    'OTEL_BSP_SCHEDULE_DELAY',
   ],
   /** Read by Temporal's envconfig (`@temporalio/envconfig`) from the environment config/environment.ts hands it. */
   envconfig: [
@@ -86,9 +109,18 @@ export const ENVIRONMENT_VARIABLES = {
     'TEMPORAL_SERVER_VERSION',
     'SEAWEEDFS_WEED',
     'SEAWEEDFS_VERSION',
+    'JAEGER_BIN',
+    'JAEGER_VERSION',
   ],
   /** Read by the tests only. */
-  tests: ['CHROMIUM_PATH', 'REFRESH_DOCS_SCREENSHOTS', 'FANOUT_TEST_SIM_URL', 'FANOUT_FAULT_SEED', 'FANOUT_FAULT_RUNS'],
+  tests: [
+    'CHROMIUM_PATH',
+    'REFRESH_DOCS_SCREENSHOTS',
+    'FANOUT_TEST_SIM_URL',
+    'FANOUT_FAULT_SEED',
+    'FANOUT_FAULT_RUNS',
+    'FANOUT_TEST_OTLP_RECORD',
+  ],
   /** Read by bench/ only. */
   bench: [
     'BENCH_ROUNDS',
@@ -103,6 +135,7 @@ export const ENVIRONMENT_VARIABLES = {
     'BENCH_ECONOMICS_PARTS',
     'BENCH_AGENT_STEPS',
     'BENCH_AGENT_PAGE_WORDS',
+    'BENCH_TRACING_ITEMS',
   ],
   /** Not for users to set, so not in README: the code sets them for itself, or they are the system's own. */
   internal: [

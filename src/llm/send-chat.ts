@@ -10,6 +10,8 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from './responses-api';
+import { inChatSpan } from './chat-span';
+import type { PriceTable } from '../pricing/price-table';
 import { FailureType } from '../contract/failure-types';
 import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
 import { integerFromEnvironment } from '../config/environment';
@@ -37,6 +39,8 @@ export interface ChatDependencies {
    * timeout (then at least 40% of it), or when there is no worker client to watch for cancellation with.
    */
   heartbeatIntervalMs: number;
+  /** The worker's price table: the cost a call's span reports. Default none (no cost on the span). */
+  prices?: PriceTable;
   /** Paces calls at the provider's limits. Default: the process's pacer (FANOUT_PACING=off sends calls unpaced). */
   pacer?: Pacer;
   /**
@@ -65,6 +69,8 @@ export interface ChatCallOptions {
   standardTierFromMs?: number;
   /** `responses`: the call goes to /v1/responses (responses-api.ts). Default `chat`: /v1/chat/completions. */
   api?: 'chat' | 'responses';
+  /** Whether the call gets a `chat {model}` span where tracing is on (a batch samples its items). Default true. */
+  traced?: boolean;
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -149,6 +155,30 @@ export async function sendChat(
   chat: ChatRequest,
   dependencies: ChatDependencies,
   call: ChatCallOptions = {},
+): Promise<ChatAnswer> {
+  const { llm } = dependencies;
+  return inChatSpan(
+    {
+      taskId: chat.taskId,
+      model: chat.model,
+      attempt: call.attempt,
+      runId: call.runId,
+      baseURL: 'baseURL' in llm && typeof llm.baseURL === 'string' ? llm.baseURL : undefined,
+      temperature: chat.temperature,
+      maxTokens: chat.maxTokens,
+      messages: chat.messages,
+      prices: dependencies.prices,
+      traced: call.traced,
+    },
+    () => sendChatAttempt(chat, dependencies, call),
+  );
+}
+
+/** sendChat without its span and metrics. */
+async function sendChatAttempt(
+  chat: ChatRequest,
+  dependencies: ChatDependencies,
+  call: ChatCallOptions,
 ): Promise<ChatAnswer> {
   const context = Context.current();
   const { info } = context;

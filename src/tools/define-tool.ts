@@ -41,6 +41,8 @@ export interface Tool {
   readonly parameters: Record<string, unknown>;
   readonly approvalTimeoutMs?: number;
   readonly timeoutMs: number;
+  /** The MCP server the tool is on (its configured name); none for a tool defined on the worker. */
+  readonly mcpServer?: string;
   /** Validates the input and runs the tool; resolves to the text the model reads. Throws ToolInputError on bad input. */
   call(input: unknown, context: ToolContext): Promise<string>;
 }

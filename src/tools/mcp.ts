@@ -160,6 +160,7 @@ export class McpTools {
           parameters: definition.inputSchema as Record<string, unknown>,
           ...(approval(definition.name) ? { approvalTimeoutMs: server.approvalTimeoutMs ?? 24 * 60 * 60_000 } : {}),
           timeoutMs: server.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+          mcpServer: server.name,
           async call(input, context) {
             let result;
             inFlight += 1;

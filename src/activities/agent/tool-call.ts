@@ -10,6 +10,7 @@ import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../..
 import { storageFailure } from '../model-call';
 import { deadlineSignal, watchForCancellation } from '../../llm/cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
+import { inToolSpan } from '../../telemetry/genai-spans';
 
 export interface ToolCallDependencies {
   store: PayloadStore;
@@ -77,12 +78,14 @@ async function runActivityTool(
   try {
     if (!tool) throw new Error(`no worker offers the tool "${name}" any more`);
     const parsed: unknown = call.function.arguments.trim() === '' ? {} : JSON.parse(call.function.arguments);
-    const text = await tool.call(parsed, {
+    const toolContext = {
       signal: deadline.signal,
       taskId: input.taskId,
       callId: call.id,
       workflowId: context.info.workflowExecution?.workflowId ?? '',
-    });
+    };
+    const span = { name, callId: call.id, arguments: call.function.arguments, taskId: input.taskId };
+    const text = await inToolSpan({ ...span, mcpServer: tool.mcpServer }, () => tool.call(parsed, toolContext));
     return { text, ok: true };
   } catch (error) {
     // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.

@@ -38,6 +38,7 @@ import type {
   ScanResult,
 } from '../../contract/batch-activities';
 import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
+import { batchItemSampled } from '../../telemetry/genai-spans';
 
 /** The page of a resume with nothing left to run. */
 const NOTHING_TO_RUN: BatchPage = { entries: [], nextOffset: 0, eof: true };
@@ -199,6 +200,7 @@ export function createBatchActivities(
               attempt: attempts,
               signal: lane.signal,
               runId: input.batchId,
+              traced: batchItemSampled(task.id),
             }),
             dependencies.prices,
           );

@@ -1,0 +1,188 @@
+/**
+ * What tracing costs a batch (issue 34): the same batch with tracing off, on with the default sampling (every window
+ * and lane, 1% of items: FANOUT_OTEL_BATCH_ITEM_RATIO) exporting to a real Jaeger, and on against a collector that is
+ * down (a port nothing listens on). Wall time and the worker process's CPU side by side, rounds interleaved so the
+ * machine's load falls on every mode alike. Writes its section of docs/BENCHMARKS.md between `<!-- tracing:start -->`
+ * and `<!-- tracing:end -->`. BENCH_TRACING_ITEMS (default 4000) items, BENCH_ROUNDS rounds (default 3 here).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import { FanoutClient } from '../src/client/fanout-client';
+import { startDevServer, type DevServer } from '../src/local/dev-server';
+import { freePort } from '../src/local/free-port';
+import { startJaeger, type Jaeger } from '../test/support/jaeger';
+import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
+
+Runtime.install({ logger: new DefaultLogger('ERROR') });
+
+const ITEMS = Number(process.env.BENCH_TRACING_ITEMS ?? 4000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONCURRENCY = 200;
+const LATENCY_MS = 200;
+const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-tracing-'));
+const cli = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
+
+type Mode = 'off' | 'sampled' | 'collector down';
+const MODES: readonly Mode[] = ['off', 'sampled', 'collector down'];
+
+/** User + system CPU seconds of a process so far, from /proc (clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function writeTasks(count: number): string {
+  const file = path.join(directory, `tasks-${count}.jsonl`);
+  const lines: string[] = [];
+  for (let index = 0; index < count; index += 1) lines.push(JSON.stringify({ id: `t-${index}`, prompt: 'traced' }));
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
+/** A `fanout worker` in one process (no heap-cap child), so its CPU is one /proc entry. */
+async function startWorker(
+  server: DevServer,
+  simulator: RemoteSimulator,
+  taskQueue: string,
+  tracing: Record<string, string>,
+): Promise<ChildProcess> {
+  const environment: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of Object.keys(environment)) if (name.startsWith('OTEL_')) delete environment[name];
+  const worker = spawn(process.execPath, [cli, 'worker', '--address', server.address, '--task-queue', taskQueue], {
+    env: {
+      ...environment,
+      ...tracing,
+      OPENAI_BASE_URL: simulator.baseUrl,
+      OPENAI_API_KEY: 'bench',
+      FANOUT_WORKER_HEAP_MB: 'off',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    worker.stderr?.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('worker polling')) resolve();
+    });
+    worker.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${output}`)));
+  });
+  return worker;
+}
+
+interface Sample {
+  mode: Mode;
+  wallS: number;
+  cpuS: number;
+  ok: number;
+}
+
+async function runOnce(
+  server: DevServer,
+  simulator: RemoteSimulator,
+  mode: Mode,
+  tracing: Record<string, string>,
+  source: string,
+  round: number,
+): Promise<Sample> {
+  const taskQueue = `bench-tracing-${round}-${mode.replace(' ', '-')}`;
+  const worker = await startWorker(server, simulator, taskQueue, tracing);
+  try {
+    const client = await FanoutClient.connect({ client: server.client, taskQueue });
+    const sink = path.join(directory, `${taskQueue}.jsonl`);
+    const cpuBefore = cpuSeconds(worker.pid as number);
+    const startedAt = performance.now();
+    const summary = await (
+      await client.startBatch({ source, sink, options: { concurrency: CONCURRENCY, pageSize: 500 } })
+    ).result();
+    const wallS = (performance.now() - startedAt) / 1000;
+    const cpuS = cpuSeconds(worker.pid as number) - cpuBefore;
+    console.error(
+      `${mode} round ${round}: ${summary.succeeded} ok, wall ${wallS.toFixed(1)} s, worker CPU ${cpuS.toFixed(1)} s`,
+    );
+    return { mode, wallS, cpuS, ok: summary.succeeded };
+  } finally {
+    worker.kill('SIGTERM');
+    await new Promise((resolve) => worker.once('exit', resolve));
+  }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
+
+async function main(): Promise<void> {
+  const server = await startDevServer();
+  const simulator = await spawnSimulator(['--latency', String(LATENCY_MS)]);
+  let jaeger: Jaeger | undefined;
+  const samples: Sample[] = [];
+  let spansInJaeger = 0;
+  try {
+    jaeger = await startJaeger();
+    const nowhere = `http://127.0.0.1:${await freePort()}`;
+    const tracing: Record<Mode, Record<string, string>> = {
+      off: {},
+      sampled: { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint, OTEL_SERVICE_NAME: 'bench-tracing' },
+      'collector down': { OTEL_EXPORTER_OTLP_ENDPOINT: nowhere, OTEL_SERVICE_NAME: 'bench-tracing-down' },
+    };
+    const source = writeTasks(ITEMS);
+    for (let round = 1; round <= ROUNDS; round += 1)
+      for (const mode of MODES) samples.push(await runOnce(server, simulator, mode, tracing[mode], source, round));
+    spansInJaeger = (await jaeger.traces('bench-tracing', 1000)).reduce(
+      (total, trace) => total + trace.spans.length,
+      0,
+    );
+  } finally {
+    await jaeger?.stop();
+    await simulator.close();
+    await server.stop();
+  }
+
+  const off = MODES.map((mode) => samples.filter((sample) => sample.mode === mode));
+  const base = { wall: median(off[0].map((sample) => sample.wallS)), cpu: median(off[0].map((sample) => sample.cpuS)) };
+  const rows = MODES.map((mode, index) => {
+    const wall = median(off[index].map((sample) => sample.wallS));
+    const cpu = median(off[index].map((sample) => sample.cpuS));
+    const percent = (value: number, reference: number) =>
+      index === 0 ? '' : ` (${value >= reference ? '+' : ''}${(((value - reference) / reference) * 100).toFixed(1)}%)`;
+    return `| ${mode} | ${off[index].map((sample) => sample.ok).join(', ')} | ${off[index].map((sample) => sample.wallS.toFixed(1)).join(', ')} | ${wall.toFixed(1)}${percent(wall, base.wall)} | ${off[index].map((sample) => sample.cpuS.toFixed(1)).join(', ')} | ${cpu.toFixed(1)}${percent(cpu, base.cpu)} |`;
+  });
+  const cpuOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.cpuS));
+  const wallOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.wallS));
+  const goal = (value: number, reference: number) =>
+    `${value >= reference ? '+' : ''}${(((value - reference) / reference) * 100).toFixed(1)}%`;
+  const section = `## Tracing
+
+Command: \`npm run bench\` (\`bench/tracing.ts\`). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, same machine.
+
+A ${ITEMS.toLocaleString('en-US')}-item batch, concurrency ${CONCURRENCY}, every call ${LATENCY_MS} ms, the worker as its own \`fanout worker\`
+process (one process: \`FANOUT_WORKER_HEAP_MB=off\`, its CPU from /proc over the batch), ${ROUNDS} rounds with the modes interleaved:
+tracing **off** (no \`OTEL_*\`), **sampled** (the defaults: every window and lane traced, 1% of items' model calls, exported to a real
+Jaeger, which held ${spansInJaeger.toLocaleString('en-US')} spans of these runs at the end), and **collector down** (the same, exported to a port
+nothing listens on).
+
+| tracing | ok per round | wall per round (s) | wall, median (s) | worker CPU per round (s) | worker CPU, median (s) |
+| --- | --- | --- | ---: | --- | ---: |
+${rows.join('\n')}
+
+The issue's goals: at most 3% more worker CPU with sampling on (here ${goal(cpuOf('sampled'), base.cpu)}), at most 1% more wall with the
+collector down (here ${goal(wallOf('collector down'), base.wall)}).`;
+  const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
+  const block = `<!-- tracing:start -->\n${section}\n<!-- tracing:end -->`;
+  const existing = readFileSync(target, 'utf8');
+  const pattern = /<!-- tracing:start -->[\s\S]*?<!-- tracing:end -->/;
+  writeFileSync(
+    target,
+    pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`,
+  );
+  console.error('wrote the tracing section of docs/BENCHMARKS.md');
+}
+
+main().catch((error) => {
+  console.error(error);
+  process.exit(1);
+});

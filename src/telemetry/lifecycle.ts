@@ -1,0 +1,31 @@
+import type { Tracing } from './tracing';
+import { tracingWanted } from './wanted';
+
+/** The SDK side of tracing, loaded only when an OTEL_* variable asks for it. */
+function sdk(): typeof import('./tracing') {
+  return require('./tracing') as typeof import('./tracing');
+}
+
+/**
+ * Starts this process's tracing if an `OTEL_*` variable asks for it (once; later calls return the same): what
+ * `fanout` commands and `createFanoutWorker` do themselves. A program that starts runs through `FanoutClient` calls it
+ * (or sets up its own OpenTelemetry SDK) for the run's trace to begin at its start. Undefined when tracing is off.
+ *
+ * @example
+ * startTracingFromEnvironment();
+ * const fanout = await FanoutClient.connect();
+ * ...
+ * await stopTracing();
+ */
+export function startTracingFromEnvironment(): Tracing | undefined {
+  return tracingWanted() ? sdk().startTracing() : undefined;
+}
+
+/**
+ * Exports what is left and stops tracing, waiting at most `timeoutMs` (default FANOUT_OTEL_FLUSH_MS, 1000): a
+ * collector that is down costs a program's exit no more. Never throws; nothing to do when tracing never started.
+ */
+export async function stopTracing(timeoutMs?: number): Promise<void> {
+  if (!tracingWanted()) return;
+  await sdk().stopTracing(timeoutMs);
+}

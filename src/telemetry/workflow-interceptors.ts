@@ -1,0 +1,186 @@
+/**
+ * Workflow interceptors of the traced workflow bundle (dist/workflow-bundle-traced.js, which a worker loads only when
+ * tracing is on): the SDK's OpenTelemetry interceptors (a span per workflow run, activity and child start, the trace
+ * context carried in Temporal headers, spans handed to the worker through its `exporter` sink, and none sent again
+ * while a run replays), plus fanout's GenAI spans of workflow code: `invoke_agent {id}` around each agent run and
+ * `execute_tool spawn_agents` around the sub-agents one call spawns, so they nest under it.
+ *
+ * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
+ */
+import * as otel from '@opentelemetry/api';
+import { headersWithContext } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import {
+  OpenTelemetryInboundInterceptor,
+  OpenTelemetryInternalsInterceptor,
+  OpenTelemetryOutboundInterceptor,
+} from '@temporalio/interceptors-opentelemetry/lib/workflow';
+import {
+  ContinueAsNew,
+  workflowInfo,
+  type ActivityInput,
+  type Next,
+  type StartChildWorkflowExecutionInput,
+  type WorkflowExecuteInput,
+  type WorkflowInboundCallsInterceptor,
+  type WorkflowInterceptors,
+  type WorkflowOutboundCallsInterceptor,
+} from '@temporalio/workflow';
+import type { AgentInput, AgentOutcome } from '../contract/agent-loop';
+
+const TRACER_NAME = 'temporal-fanout';
+/** The workflow type of a batch's windows. */
+const BATCH_WINDOW_WORKFLOW = 'batchWindow';
+/** The workflow type agents (and sub-agents) run as. */
+const AGENT_WORKFLOW = 'agent';
+/** A sub-agent's workflow id: `<parent>/sub-<step>-<call>-<position>` (src/workflows/agent/tool-calls.ts). */
+const SUB_AGENT_ID = /^(.*\/sub-\d+-\d+)-\d+$/;
+
+function tracer(): otel.Tracer {
+  return otel.trace.getTracer(TRACER_NAME);
+}
+
+/** `invoke_agent {id}` around an agent's run: its model, and at its end its tokens, cost and status. */
+class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
+  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    const info = workflowInfo();
+    if (info.workflowType !== AGENT_WORKFLOW) return next(input);
+    const agent = (input.args[0] ?? {}) as Partial<AgentInput>;
+    const id = agent.task?.id ?? agent.item?.id ?? info.workflowId;
+    const span = tracer().startSpan(`invoke_agent ${id}`, {
+      kind: otel.SpanKind.INTERNAL,
+      attributes: {
+        'gen_ai.operation.name': 'invoke_agent',
+        'gen_ai.agent.id': id,
+        ...(agent.task?.name === undefined ? {} : { 'gen_ai.agent.name': agent.task.name }),
+        ...(agent.task?.model === undefined ? {} : { 'gen_ai.request.model': agent.task.model }),
+        'fanout.task_id': id,
+        'fanout.run_id': info.workflowId,
+        'fanout.agent.depth': agent.depth ?? 0,
+      },
+    });
+    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), async () => {
+      try {
+        const outcome = (await next(input)) as AgentOutcome | undefined;
+        if (outcome) {
+          span.setAttributes({
+            'gen_ai.usage.input_tokens': outcome.usage.promptTokens,
+            'gen_ai.usage.output_tokens': outcome.usage.completionTokens,
+            'fanout.cost_usd': outcome.costUsd,
+            'fanout.agent.steps': outcome.steps,
+            'fanout.agent.tool_calls': outcome.toolCalls,
+            'fanout.agent.status': outcome.status,
+            ...(outcome.model === undefined ? {} : { 'gen_ai.response.model': outcome.model }),
+          });
+          if (outcome.status === 'stopped') {
+            span.setAttribute('error.type', outcome.stoppedBy ?? 'stopped');
+            span.setStatus({ code: otel.SpanStatusCode.ERROR, message: outcome.message ?? 'stopped' });
+          }
+        }
+        return outcome;
+      } catch (error) {
+        if (!(error instanceof ContinueAsNew)) {
+          const type = (error as { type?: unknown; name?: unknown }).type ?? (error as { name?: unknown }).name;
+          span.setAttribute('error.type', typeof type === 'string' ? type : '_OTHER');
+          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
+        }
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+}
+
+/**
+ * `execute_tool spawn_agents` around the sub-agents of one `spawn_agents` call: their start spans (and with them the
+ * sub-agents' whole traces) become its children. The sub-agents of a call are started together, so the span ends
+ * when the last of them has ended.
+ */
+class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
+  private readonly open = new Map<string, { span: otel.Span; running: number }>();
+
+  async startChildWorkflowExecution(
+    input: StartChildWorkflowExecutionInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'startChildWorkflowExecution'>,
+  ): Promise<[Promise<string>, Promise<unknown>]> {
+    const call = input.workflowType === AGENT_WORKFLOW ? SUB_AGENT_ID.exec(input.options.workflowId ?? '') : null;
+    if (!call) return next(input);
+    let spawn = this.open.get(call[1]);
+    if (!spawn) {
+      spawn = {
+        span: tracer().startSpan('execute_tool spawn_agents', {
+          kind: otel.SpanKind.INTERNAL,
+          attributes: {
+            'gen_ai.operation.name': 'execute_tool',
+            'gen_ai.tool.name': 'spawn_agents',
+            'gen_ai.tool.type': 'function',
+            'fanout.run_id': workflowInfo().workflowId,
+          },
+        }),
+        running: 0,
+      };
+      this.open.set(call[1], spawn);
+    }
+    const current = spawn;
+    current.running += 1;
+    const ended = () => {
+      current.running -= 1;
+      if (current.running > 0) return;
+      current.span.end();
+      this.open.delete(call[1]);
+    };
+    try {
+      const [started, result] = await otel.context.with(otel.trace.setSpan(otel.context.active(), current.span), () =>
+        next(input),
+      );
+      result.then(ended, ended);
+      return [started, result];
+    } catch (error) {
+      ended();
+      throw error;
+    }
+  }
+}
+
+/**
+ * The SDK's outbound interceptor with a leaner `scheduleActivity`: the same `StartActivity:<type>` span, open while the
+ * activity runs, and the same header, with one promise instead of the SDK's four or five. The sandbox captures (and
+ * source-maps) a stack for every promise workflow code creates, and a batch window schedules an activity per lane:
+ * bench/tracing.ts measured the SDK's version at most of tracing's CPU in the workflow thread.
+ */
+class LeanOutbound extends OpenTelemetryOutboundInterceptor {
+  override scheduleActivity(
+    input: ActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
+  ): Promise<unknown> {
+    // A batch window schedules an activity per lane, thousands in a long batch: its lanes' RunActivity spans go
+    // straight under the window's run span, without a StartActivity span each (its end alone costs the sandbox's span
+    // processor several promises).
+    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW)
+      return next({ ...input, headers: headersWithContext(input.headers) });
+    const span = this.tracer.startSpan(`StartActivity:${input.activityType}`, { kind: otel.SpanKind.INTERNAL });
+    const headers = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () =>
+      headersWithContext(input.headers),
+    );
+    const result = next({ ...input, headers });
+    result.then(
+      () => {
+        span.setStatus({ code: otel.SpanStatusCode.OK });
+        span.end();
+      },
+      (error: unknown) => {
+        span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error)?.message });
+        span.end();
+      },
+    );
+    return result;
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({
+  // The SDK's first: its run span (with the caller's context from the headers) is the parent of invoke_agent.
+  inbound: [new OpenTelemetryInboundInterceptor(), new AgentSpanInbound()],
+  // Ours first: the SDK's child-start span opens inside the spawn span.
+  outbound: [new SpawnSpanOutbound(), new LeanOutbound()],
+  internals: [new OpenTelemetryInternalsInterceptor()],
+});

@@ -1,0 +1,331 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { BatchSummary } from '../src/contract/batch';
+import type { FanOutResult } from '../src/contract/fan-out';
+import { batchItemSampled } from '../src/telemetry/genai-spans';
+import { roundUsd } from '../src/contract/metrics';
+import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
+import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
+import { simulatorEnvironment, useTestServers } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+// Workers and the caller run as processes of their own, as in production: OpenTelemetry's OTLP exporter loads
+// node:http through a dynamic import, which jest's module sandbox refuses.
+const TOOLS = path.join(__dirname, 'support', 'agent-tools.js');
+const CALLER = path.join(__dirname, 'support', 'traced-caller.js');
+const workers: WorkerProcess[] = [];
+let jaeger: Jaeger | undefined;
+const suite = useTestServers({
+  beforeStop: async () => {
+    for (const worker of workers) await worker.stop();
+    await jaeger?.stop();
+  },
+});
+beforeAll(async () => {
+  jaeger = await startJaeger();
+});
+
+/** OTEL_* of a process that exports to the test's Jaeger as `service`, and runs agents against the simulator. */
+function tracedEnvironment(service: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ...simulatorEnvironment(suite.servers.simulator),
+    FANOUT_TEST_SIM_URL: suite.servers.simulator.baseUrl,
+    OTEL_EXPORTER_OTLP_ENDPOINT: (jaeger as Jaeger).otlpEndpoint,
+    OTEL_SERVICE_NAME: service,
+    OTEL_BSP_SCHEDULE_DELAY: '200',
+    ...extra,
+  };
+}
+
+/** A traced `fanout worker` process on a fresh task queue. */
+async function tracedWorker(service: string, extra: Record<string, string> = {}): Promise<string> {
+  const taskQueue = uniqueName('tq-traced');
+  workers.push(
+    await spawnWorker({
+      address: suite.servers.server.address,
+      taskQueue,
+      env: tracedEnvironment(service, extra),
+      args: ['--tools', TOOLS],
+    }),
+  );
+  return taskQueue;
+}
+
+/** Runs tasks from a traced caller process (its own span around the start) and returns what the run reported. */
+function runAsCaller(
+  taskQueue: string,
+  service: string,
+  tasks: unknown[],
+): Promise<{ workflowId: string; result: FanOutResult }> {
+  return runCaller([taskQueue, JSON.stringify(tasks)], service);
+}
+
+/** Runs the traced caller process with `args` after the server's address and returns what it printed. */
+function runCaller<T>(args: string[], service: string): Promise<{ workflowId: string; result: T }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CALLER, suite.servers.server.address, ...args], {
+      env: { ...process.env, ...tracedEnvironment(service) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('close', (code) =>
+      code === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`caller exited ${code}: ${stderr}`)),
+    );
+  });
+}
+
+/** The trace of `service` that `predicate` picks, once Jaeger holds it whole. */
+function traceWith(service: string, predicate: (trace: JaegerTrace) => boolean): Promise<JaegerTrace> {
+  return waitFor("the run's trace in Jaeger", async () => (await (jaeger as Jaeger).traces(service)).find(predicate), {
+    timeoutMs: 60_000,
+  });
+}
+
+const named = (trace: JaegerTrace, name: string) => trace.spans.filter((span) => span.operationName === name);
+const tagged = (spans: JaegerSpan[], key: string, value: unknown) => spans.filter((span) => tagOf(span, key) === value);
+const sum = (spans: JaegerSpan[], key: string) =>
+  spans.reduce((total, span) => total + Number(tagOf(span, key) ?? 0), 0);
+
+it("exports a run's whole trace to Jaeger: the caller's span, the run, its agents, their model and tool calls and a sub-agent under the call that spawned it", async () => {
+  const service = uniqueName('fanout-worker');
+  const callerService = uniqueName('caller');
+  const taskQueue = await tracedWorker(service);
+  const marker = randomUUID();
+  const dig = JSON.stringify({ tasks: [{ prompt: `dig ${marker} [[tool:search {"q":"deep"}]]`, tools: ['search'] }] });
+  const tasks = [
+    { id: 'plain', prompt: `answer ${marker}` },
+    { id: 'lead', prompt: `Delegate ${marker} [[tool:spawn_agents ${dig}]]`, tools: ['spawn_agents', 'search'] },
+  ];
+  // The caller's own span (in its own service): the run's trace goes on under it.
+  const { workflowId, result } = await runAsCaller(taskQueue, callerService, tasks);
+  const { results, metrics } = result;
+  expect(results.map((result) => [result.id, result.status])).toEqual([
+    ['plain', 'ok'],
+    ['lead', 'ok'],
+  ]);
+
+  const run = await traceWith(
+    service,
+    (candidate) =>
+      named(candidate, 'caller request').length === 1 &&
+      tagged(named(candidate, 'execute_tool search'), 'gen_ai.tool.name', 'search').length === 1 &&
+      named(candidate, 'RunWorkflow:fanOut').length === 1 &&
+      candidate.spans.filter((span) => span.operationName.startsWith('invoke_agent')).length === 2 &&
+      candidate.spans.filter((span) => span.operationName.startsWith('chat ')).length >= 4,
+  );
+  const serviceOf = (span: JaegerSpan) => run.processes[span.processID].serviceName;
+  expect(serviceOf(named(run, 'caller request')[0])).toBe(callerService);
+  expect(serviceOf(named(run, 'StartWorkflow:fanOut')[0])).toBe(callerService);
+  expect(serviceOf(named(run, 'RunWorkflow:fanOut')[0])).toBe(service);
+  // Every span once: workflow code replayed (a new workflow task after each activity) sent none again.
+  expect(new Set(run.spans.map((span) => span.spanID)).size).toBe(run.spans.length);
+  expect(named(run, 'RunWorkflow:fanOut')).toHaveLength(1);
+  expect(named(run, 'StartWorkflow:fanOut')).toHaveLength(1);
+
+  const one = (name: string) => {
+    const spans = named(run, name);
+    expect([name, spans.length]).toEqual([name, 1]);
+    return spans[0];
+  };
+  const path = (span: JaegerSpan) => [span.operationName, ...ancestorsOf(run, span)];
+  const runPath = ['RunWorkflow:fanOut', 'StartWorkflow:fanOut', 'caller request'];
+
+  // The plain task: its model call under its activity, under the run.
+  const plainChat = run.spans.filter(
+    (span) => span.operationName.startsWith('chat ') && tagOf(span, 'fanout.task_id') === 'plain',
+  );
+  expect(plainChat).toHaveLength(1);
+  expect(path(plainChat[0])).toEqual([
+    plainChat[0].operationName,
+    'RunActivity:callAgent',
+    'StartActivity:callAgent',
+    ...runPath,
+  ]);
+
+  // The lead agent, its steps' model calls, the spawn and the sub-agent below it, the sub-agent's tool call.
+  const lead = one('invoke_agent lead');
+  const leadPath = ['invoke_agent lead', 'RunWorkflow:agent', 'StartChildWorkflow:agent', ...runPath];
+  expect(path(lead)).toEqual(leadPath);
+  const spawn = one('execute_tool spawn_agents');
+  expect(path(spawn)).toEqual(['execute_tool spawn_agents', ...leadPath]);
+  const sub = run.spans.find(
+    (span) => span.operationName.startsWith('invoke_agent ') && span.operationName !== 'invoke_agent lead',
+  ) as JaegerSpan;
+  const subPath = [sub.operationName, 'RunWorkflow:agent', 'StartChildWorkflow:agent', ...path(spawn)];
+  expect(path(sub)).toEqual(subPath);
+  const search = one('execute_tool search');
+  expect(path(search)).toEqual(['execute_tool search', 'RunActivity:toolCall', 'StartActivity:toolCall', ...subPath]);
+  expect(tagOf(search, 'gen_ai.operation.name')).toBe('execute_tool');
+  expect(tagOf(search, 'gen_ai.tool.type')).toBe('function');
+  expect(typeof tagOf(search, 'gen_ai.tool.call.id')).toBe('string');
+
+  const leadChats = run.spans.filter(
+    (span) => span.operationName.startsWith('chat ') && ancestorsOf(run, span)[2] === 'invoke_agent lead',
+  );
+  const subChats = run.spans.filter(
+    (span) => span.operationName.startsWith('chat ') && ancestorsOf(run, span)[2] === sub.operationName,
+  );
+  expect(leadChats.length).toBeGreaterThanOrEqual(2);
+  expect(subChats.length).toBeGreaterThanOrEqual(2);
+  for (const chat of [...leadChats, ...subChats])
+    expect(ancestorsOf(run, chat).slice(0, 2)).toEqual(['RunActivity:agentStep', 'StartActivity:agentStep']);
+
+  // Each model call as the GenAI conventions name it.
+  const chats = [...plainChat, ...leadChats, ...subChats];
+  for (const chat of chats) {
+    const model = tagOf(chat, 'gen_ai.request.model');
+    expect(chat.operationName).toBe(`chat ${model}`);
+    expect(tagOf(chat, 'gen_ai.operation.name')).toBe('chat');
+    expect(tagOf(chat, 'gen_ai.provider.name')).toBe('openai');
+    expect(tagOf(chat, 'server.address')).toBe('127.0.0.1');
+    expect(tagOf(chat, 'gen_ai.response.model')).toEqual(expect.any(String));
+    expect(tagOf(chat, 'gen_ai.response.id')).toEqual(expect.any(String));
+    expect(String(tagOf(chat, 'gen_ai.response.finish_reasons'))).toMatch(/stop|tool_calls/);
+    expect(tagOf(chat, 'gen_ai.usage.input_tokens')).toBeGreaterThan(0);
+    expect(tagOf(chat, 'gen_ai.usage.output_tokens')).toBeGreaterThan(0);
+    expect(tagOf(chat, 'fanout.cost_usd')).toBeGreaterThan(0);
+    expect(tagOf(chat, 'fanout.attempt')).toBe(1);
+    expect(String(tagOf(chat, 'fanout.run_id'))).toContain(workflowId);
+    expect(chat.tags.find((tag) => tag.key === 'otel.status_code')?.value).not.toBe('ERROR');
+  }
+
+  // The figures the spans carry are the run's: tokens and dollars, per task and in all.
+  const plain = results.find((result) => result.id === 'plain');
+  expect([tagOf(plainChat[0], 'gen_ai.usage.input_tokens'), tagOf(plainChat[0], 'gen_ai.usage.output_tokens')]).toEqual(
+    [plain?.usage?.promptTokens, plain?.usage?.completionTokens],
+  );
+  expect(tagOf(plainChat[0], 'fanout.cost_usd')).toBe(plain?.costUsd);
+  const leadResult = results.find((result) => result.id === 'lead');
+  expect(tagOf(lead, 'gen_ai.usage.input_tokens')).toBe(leadResult?.usage?.promptTokens);
+  expect(tagOf(lead, 'gen_ai.usage.output_tokens')).toBe(leadResult?.usage?.completionTokens);
+  expect(tagOf(lead, 'fanout.cost_usd')).toBe(leadResult?.costUsd);
+  expect(sum([...leadChats, ...subChats], 'gen_ai.usage.input_tokens')).toBe(leadResult?.usage?.promptTokens);
+  expect(sum(chats, 'gen_ai.usage.input_tokens')).toBe(metrics.tokens.prompt);
+  expect(sum(chats, 'gen_ai.usage.output_tokens')).toBe(metrics.tokens.completion);
+  expect(roundUsd(sum(chats, 'fanout.cost_usd'))).toBe(metrics.cost.usd);
+
+  // No prompt or answer text without the opt-in.
+  expect(JSON.stringify(run.spans)).not.toContain(marker);
+  expect(chats.every((chat) => tagOf(chat, 'gen_ai.input.messages') === undefined)).toBe(true);
+});
+
+it('records prompts and answers in the chat span only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true', async () => {
+  const service = uniqueName('fanout-captured');
+  const taskQueue = await tracedWorker(service, { OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true' });
+  const marker = randomUUID();
+  const { result } = await runAsCaller(taskQueue, uniqueName('caller'), [
+    { id: 'told', prompt: `tell me about ${marker}` },
+    { id: 'searcher', prompt: `look ${marker} [[tool:search {"q":"${marker}"}]]`, tools: ['search'] },
+  ]);
+  expect(result.metrics.failed).toBe(0);
+  const run = await traceWith(
+    service,
+    (candidate) =>
+      candidate.spans.some((span) =>
+        String(tagOf(span, 'gen_ai.input.messages') ?? '').includes(`tell me about ${marker}`),
+      ) && named(candidate, 'execute_tool search').length === 1,
+  );
+  const told = run.spans.find(
+    (span) => span.operationName.startsWith('chat ') && tagOf(span, 'fanout.task_id') === 'told',
+  ) as JaegerSpan;
+  expect(JSON.parse(String(tagOf(told, 'gen_ai.input.messages')))).toEqual([
+    { role: 'user', parts: [{ type: 'text', content: `tell me about ${marker}` }] },
+  ]);
+  const answer = JSON.parse(String(tagOf(told, 'gen_ai.output.messages'))) as { role: string; finish_reason: string }[];
+  expect(answer).toEqual([expect.objectContaining({ role: 'assistant', finish_reason: 'stop' })]);
+  const search = named(run, 'execute_tool search')[0];
+  expect(String(tagOf(search, 'gen_ai.tool.call.arguments'))).toContain(marker);
+  expect(String(tagOf(search, 'gen_ai.tool.call.result'))).toContain(`search found: ${marker}`);
+});
+
+it("traces a batch's windows and lanes, and the model calls of the items its ratio samples by id", async () => {
+  const service = uniqueName('fanout-batch');
+  const ratio = { FANOUT_OTEL_BATCH_ITEM_RATIO: '0.1' };
+  const taskQueue = await tracedWorker(service, ratio);
+  const directory = mkdtempSync(path.join(tmpdir(), 'fanout-traced-batch-'));
+  const source = path.join(directory, 'tasks.jsonl');
+  const ids = Array.from({ length: 120 }, (_, index) => `item-${index}`);
+  writeFileSync(source, `${ids.map((id) => JSON.stringify({ id, prompt: `question ${id}` })).join('\n')}\n`);
+  const { workflowId, result } = await runCaller<BatchSummary>(
+    [taskQueue, 'batch', source, path.join(directory, 'out.jsonl')],
+    uniqueName('caller'),
+  );
+  rmSync(directory, { recursive: true, force: true });
+  expect(result.succeeded).toBe(120);
+  const sampled = ids.filter((id) => batchItemSampled(id, ratio));
+  expect(sampled.length).toBeGreaterThan(0);
+  expect(sampled.length).toBeLessThan(40);
+  const chatsOf = (trace: JaegerTrace) => trace.spans.filter((span) => span.operationName.startsWith('chat '));
+  const run = await traceWith(
+    service,
+    (candidate) => named(candidate, 'RunWorkflow:batch').length === 1 && chatsOf(candidate).length >= sampled.length,
+  );
+  // Exactly the sampled items' calls, each under its lane, under its window, under the batch.
+  const chats = chatsOf(run);
+  expect(chats.map((span) => tagOf(span, 'fanout.task_id')).sort()).toEqual([...sampled].sort());
+  for (const chat of chats) {
+    expect(tagOf(chat, 'fanout.run_id')).toBe(workflowId);
+    expect(ancestorsOf(run, chat).slice(0, 2)).toEqual(['RunActivity:runBatchLane', 'RunWorkflow:batchWindow']);
+    expect(ancestorsOf(run, chat)).toContain('RunWorkflow:batch');
+  }
+  // Every lane traced: as many lane spans as the windows ran lanes, each under a window.
+  const lanes = named(run, 'RunActivity:runBatchLane');
+  expect(lanes.length).toBeGreaterThan(0);
+  for (const lane of lanes) expect(ancestorsOf(run, lane)[0]).toBe('RunWorkflow:batchWindow');
+});
+
+it('sends nothing and loads no OpenTelemetry SDK when no OTEL_* variable is set: a worker and the CLI', async () => {
+  const directory = mkdtempSync(path.join(tmpdir(), 'fanout-untraced-'));
+  const record = path.join(directory, 'otlp.jsonl');
+  const taskQueue = uniqueName('tq-untraced');
+  // No OTEL_* at all (this process sets none; a developer's shell might).
+  for (const name of Object.keys(process.env)) if (name.startsWith('OTEL_')) delete process.env[name];
+  const env = {
+    ...simulatorEnvironment(suite.servers.simulator),
+    FANOUT_TEST_SIM_URL: suite.servers.simulator.baseUrl,
+    FANOUT_TEST_OTLP_RECORD: record,
+    NODE_OPTIONS: `--require ${path.join(__dirname, 'support', 'otlp-request-recorder.js')}`,
+  };
+  const worker = await spawnWorker({
+    address: suite.servers.server.address,
+    taskQueue,
+    env,
+    args: ['--tools', TOOLS],
+  });
+  let workflowId: string | undefined;
+  try {
+    const tasks = path.join(directory, 'tasks.json');
+    writeFileSync(
+      tasks,
+      JSON.stringify([{ id: 'untraced', prompt: 'look [[tool:search {"q":"x"}]]', tools: ['search'] }]),
+    );
+    const cli = await runCli(
+      ['run', tasks, '--address', suite.servers.server.address, '--task-queue', taskQueue, '--json'],
+      env,
+    );
+    expect([cli.code, cli.stderr]).toEqual([0, expect.any(String)]);
+    workflowId = (JSON.parse(cli.stdout) as { workflowId: string }).workflowId;
+  } finally {
+    await worker.stop();
+  }
+  // Two worker processes (the supervisor and its heap-capped child) and the CLI: none sent an export or loaded the SDK.
+  const processes = readFileSync(record, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { sent: string[]; sdkModules: number });
+  rmSync(directory, { recursive: true, force: true });
+  expect(processes.length).toBeGreaterThanOrEqual(2);
+  expect(processes.map(({ sent, sdkModules }) => ({ sent, sdkModules }))).toEqual(
+    processes.map(() => ({ sent: [], sdkModules: 0 })),
+  );
+  // And the run's history carries no trace context: no span was started for it anywhere.
+  const history = await suite.servers.server.client.workflow.getHandle(workflowId as string).fetchHistory();
+  expect(JSON.stringify(history)).not.toContain('_tracer-data');
+});
