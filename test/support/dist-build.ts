@@ -15,6 +15,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import path from 'node:path';
+import { processAlive } from './process-alive';
 
 /** What dist/ is built from: a change to any of them rebuilds it. */
 const INPUTS = ['src', 'tsconfig.json', 'tsconfig.build.json', 'scripts/bundle-workflows.js', 'package-lock.json'];
@@ -52,15 +53,6 @@ function builtFrom(dist: string): string | undefined {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Holds `lock` (a file naming its owner's pid) while `body` runs; waits for a live owner, takes over from a dead one. */
 async function withLock<T>(lock: string, body: () => Promise<T>): Promise<T> {
   for (;;) {
@@ -72,7 +64,7 @@ async function withLock<T>(lock: string, body: () => Promise<T>): Promise<T> {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number(readFileSync(lock, 'utf8')) || undefined;
       // An owner that has not written its pid yet is alive; one whose pid is gone died holding the lock.
-      if (owner !== undefined && !alive(owner)) rmSync(lock, { force: true });
+      if (owner !== undefined && !processAlive(owner)) rmSync(lock, { force: true });
       else await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
@@ -98,7 +90,8 @@ function runNode(root: string, args: string[]): Promise<void> {
 function removeAbandoned(root: string): void {
   for (const entry of readdirSync(root)) {
     const pid = new RegExp(`^${SCRATCH_PREFIX.replace('.', '\\.')}(?:staging|retired)-(\\d+)-`).exec(entry)?.[1];
-    if (pid !== undefined && !alive(Number(pid))) rmSync(path.join(root, entry), { recursive: true, force: true });
+    if (pid !== undefined && !processAlive(Number(pid)))
+      rmSync(path.join(root, entry), { recursive: true, force: true });
   }
 }
 

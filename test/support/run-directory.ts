@@ -1,6 +1,7 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { processAlive } from './process-alive';
 
 const PREFIX = 'temporal-fanout-test-';
 
@@ -9,15 +10,6 @@ export interface RunDirectory {
   readonly path: string;
   readonly environment: Record<string, string>;
   remove(): void;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 /**
@@ -29,7 +21,7 @@ export function createRunDirectory(): RunDirectory {
   const system = os.tmpdir();
   for (const entry of readdirSync(system)) {
     const pid = new RegExp(`^${PREFIX}(\\d+)-`).exec(entry)?.[1];
-    if (pid !== undefined && Number(pid) !== process.pid && !alive(Number(pid)))
+    if (pid !== undefined && Number(pid) !== process.pid && !processAlive(Number(pid)))
       rmSync(path.join(system, entry), { recursive: true, force: true });
   }
   const directory = mkdtempSync(path.join(system, `${PREFIX}${process.pid}-`));
