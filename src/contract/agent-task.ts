@@ -58,11 +58,21 @@ export function runsAsAgent(task: Pick<AgentTask, 'tools' | 'output'>): boolean 
 
 export type AgentTask = z.infer<typeof agentTaskSchema>;
 
-/** Token counts reported by the provider. */
+/**
+ * Token counts reported by the provider. `promptTokens` counts every input token, cached or not (Anthropic's
+ * `input_tokens` leaves its cache reads and writes out: they are added back here); the cache fields say how many of
+ * them the provider served from its prompt cache or wrote to it, absent when it reported none.
+ */
 export interface TokenUsage {
   promptTokens: number;
   completionTokens: number;
   totalTokens: number;
+  /** Of `promptTokens`, read from the provider's prompt cache (OpenAI `cached_tokens`, Anthropic `cache_read_input_tokens`). */
+  cachedPromptTokens?: number;
+  /** Of `promptTokens`, written to Anthropic's cache to live 5 minutes (`cache_creation.ephemeral_5m_input_tokens`). */
+  cacheWrite5mTokens?: number;
+  /** Of `promptTokens`, written to Anthropic's cache to live 1 hour (`cache_creation.ephemeral_1h_input_tokens`). */
+  cacheWrite1hTokens?: number;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';
