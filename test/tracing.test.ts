@@ -9,7 +9,9 @@ import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
-import { simulatorEnvironment, useTestServers } from './support/suite-stack';
+import { FanoutClient } from '../src/client/fanout-client';
+import { modelCalls } from './support/agents';
+import { QUICK_LOST_WORKER_DETECTION, simulatorEnvironment, useTestServers } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -44,15 +46,24 @@ function tracedEnvironment(service: string, extra: Record<string, string> = {}):
 /** A traced `fanout worker` process on a fresh task queue. */
 async function tracedWorker(service: string, extra: Record<string, string> = {}): Promise<string> {
   const taskQueue = uniqueName('tq-traced');
-  workers.push(
-    await spawnWorker({
-      address: suite.servers.server.address,
-      taskQueue,
-      env: tracedEnvironment(service, extra),
-      args: ['--tools', TOOLS],
-    }),
-  );
+  await tracedWorkerOn(taskQueue, service, extra);
   return taskQueue;
+}
+
+/** A traced `fanout worker` process on `taskQueue`. */
+async function tracedWorkerOn(
+  taskQueue: string,
+  service: string,
+  extra: Record<string, string> = {},
+): Promise<WorkerProcess> {
+  const worker = await spawnWorker({
+    address: suite.servers.server.address,
+    taskQueue,
+    env: tracedEnvironment(service, extra),
+    args: ['--tools', TOOLS],
+  });
+  workers.push(worker);
+  return worker;
 }
 
 /** Runs tasks from a traced caller process (its own span around the start) and returns what the run reported. */
@@ -328,4 +339,82 @@ it('sends nothing and loads no OpenTelemetry SDK when no OTEL_* variable is set:
   // And the run's history carries no trace context: no span was started for it anywhere.
   const history = await suite.servers.server.client.workflow.getHandle(workflowId as string).fetchHistory();
   expect(JSON.stringify(history)).not.toContain('_tracer-data');
+});
+
+it("traces a SIGKILLed worker's attempt: its chat span ends with WorkerLost, the retry's follows it, and no workflow span comes twice", async () => {
+  const service = uniqueName('fanout-crash');
+  const taskQueue = uniqueName('tq-traced-crash');
+  const { server, simulator } = suite.servers;
+  const slowChats = (trace: JaegerTrace) =>
+    trace.spans.filter((span) => span.operationName.startsWith('chat ') && tagOf(span, 'fanout.task_id') === 'slow');
+  const first = await tracedWorkerOn(taskQueue, service, QUICK_LOST_WORKER_DETECTION);
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const handle = await client.startParallel([{ id: 'slow', prompt: 'Think long [sim latency=6000]' }]);
+  await waitFor('the call to be in flight', () => modelCalls(simulator, 'slow').length === 1);
+  await first.kill();
+  await tracedWorkerOn(taskQueue, service, QUICK_LOST_WORKER_DETECTION);
+  const { results } = await handle.result();
+  expect(results[0].status).toBe('ok');
+  // The simulator saw the call twice: the attempt in flight at the kill, and its retry; nothing more.
+  expect(modelCalls(simulator, 'slow')).toHaveLength(2);
+
+  const run = await traceWith(
+    service,
+    (candidate) =>
+      candidate.spans.some((span) => span.operationName === 'RunWorkflow:fanOut') && slowChats(candidate).length === 2,
+  );
+  const chats = slowChats(run).sort((a, b) => a.startTime - b.startTime);
+  const [lost, retry] = chats;
+  expect([tagOf(lost, 'fanout.attempt'), tagOf(lost, 'error.type'), tagOf(lost, 'otel.status_code')]).toEqual([
+    1,
+    'WorkerLost',
+    'ERROR',
+  ]);
+  expect(String(tagOf(lost, 'fanout.worker'))).not.toBe('');
+  expect([tagOf(retry, 'fanout.attempt'), tagOf(retry, 'error.type')]).toEqual([2, undefined]);
+  // The lost attempt ends before its retry starts (Jaeger's times are microseconds).
+  expect(lost.startTime + lost.duration).toBeLessThanOrEqual(retry.startTime);
+  // The second worker replayed the run's workflow code: it sent none of its spans again.
+  expect(named(run, 'RunWorkflow:fanOut')).toHaveLength(1);
+  expect(named(run, 'StartActivity:callAgent')).toHaveLength(1);
+});
+
+it('traces each wait for approval as await_approval {tool}, from the ask to the answer, with its outcome', async () => {
+  const service = uniqueName('fanout-approval');
+  const taskQueue = await tracedWorker(service);
+  const { server } = suite.servers;
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const handle = await client.startParallel([
+    { id: 'shipper', prompt: 'Ship [[tool:publish {"title":"Report"}]]', tools: ['publish'] },
+    { id: 'held', prompt: 'Ship [[tool:publish {"title":"Draft"}]]', tools: ['publish'] },
+  ]);
+  const connection = ['--address', server.address];
+  const answer = async (agent: string, ...how: string[]) => {
+    const child = `${handle.workflowId}/agent:${agent}`;
+    await waitFor(`${agent} to wait for approval`, async () => {
+      const status = await runCli(['status', child, ...connection]);
+      return status.stdout.includes('waiting for approval: call_1_1');
+    });
+    const answered = await runCli(['approve', child, 'call_1_1', ...how, ...connection]);
+    expect(answered.code).toBe(0);
+  };
+  await answer('shipper');
+  await answer('held', '--deny', 'not yet');
+  const { results } = await handle.result();
+  expect(results.map((result) => result.status)).toEqual(['ok', 'ok']);
+
+  const run = await traceWith(service, (candidate) => named(candidate, 'await_approval publish').length === 2);
+  const waits = named(run, 'await_approval publish');
+  const byTask = new Map(waits.map((span) => [tagOf(span, 'fanout.task_id'), span]));
+  expect([...byTask.keys()].sort()).toEqual(['held', 'shipper']);
+  const shipped = byTask.get('shipper') as JaegerSpan;
+  const held = byTask.get('held') as JaegerSpan;
+  expect([tagOf(shipped, 'fanout.approval.outcome'), tagOf(held, 'fanout.approval.outcome')]).toEqual([
+    'approved',
+    'denied',
+  ]);
+  expect([tagOf(shipped, 'gen_ai.tool.name'), tagOf(shipped, 'gen_ai.tool.call.id')]).toEqual(['publish', 'call_1_1']);
+  // The wait lasted until the answer: the held agent was answered after the shipper, so its wait is the longer one.
+  expect(held.duration).toBeGreaterThan(shipped.duration);
+  expect(ancestorsOf(run, shipped)[0]).toBe('RunActivity:toolCall');
 });

@@ -46,6 +46,10 @@ export const GenAiAttribute = {
   runId: 'fanout.run_id',
   /** 429 answers waited out inside the attempt before it was answered. */
   rateLimited: 'fanout.rate_limited_responses',
+  /** The identity of the worker an attempt ran on (a lost attempt's span, which its retry writes). */
+  worker: 'fanout.worker',
+  /** How a tool call's wait for approval ended: approved, denied or timed-out. */
+  approvalOutcome: 'fanout.approval.outcome',
   /** The MCP server a tool call went to. */
   mcpServer: 'fanout.mcp.server',
 } as const;
@@ -216,4 +220,38 @@ export async function inToolSpan(tool: ToolSpanContext, run: () => Promise<strin
     failSpan(span, error);
     throw error;
   }
+}
+
+/** A tool call's wait for approval, as `await_approval {tool}` records it. */
+export interface ApprovalSpanContext {
+  tool: string;
+  callId: string;
+  taskId: string;
+  askedAt: number;
+  answeredAt: number;
+  outcome: 'approved' | 'denied' | 'timed-out';
+}
+
+/**
+ * Records the wait of a tool call for a person's approval as a span of its own, `await_approval {tool}`, from when the
+ * agent asked to when it was answered (the workflow's times, which its toolCall activity carries), with the outcome:
+ * `approved`, `denied` or `timed-out` (status error: no one answered). Written by the activity that runs or refuses
+ * the call, under its span: workflow code waits on a durable timer and has no span to time.
+ */
+export function traceApprovalWait(wait: ApprovalSpanContext): void {
+  const span = fanoutTracer().startSpan(`await_approval ${wait.tool}`, {
+    kind: SpanKind.INTERNAL,
+    startTime: wait.askedAt,
+    attributes: {
+      [GenAiAttribute.toolName]: wait.tool,
+      [GenAiAttribute.toolCallId]: wait.callId,
+      [GenAiAttribute.taskId]: wait.taskId,
+      [GenAiAttribute.approvalOutcome]: wait.outcome,
+    },
+  });
+  if (wait.outcome === 'timed-out') {
+    span.setAttribute(GenAiAttribute.errorType, 'ApprovalTimedOut');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'no one answered the approval in time' });
+  }
+  span.end(wait.answeredAt);
 }
