@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BatchSummary } from '../src/contract/batch';
 import type { FanOutResult } from '../src/contract/fan-out';
+import type { ProviderBatchResult } from '../src/workflows/provider-batch';
+import { batchDirectory, readSink } from './support/batch-files';
 import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
@@ -417,4 +419,43 @@ it('traces each wait for approval as await_approval {tool}, from the ask to the 
   // The wait lasted until the answer: the held agent was answered after the shipper, so its wait is the longer one.
   expect(held.duration).toBeGreaterThan(shipped.duration);
   expect(ancestorsOf(run, shipped)[0]).toBe('RunActivity:toolCall');
+});
+
+it('traces a provider batch as provider_batch {model}: from submission to collection, its outcome, counts and tokens', async () => {
+  const service = uniqueName('fanout-provider-batch');
+  const taskQueue = await tracedWorker(service);
+  const { server, simulator } = suite.servers;
+  simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 1, max: 2 } } });
+  const directory = batchDirectory();
+  const source = path.join(directory, 'tasks.jsonl');
+  const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `pb-${index}`, prompt: `item ${index}` }));
+  writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
+  const batchId = uniqueName('pb-traced');
+  try {
+    const handle = await server.client.workflow.start('providerBatch', {
+      taskQueue,
+      workflowId: batchId,
+      args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300 } }],
+    });
+    const result = (await handle.result()) as ProviderBatchResult;
+    const lines = result.segments.flatMap((segment) => readSink(segment));
+    expect(lines.filter((line) => line.status === 'ok')).toHaveLength(6);
+
+    const run = await traceWith(service, (candidate) =>
+      candidate.spans.some((span) => span.operationName.startsWith('provider_batch ')),
+    );
+    const [batch] = run.spans.filter((span) => span.operationName.startsWith('provider_batch '));
+    expect(
+      ['fanout.provider_batch.outcome', 'fanout.provider_batch.requests', 'fanout.provider_batch.succeeded'].map(
+        (key) => tagOf(batch, key),
+      ),
+    ).toEqual(['ended', 6, 6]);
+    expect(String(tagOf(batch, 'fanout.provider_batch.id'))).not.toBe('');
+    expect(tagOf(batch, 'gen_ai.usage.input_tokens')).toBe(
+      lines.reduce((total, line) => total + (line.usage?.promptTokens ?? 0), 0),
+    );
+    expect(ancestorsOf(run, batch)[0]).toBe('RunActivity:collectProviderBatch');
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 });
