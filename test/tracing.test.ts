@@ -459,3 +459,29 @@ it('traces a provider batch as provider_batch {model}: from submission to collec
     rmSync(directory, { recursive: true, force: true });
   }
 });
+
+it('fanout demo --trace starts a Jaeger, traces the demo into it and prints the span tree it reads back', async () => {
+  const { code, stdout, stderr } = await runCli(['demo', '--trace'], { OPENAI_API_KEY: '' });
+  expect({ code, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, stderr: '' });
+  const tree = stdout.slice(stdout.indexOf('\nTrace '));
+  const api = /\(Jaeger API (http:\/\/127\.0\.0\.1:\d+)\/api\/traces\/[0-9a-f]{32}\)/.exec(tree);
+  expect(api).not.toBeNull();
+  const lines = tree.split('\n').slice(2);
+  expect(lines.slice(0, 3).map((line) => line.trim().split('  ')[0])).toEqual([
+    'fanout demo',
+    'StartWorkflow:fanOut',
+    'RunWorkflow:fanOut',
+  ]);
+  // One model call per demo agent, each under its activity, with its task, tokens and cost.
+  const chats = lines.filter((line) => line.trim().startsWith('chat '));
+  expect(chats.map((line) => /task=(\S+)/.exec(line)?.[1]).sort()).toEqual([
+    'analyst',
+    'coder',
+    'editor',
+    'fact-checker',
+    'researcher',
+  ]);
+  for (const chat of chats) expect(chat).toMatch(/^ {10}chat \S+ .* in=\d+ out=\d+ \$=[\d.e-]+ attempt=1$/);
+  // The Jaeger the demo started is gone with it.
+  await expect(fetch(`${(api as RegExpExecArray)[1]}/api/services`)).rejects.toThrow();
+});
