@@ -6,8 +6,7 @@ import { formatRunReport } from '../report';
 import { startJaeger, type Jaeger } from '../../local/jaeger';
 import { waitFor } from '../../local/wait-for';
 import { fanoutTracer } from '../../telemetry/genai-spans';
-import { startTracingFromEnvironment, stopTracing } from '../../telemetry/lifecycle';
-import { activeTracing } from '../../telemetry/tracing';
+import { flushTracing, startTracingFromEnvironment, stopTracing } from '../../telemetry/lifecycle';
 import { formatTraceTree } from '../trace-tree';
 
 /** The demo's agents: different roles, and (on the simulator) different latencies. */
@@ -149,9 +148,7 @@ async function startDemoTracing(log: (line: string) => void): Promise<DemoTracin
       }),
     show: async (traceId, agents) => {
       // The run has ended, so its workflows' spans are out of the sandbox: flushing both processors sends them all.
-      const tracing = activeTracing();
-      const flushed = Promise.all([tracing?.provider.forceFlush(), tracing?.workflowSpans.forceFlush()]);
-      await Promise.race([flushed.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 5000).unref())]);
+      await flushTracing(5000);
       if (!jaeger) {
         process.stdout.write(`\ntrace ${traceId} sent to ${own}\n`);
         return;
