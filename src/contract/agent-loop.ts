@@ -117,6 +117,10 @@ export interface AgentStepBase {
   usage?: TokenUsage;
   costUsd?: number;
   unpriced?: boolean;
+  /** The step's model call was answered from the answer cache: nothing sent, `costUsd` 0 (AgentCallResult.cached). */
+  cached?: boolean;
+  /** What that call would have cost, US dollars. */
+  savedUsd?: number;
   attempt: number;
   durationMs: number;
   /** Benchmark only: the transcript inline (see AgentStepInput.inlineMessages). */
