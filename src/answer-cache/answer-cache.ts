@@ -4,6 +4,7 @@ import { childOf } from '../contract/location';
 import { DEFAULT_CACHE_TTL_MS, type AnswerCacheSettings } from '../contract/answer-cache';
 import { FailureType } from '../contract/failure-types';
 import { StorageError, storeFromEnvironment, type ObjectStorage } from '../store';
+import { integerFromEnvironment } from '../config/environment';
 import { decodeEntry, encodeEntry } from './cache-entry';
 
 /** The location of the cache when the run names none: beside the payloads of the store the worker uses. */
@@ -38,6 +39,11 @@ export interface AnswerCacheDependencies {
   now?: () => number;
   /** A corrupted entry, a store that could not be read or written: the call goes on, and says so here. */
   warn?: (message: string) => void;
+  /**
+   * Crash tests only: how long a call waits after storing its answer before it returns, ms, so a test can kill the
+   * worker between the two (FANOUT_CACHE_HOLD_AFTER_WRITE_MS). Default 0.
+   */
+  holdAfterWriteMs?: number;
 }
 
 /**
@@ -108,7 +114,11 @@ export class AnswerCache {
       });
     }
     const value = await send();
-    if (settings.mode === 'read-write') await this.write(uri, key, value, call);
+    if (settings.mode === 'read-write') {
+      await this.write(uri, key, value, call);
+      const hold = this.dependencies.holdAfterWriteMs ?? 0;
+      if (hold > 0) await new Promise((resolve) => setTimeout(resolve, hold));
+    }
     return { value, cached: false };
   }
 
@@ -175,7 +185,11 @@ let shared: AnswerCache | undefined;
 export function defaultAnswerCache(): AnswerCache {
   if (!shared) {
     const { storage, store } = storeFromEnvironment();
-    shared = new AnswerCache({ storage, storeRoot: store.root });
+    shared = new AnswerCache({
+      storage,
+      storeRoot: store.root,
+      holdAfterWriteMs: integerFromEnvironment('FANOUT_CACHE_HOLD_AFTER_WRITE_MS') ?? 0,
+    });
   }
   return shared;
 }
