@@ -13,6 +13,8 @@ import { formatRunReport } from '../report';
 import { runEndedError } from '../run-result';
 import { watchRun } from './watch';
 import { cacheFromFlags, withCacheOptions, type CacheFlags } from '../cache-flags';
+import { resolveCacheSettings } from '../../client/cache-settings';
+import { storeFromEnvironment } from '../../store';
 import { checkWorkflowId } from '../../client/workflow-id';
 
 interface RunFlags extends ConnectionFlags, CacheFlags {
@@ -97,6 +99,9 @@ export function runCommand(): Command {
       validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
     else validateFanOutInput({ tasks: runFile.tasks, options });
     if (flags.id !== undefined) checkWorkflowId(flags.id);
+    // The answer cache checked before connecting too (the client checks it again, as for any caller).
+    const cache = await resolveCacheSettings(options.cache, storeFromEnvironment().store);
+    if (cache) options.cache = cache;
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
     try {
       const start = { workflowId: flags.id, name: flags.name };
