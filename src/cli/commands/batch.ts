@@ -339,9 +339,11 @@ export function batchCommand(): Command {
 
   batch.addCommand(
     clientCommand(
-      onBatch('resume', 're-run the failed and never-run items of a finished or cancelled batch'),
-      async (fanout, batchId, flags: BatchFlags) => {
-        const handle = await fanout.resumeBatch(batchId);
+      withCacheOptions(onBatch('resume', 're-run the failed and never-run items of a finished or cancelled batch')),
+      async (fanout, batchId, flags: BatchFlags & CacheFlags) => {
+        // The batch's own cache (its memo) unless the flags name another.
+        const cache = cacheFromFlags(flags);
+        const handle = await fanout.resumeBatch(batchId, cache ? { cache } : undefined);
         await announce(handle, flags, { batchId, resumed: true }, `resumed batch ${batchId}`);
       },
     ),
