@@ -152,6 +152,21 @@ describe('the answer cache', () => {
     expect(calls + sender.calls).toBe(2);
   });
 
+  it('stops a call waiting on an identical one in flight as soon as its own signal aborts', async () => {
+    const { cache, location } = cacheAt('twin-cancelled');
+    const settings: AnswerCacheSettings = { mode: 'read-write', location };
+    const sender = counted(2000);
+    const leader = cache.through(settings, '2'.repeat(64), call, sender.send);
+    const abort = new AbortController();
+    const waiting = cache.through(settings, '2'.repeat(64), { ...call, signals: [abort.signal] }, sender.send);
+    const startedAt = Date.now();
+    setTimeout(() => abort.abort(new Error('cancelled')), 50);
+    await expect(waiting).rejects.toThrow('cancelled');
+    expect(Date.now() - startedAt).toBeLessThan(1000);
+    expect(await leader).toEqual({ value: { text: 'answer-1' }, cached: false });
+    expect(sender.calls).toBe(1);
+  });
+
   it('treats a corrupted entry as a miss with a warning, never as an answer (a byte flipped)', async () => {
     const { cache, location, warnings } = cacheAt('corrupt');
     const settings: AnswerCacheSettings = { mode: 'read-write', location };

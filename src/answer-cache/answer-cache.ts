@@ -29,6 +29,42 @@ export interface CachedCall {
   taskId: string;
   /** How failures name the call: `agent "<id>"`, `tool search of agent "<id>"`. */
   label: string;
+  /**
+   * What ends this call (its activity's cancellation, its lane's stop): a call waiting on an identical one in flight
+   * stops waiting at once and throws the signal's reason, as its own request would have been aborted.
+   */
+  signals?: readonly (AbortSignal | undefined)[];
+}
+
+/** `promise`, or the reason of the first of `signals` to abort. */
+function unlessAborted<T>(promise: Promise<T>, signals: readonly (AbortSignal | undefined)[] = []): Promise<T> {
+  const live = signals.filter((signal): signal is AbortSignal => signal !== undefined);
+  const aborted = live.find((signal) => signal.aborted);
+  if (aborted) return Promise.reject(aborted.reason as Error);
+  if (live.length === 0) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const listeners = live.map((signal) => {
+      const listener = () => {
+        stop();
+        reject(signal.reason as Error);
+      };
+      signal.addEventListener('abort', listener, { once: true });
+      return { signal, listener };
+    });
+    const stop = () => {
+      for (const { signal, listener } of listeners) signal.removeEventListener('abort', listener);
+    };
+    promise.then(
+      (value) => {
+        stop();
+        resolve(value);
+      },
+      (error: unknown) => {
+        stop();
+        reject(error as Error);
+      },
+    );
+  });
 }
 
 export interface AnswerCacheDependencies {
@@ -79,12 +115,17 @@ export class AnswerCache {
     const uri = entryLocation(settings.location ?? defaultCacheLocation(this.dependencies.storeRoot), key);
     const twin = this.inFlight.get(uri) as Promise<CacheOutcome<T>> | undefined;
     if (twin) {
+      let outcome: CacheOutcome<T> | undefined;
       try {
-        return { value: (await twin).value, cached: true };
+        outcome = await unlessAborted(twin, call.signals);
       } catch {
-        // The twin failed (cancelled, timed out, refused): this call's own attempt decides its own outcome.
-        return this.through(settings, key, call, send, isAnswer);
+        // This call's own end (cancelled, stopped) is not the twin's failure: it ends here.
+        const ended = call.signals?.find((signal) => signal?.aborted);
+        if (ended) throw ended.reason;
       }
+      if (outcome) return { value: outcome.value, cached: true };
+      // The twin failed (cancelled, timed out, refused): this call's own attempt decides its own outcome.
+      return this.through(settings, key, call, send, isAnswer);
     }
     const work = this.lookUpOrSend(settings, uri, key, call, send, isAnswer);
     this.inFlight.set(uri, work);

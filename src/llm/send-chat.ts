@@ -190,7 +190,11 @@ export async function sendChat(
   const { value: completion, cached } = await (dependencies.answerCache ?? defaultAnswerCache()).through(
     call.cache,
     key,
-    { taskId: chat.taskId, label: chat.label ?? `agent "${chat.taskId}"` },
+    {
+      taskId: chat.taskId,
+      label: chat.label ?? `agent "${chat.taskId}"`,
+      signals: [Context.current().cancellationSignal, call.signal],
+    },
     async () => {
       sent = await send();
       return sent.completion;
