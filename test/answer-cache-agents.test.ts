@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { z } from 'zod';
 import type { AnswerCacheSettings, CacheMode } from '../src/contract/answer-cache';
@@ -73,4 +73,36 @@ it("answers an agent's model steps from the cache, and runs again only the tools
   expect(unrecorded).toMatchObject({ status: 'failed', error: { type: 'CacheMiss' } });
   expect(unrecorded.error?.message).toContain('agent "cached-agent" step 1');
   expect(modelCalls(suite.servers.simulator, task.id)).toHaveLength(2);
+});
+
+it("gives a batch's answer cache to the agents among its items: a re-run sends none of their steps", async () => {
+  const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-cache-agent-batch-'));
+  const source = path.join(directory, 'tasks.jsonl');
+  const agentTask = {
+    id: 'batch-agent',
+    prompt: 'look it up [[tool:cached_lookup {"word":"lane"}]]',
+    tools: ['cached_lookup'],
+  };
+  writeFileSync(
+    source,
+    `${JSON.stringify(agentTask)}\n${JSON.stringify({ id: 'batch-plain', prompt: 'plain item' })}\n`,
+  );
+  const runBatch = async (name: string) => {
+    const handle = await suite.stack.client.startBatch({
+      source,
+      sink: path.join(directory, `${name}.jsonl`),
+      options: { concurrency: 2, cache: cache('read-write') },
+    });
+    return handle.result();
+  };
+  const first = await runBatch('first');
+  expect(first).toMatchObject({ total: 2, succeeded: 2 });
+  const sent = modelCalls(suite.servers.simulator, 'batch-agent').length;
+  expect(sent).toBe(2);
+  const lookups = runs.lookup;
+  const again = await runBatch('again');
+  expect(again).toMatchObject({ total: 2, succeeded: 2 });
+  expect(modelCalls(suite.servers.simulator, 'batch-agent')).toHaveLength(sent);
+  expect(modelCalls(suite.servers.simulator, 'batch-plain')).toHaveLength(1);
+  expect(runs.lookup).toBe(lookups);
 });
