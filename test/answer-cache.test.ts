@@ -6,6 +6,7 @@ import { AnswerCache, entryLocation } from '../src/answer-cache/answer-cache';
 import { canonicalJson } from '../src/answer-cache/canonical-json';
 import { requestKey } from '../src/answer-cache/request-key';
 import { withCallCost } from '../src/answer-cache/call-cost';
+import { formatCost } from '../src/cli/report';
 import { resolveCacheSettings } from '../src/client/cache-settings';
 import type { AnswerCacheSettings } from '../src/contract/answer-cache';
 import { InvalidInputError } from '../src/contract/validation';
@@ -221,6 +222,18 @@ describe('the answer cache', () => {
       costUsd: 0,
       savedUsd: 0.002,
     });
+  });
+});
+
+describe('the report of a run with cached answers', () => {
+  it('says how many calls the cache answered and what they saved, and nothing when none', () => {
+    expect(formatCost({ usd: 0.0001, unpricedCalls: 0 })).toBe('$0.000100');
+    expect(formatCost({ usd: 0.0001, unpricedCalls: 0, cachedCalls: 3, savedUsd: 0.002 })).toBe(
+      '$0.000100; 3 answered from the answer cache ($0.002000 saved)',
+    );
+    expect(formatCost({ usd: 0, unpricedCalls: 1, cachedCalls: 1, savedUsd: 0 })).toBe(
+      'unknown (1 unpriced call); 1 answered from the answer cache ($0.000000 saved)',
+    );
   });
 });
 
