@@ -51,6 +51,26 @@ describe('fanout CLI input errors (nothing is started)', () => {
     expect(stderr).toMatch(/--parallel.*expected a whole number from 1 to 500, got "0"/);
   });
 
+  it('refuses --cache replay without a cache location, a cache location it cannot write, and an unknown mode', async () => {
+    const tasks = file('cached.jsonl', '{"id":"a","prompt":"x"}\n');
+    const replay = await runCli(['run', tasks, '--cache', 'replay', ...NOWHERE], {
+      FANOUT_STORE: '',
+      FANOUT_CACHE_STORE: '',
+    });
+    expect(replay.code).toBe(2);
+    expect(replay.stderr).toContain('replay needs a cache location');
+    expect(replay.stderr).toContain('FANOUT_CACHE_STORE');
+    const unwritable = await runCli(
+      ['run', tasks, '--cache', 'read-write', '--cache-store', path.join(tasks, 'cache'), ...NOWHERE],
+      {},
+    );
+    expect(unwritable.code).toBe(2);
+    expect(unwritable.stderr).toContain(`the cache location ${path.join(tasks, 'cache')} cannot be written`);
+    const unknown = await runCli(['run', tasks, '--cache', 'sometimes', ...NOWHERE]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('"sometimes" is not a cache mode (use read-write, read-only, replay, off)');
+  });
+
   it('says clearly when the task file does not exist', async () => {
     const { code, stderr } = await runCli(['run', path.join(directory, 'missing.jsonl'), ...NOWHERE]);
     expect(code).toBe(2);

@@ -11,6 +11,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ['contract', 'config'],
   ['telemetry'],
   ['workflows', 'store', 'pacing', 'pricing', 'watchdog', 'codec', 'tools', 'worker-health'],
+  ['answer-cache'],
   ['llm', 'spool'],
   ['metrics', 'provider-batch', 'sim'],
   ['activities'],

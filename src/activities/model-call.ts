@@ -6,7 +6,7 @@ import { segmentName } from '../contract/location';
 import type { PayloadRef } from '../contract/payload-ref';
 import { FailureType } from '../contract/failure-types';
 import type { PricingDependencies } from '../pricing';
-import { withCost } from '../pricing/price-of';
+import { withCallCost } from '../answer-cache/call-cost';
 import { StorageError, type PayloadStore } from '../store';
 import type { ChatDependencies } from '../llm/send-chat';
 import { sendTaskChat } from '../llm/send-task-chat';
@@ -101,7 +101,7 @@ export function createModelCallActivities(
       'task' in request ? request : { task: request, inlineOutputBytes: Number.MAX_SAFE_INTEGER };
     const task = await materialise(input, dependencies.store);
     // Priced here, on the worker: workflows cannot read the price table (FANOUT_PRICES, FANOUT_PRICES_FILE).
-    const call = withCost(await sendTaskChat(task, dependencies), dependencies.prices);
+    const call = withCallCost(await sendTaskChat(task, dependencies), dependencies.prices);
     const output = call.output ?? '';
     const large = Buffer.byteLength(output, 'utf8') > input.inlineOutputBytes;
     if (!large && !input.storeOutput) return call;

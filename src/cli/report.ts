@@ -17,12 +17,16 @@ export function formatUsd(usd: number): string {
 /** A run's spend in words; unpriced calls are named as such, never counted as $0. Absent from runs before costs. */
 export function formatCost(cost: RunCost | undefined): string {
   if (cost === undefined) return 'not recorded';
-  if (cost.unpricedCalls === 0) return formatUsd(cost.usd);
+  const cached = cost.cachedCalls
+    ? `; ${cost.cachedCalls} answered from the answer cache (${formatUsd(cost.savedUsd ?? 0)} saved)`
+    : '';
+  if (cost.unpricedCalls === 0) return `${formatUsd(cost.usd)}${cached}`;
   const unpriced = `${cost.unpricedCalls} unpriced call${cost.unpricedCalls === 1 ? '' : 's'}`;
-  return cost.usd > 0 ? `${formatUsd(cost.usd)} + ${unpriced} (cost unknown)` : `unknown (${unpriced})`;
+  return `${cost.usd > 0 ? `${formatUsd(cost.usd)} + ${unpriced} (cost unknown)` : `unknown (${unpriced})`}${cached}`;
 }
 
 function agentCost(agent: AgentResult): string {
+  if (agent.cached) return 'cached';
   if (agent.costUsd !== undefined) return formatUsd(agent.costUsd);
   return agent.unpriced ? 'unpriced' : '';
 }

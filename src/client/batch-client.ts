@@ -10,7 +10,7 @@ import { assembleLeftover, probeWritable, spoolOf } from '../spool';
 import { scanTaskSource } from '../spool/task-source';
 import { resolveAutoRoute } from '../contract/route-options';
 import { isRemote } from '../contract/location';
-import { StorageError, type ObjectStorage } from '../store';
+import { StorageError, storeRootFromEnvironment, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
 import {
   BATCH_DEFAULTS,
@@ -23,6 +23,7 @@ import {
 } from '../contract/batch';
 import type { batch } from '../workflows/batch/batch';
 import { InvalidInputError, validateBatchInput } from '../contract/validation';
+import { resolveCacheSettings } from './cache-settings';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
 import { providerBatchProgressQuery } from '../workflows/provider-batch';
@@ -209,6 +210,8 @@ export interface BatchClientOptions {
   taskQueue: string;
   /** Where task files are read and sinks written. */
   storage: ObjectStorage;
+  /** The payload store's root (FANOUT_STORE): the answer cache's default location is under it. */
+  storeRoot?: string;
   /** The id of a batch started without one. */
   newBatchId: () => string;
   /** Search attributes of a new batch, found by `name` (its id). */
@@ -233,6 +236,8 @@ export class BatchClient {
       sink: located(request.sink),
       ...(request.options === undefined ? {} : { options: request.options }),
     });
+    const cache = await this.cacheOf(input.options);
+    if (cache) input.options = { ...input.options, cache };
     const scan = await scanTaskSource(storage, input.source);
     const route = input.options?.route ?? 'sync';
     const providerBatch =
@@ -265,6 +270,14 @@ export class BatchClient {
     }
   }
 
+  /** The batch's answer cache resolved and checked (nothing starts if it is wrong). */
+  private cacheOf(options: BatchOptions | undefined) {
+    return resolveCacheSettings(options?.cache, {
+      storage: this.options.storage,
+      root: this.options.storeRoot ?? storeRootFromEnvironment(),
+    });
+  }
+
   /**
    * Resumes a finished, failed or cancelled batch: a new run of the same id that keeps the sink's ok lines and runs
    * only the failed and never-run items.
@@ -282,6 +295,8 @@ export class BatchClient {
       options: { ...started.options, ...options },
       resume: true,
     });
+    const cache = await this.cacheOf(input.options);
+    if (cache) input.options = { ...input.options, cache };
     await scanTaskSource(this.options.storage, input.source);
     const workflow = await client.workflow.start<typeof batch>('batch', {
       taskQueue: this.options.taskQueue,

@@ -6,6 +6,7 @@ import { tracingClientInterceptor } from './tracing-interceptor';
 import type { AgentTask } from '../contract/agent-task';
 import type { FanOutOptions, FanOutResult } from '../contract/fan-out';
 import { validateFanOutInput } from '../contract/validation';
+import { resolveCacheSettings, withCache } from './cache-settings';
 import {
   taskQueueFromEnvironment,
   temporalConnectionFromEnvironment,
@@ -112,6 +113,7 @@ export class FanoutClient {
       client,
       taskQueue,
       storage: store.storage,
+      storeRoot: store.root,
       newBatchId: () => newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.batch),
       searchAttributes: (name) => this.searchAttributesFor(name),
     });
@@ -160,7 +162,9 @@ export class FanoutClient {
    * Validates and starts a fan-out. Bad input throws InvalidInputError before anything is started.
    */
   async startParallel(tasks: AgentTask[], options?: FanOutOptions, start: StartRunOptions = {}): Promise<FanOutHandle> {
-    const validated = validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) });
+    const validated = await this.withRunCache(
+      validateFanOutInput({ tasks, ...(options === undefined ? {} : { options }) }),
+    );
     const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOut));
     const input = { ...validated, tasks: await offloadLargePrompts(validated.tasks, workflowId, this.store) };
     checkInputSize(input, 'the tasks');
@@ -179,7 +183,11 @@ export class FanoutClient {
     options?: FanOutOptions,
     start: StartRunOptions = {},
   ): Promise<RunHandle<DagResult>> {
-    const validated = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
+    const checked = validateDagInput({ nodes, ...(options === undefined ? {} : { options }) });
+    const cache = await resolveCacheSettings(checked.options?.cache, this.store);
+    const validated = cache
+      ? { ...checked, nodes: withCache(checked.nodes, cache), options: { ...checked.options, cache } }
+      : checked;
     const workflowId = checkWorkflowId(start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.dag));
     const input = { ...validated, nodes: await offloadLargePrompts(validated.nodes, workflowId, this.store) };
     checkInputSize(input, 'the nodes');
@@ -197,11 +205,14 @@ export class FanoutClient {
     options?: FanOutOptions,
     start: StartRunOptions = {},
   ): Promise<RunHandle<FanOutFanInResult>> {
-    const validated = validateFanOutFanInInput({
-      tasks,
-      ...(synthesis ? { synthesis } : {}),
-      ...(options === undefined ? {} : { options }),
-    });
+    // The synthesis call is not cached: its prompt is the fan-out's answers, which the workflow puts together.
+    const validated = await this.withRunCache(
+      validateFanOutFanInInput({
+        tasks,
+        ...(synthesis ? { synthesis } : {}),
+        ...(options === undefined ? {} : { options }),
+      }),
+    );
     const workflowId = checkWorkflowId(
       start.workflowId ?? newRunId(FANOUT_CLIENT_DEFAULTS.workflowIdPrefix.fanOutFanIn),
     );
@@ -216,6 +227,12 @@ export class FanoutClient {
       args: [input],
     });
     return toHandle(workflow, this.store, workflow.firstExecutionRunId);
+  }
+
+  /** The run's answer cache resolved and checked (nothing starts if it is wrong), and put on each of its tasks. */
+  private async withRunCache<I extends { tasks: AgentTask[]; options?: FanOutOptions }>(input: I): Promise<I> {
+    const cache = await resolveCacheSettings(input.options?.cache, this.store);
+    return cache ? { ...input, tasks: withCache(input.tasks, cache), options: { ...input.options, cache } } : input;
   }
 
   /** Start options every run shares: this client's task queue, the id, the UI summary and the name to find it by. */

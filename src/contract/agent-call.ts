@@ -51,6 +51,10 @@ export interface AgentCallResult {
   costUsd?: number;
   /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
   unpriced?: boolean;
+  /** Answered from the answer cache (or an identical request in flight on the worker): nothing was sent, `costUsd` is 0. */
+  cached?: boolean;
+  /** For a cached answer: what the provider billed for it when it was answered, US dollars (from its usage then). */
+  savedUsd?: number;
   /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
   serviceTier?: string;
   /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */

@@ -1,5 +1,6 @@
 import type { SynthesisSection, DependencyOutput } from './agent-call';
 import type { AgentTask, TokenUsage } from './agent-task';
+import type { AnswerCacheSettings } from './answer-cache';
 import type { PayloadRef } from './payload-ref';
 import type { RunOptions } from './run-options';
 
@@ -117,6 +118,10 @@ export interface AgentStepBase {
   usage?: TokenUsage;
   costUsd?: number;
   unpriced?: boolean;
+  /** The step's model call was answered from the answer cache: nothing sent, `costUsd` 0 (AgentCallResult.cached). */
+  cached?: boolean;
+  /** What that call would have cost, US dollars. */
+  savedUsd?: number;
   attempt: number;
   durationMs: number;
   /** Benchmark only: the transcript inline (see AgentStepInput.inlineMessages). */
@@ -175,6 +180,8 @@ export interface ToolCallInput {
   invalid?: string;
   /** What the workflow's run of the tool returned (a WorkflowToolCall): the tool turns it into its result. */
   workflowResult?: WorkflowToolTypes[WorkflowToolName]['result'];
+  /** The agent's answer cache: used for a tool whose `defineTool` set `cache: true`, ignored for the others. */
+  cache?: AnswerCacheSettings;
   /** Benchmark only: the call and its result inline. */
   inlineCall?: { id: string; name: string; arguments: string };
   inlineResult?: boolean;

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_TASK_ID_LENGTH } from './limits';
 import { payloadRefSchema, type PayloadRef } from './payload-ref';
+import { answerCacheSchema } from './answer-cache';
 
 /** One agent call: a chat completion with an optional system prompt. */
 export const agentTaskSchema = z.strictObject({
@@ -46,6 +47,11 @@ export const agentTaskSchema = z.strictObject({
   tokenBudget: z.number().int().min(1).optional(),
   /** US dollars this agent may spend (every priced model step), sub-agents included. Default: none. */
   costBudgetUsd: z.number().positive().max(1_000_000_000).optional(),
+  /**
+   * The answer cache of this task's model calls (README, "Answer cache"): set by the client from the run's `cache`
+   * option, or on a batch line of its own. Default: none (off).
+   */
+  cache: answerCacheSchema.optional(),
 });
 
 /** Model steps an agent with tools may take when its task sets no `maxSteps`. */
@@ -96,6 +102,10 @@ export interface AgentResult {
   costUsd?: number;
   /** Answered, but its cost is unknown (see AgentCallResult). */
   unpriced?: boolean;
+  /** Answered from the answer cache: nothing was sent, it cost $0 (see AgentCallResult). */
+  cached?: boolean;
+  /** What the cached answer would have cost, US dollars (see AgentCallResult). */
+  savedUsd?: number;
   model?: string;
   finishReason?: string | null;
   /** For an agent with tools: model steps taken and the transcript in the payload store (`fanout results --json` shows it). */

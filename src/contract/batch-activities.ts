@@ -1,3 +1,5 @@
+import type { RunCost } from './metrics';
+import type { AnswerCacheSettings } from './answer-cache';
 /*
  * What the batch workflows and their activities exchange: the activities' inputs and results, and the activities
  * themselves as the workflows call them (createBatchActivities and createBatchAgentItemActivities implement these).
@@ -78,7 +80,7 @@ export interface LaneInput {
   /** Fail-fast: the lane takes no item after one fails for good, and returns at once so the window stops the batch. */
   stopAtFailure?: boolean;
   /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
-  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses' };
+  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses'; cache?: AnswerCacheSettings };
 }
 
 /** A part of the task file one chain of windows runs: its items start at `offset`, and there are `items` of them. */
@@ -100,7 +102,7 @@ export interface SinkCounts {
   succeeded: number;
   failed: number;
   tokens: { prompt: number; completion: number; total: number };
-  cost: { usd: number; unpricedCalls: number };
+  cost: RunCost;
 }
 
 export interface AssembledSink {

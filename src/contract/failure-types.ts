@@ -61,6 +61,11 @@ export const FailureType = {
   SourceChanged: 'SourceChanged',
   /** Results a batch recorded are missing from its spool: the sink would be short, so it is not written. Never retried. */
   ResultsMissing: 'ResultsMissing',
+  /**
+   * Under `--cache replay`, the answer cache holds no answer for the request (or only a corrupted one): the message
+   * names the task and the request's hash. Never retried.
+   */
+  CacheMiss: 'CacheMiss',
   /** Something unclassified; see the message. */
   Unknown: 'Unknown',
 } as const;
@@ -84,6 +89,7 @@ export const NON_RETRYABLE_FAILURE_TYPES: readonly FailureType[] = [
   FailureType.ClientError,
   FailureType.SourceChanged,
   FailureType.ResultsMissing,
+  FailureType.CacheMiss,
 ];
 
 const nonRetryableTypes: ReadonlySet<string> = new Set(NON_RETRYABLE_FAILURE_TYPES);

@@ -31,6 +31,10 @@ export interface RunMetrics {
 export interface RunCost {
   usd: number;
   unpricedCalls: number;
+  /** Calls answered from the answer cache (nothing sent, $0), when there were any. */
+  cachedCalls?: number;
+  /** What those calls would have cost, US dollars: the provider's bill when they were first answered. */
+  savedUsd?: number;
 }
 
 /**
@@ -42,14 +46,24 @@ export function roundUsd(usd: number): number {
 }
 
 /** Sums the cost of results (or of batch items). */
-export function sumCost(results: Iterable<{ costUsd?: number; unpriced?: boolean }>): RunCost {
+export function sumCost(
+  results: Iterable<{ costUsd?: number; unpriced?: boolean; cached?: boolean; savedUsd?: number }>,
+): RunCost {
   let usd = 0;
   let unpricedCalls = 0;
+  let cachedCalls = 0;
+  let savedUsd = 0;
   for (const result of results) {
     usd += result.costUsd ?? 0;
     if (result.unpriced) unpricedCalls += 1;
+    if (result.cached) cachedCalls += 1;
+    savedUsd += result.savedUsd ?? 0;
   }
-  return { usd: roundUsd(usd), unpricedCalls };
+  return {
+    usd: roundUsd(usd),
+    unpricedCalls,
+    ...(cachedCalls > 0 ? { cachedCalls, savedUsd: roundUsd(savedUsd) } : {}),
+  };
 }
 
 /** Nearest-rank percentile of sorted values. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
+import { answerCacheSchema } from './answer-cache';
 
 /** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */
 export const retryOptionsSchema = z.strictObject({
@@ -52,6 +53,12 @@ export const runOptionsSchema = z.strictObject({
    * run can end a few in-flight answers over. Calls of unpriced models do not count toward it. Default: none.
    */
   costBudgetUsd: z.number().positive().max(1_000_000_000).optional(),
+  /**
+   * The answer cache across runs (README, "Answer cache"): `{ mode: 'read-write' | 'read-only' | 'replay' | 'off',
+   * location?, ttlMs? }`. The client fills it from FANOUT_CACHE, FANOUT_CACHE_STORE and FANOUT_CACHE_TTL where the
+   * run sets none, checks it, and gives it to every call. Default: off.
+   */
+  cache: answerCacheSchema.optional(),
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;

@@ -25,6 +25,9 @@ import { abortableDelay, linkAborts } from './abort-signals';
 import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatClient } from './llm-client';
 import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
+import type { AnswerCacheSettings } from '../contract/answer-cache';
+import { defaultAnswerCache, type AnswerCache } from '../answer-cache/answer-cache';
+import { requestKey } from '../answer-cache/request-key';
 
 /** What sending a chat request needs from the worker. */
 export interface ChatDependencies {
@@ -48,6 +51,8 @@ export interface ChatDependencies {
    * default RATE_LIMIT_WAIT_MS.
    */
   rateLimitWaitMs?: number;
+  /** The answer cache across runs, used by calls whose run turned it on. Default: the process's (on FANOUT_STORE). */
+  answerCache?: AnswerCache;
 }
 
 /** How one call inside the current activity differs from the activity's own (a batch lane runs several items per activity). */
@@ -71,6 +76,8 @@ export interface ChatCallOptions {
   api?: 'chat' | 'responses';
   /** Whether the call gets a `chat {model}` span where tracing is on (a batch samples its items). Default true. */
   traced?: boolean;
+  /** The run's answer cache (README, "Answer cache"). Default: none, every call is sent. */
+  cache?: AnswerCacheSettings;
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -143,6 +150,8 @@ export interface ChatAnswer {
   /** Duration of the request that answered, ms. */
   durationMs: number;
   pacing?: PacingReport;
+  /** The answer came from the answer cache, or from an identical request in flight on this worker: nothing was sent. */
+  cached?: true;
 }
 
 /**
@@ -157,21 +166,66 @@ export async function sendChat(
   call: ChatCallOptions = {},
 ): Promise<ChatAnswer> {
   const { llm } = dependencies;
-  return inChatSpan(
+  const baseURL = 'baseURL' in llm && typeof llm.baseURL === 'string' ? llm.baseURL : undefined;
+  const send = () =>
+    inChatSpan(
+      {
+        taskId: chat.taskId,
+        model: chat.model,
+        attempt: call.attempt,
+        runId: call.runId,
+        baseURL,
+        temperature: chat.temperature,
+        maxTokens: chat.maxTokens,
+        messages: chat.messages,
+        prices: dependencies.prices,
+        traced: call.traced,
+      },
+      () => sendChatAttempt(chat, dependencies, call),
+    );
+  if (call.cache === undefined || call.cache.mode === 'off') return send();
+  // The one hook of the answer cache: a request it holds is answered without being sent.
+  const key = requestKey({ baseUrl: baseURL ?? '', api: call.api ?? 'chat', params: requestParams(chat) });
+  let sent: ChatAnswer | undefined;
+  const { value: completion, cached } = await (dependencies.answerCache ?? defaultAnswerCache()).through(
+    call.cache,
+    key,
     {
       taskId: chat.taskId,
-      model: chat.model,
-      attempt: call.attempt,
-      runId: call.runId,
-      baseURL: 'baseURL' in llm && typeof llm.baseURL === 'string' ? llm.baseURL : undefined,
-      temperature: chat.temperature,
-      maxTokens: chat.maxTokens,
-      messages: chat.messages,
-      prices: dependencies.prices,
-      traced: call.traced,
+      label: chat.label ?? `agent "${chat.taskId}"`,
+      signals: [Context.current().cancellationSignal, call.signal],
     },
-    () => sendChatAttempt(chat, dependencies, call),
+    async () => {
+      sent = await send();
+      return sent.completion;
+    },
+    isCompletion,
   );
+  if (!cached && sent) return sent;
+  return {
+    completion,
+    choice: completion.choices[0],
+    attempt: call.attempt ?? Context.current().info.attempt,
+    durationMs: 0,
+    cached: true,
+  };
+}
+
+/** A stored value that can be handed back as an answer: a completion whose first choice holds a message. */
+function isCompletion(value: unknown): value is ChatCompletion {
+  const choices = (value as Partial<ChatCompletion> | null)?.choices;
+  return Array.isArray(choices) && typeof choices[0]?.message === 'object' && choices[0].message !== null;
+}
+
+/** The request's body, less the tier: what decides its answer, and what is sent (with the tier added). */
+function requestParams(chat: ChatRequest): ChatCompletionCreateParamsNonStreaming {
+  return {
+    model: chat.model,
+    messages: chat.messages,
+    ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: chat.tools }),
+    ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
+    ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
+  };
 }
 
 /** sendChat without its span and metrics. */
@@ -245,14 +299,7 @@ async function sendChatAttempt(
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
-        const params = {
-          model,
-          messages,
-          ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: chat.tools }),
-          ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
-          ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
-          ...(flex ? { service_tier: 'flex' as const } : {}),
-        };
+        const params = { ...requestParams(chat), ...(flex ? { service_tier: 'flex' as const } : {}) };
         const { data: completion, response } = await sendRequest(dependencies.llm, call.api, params, {
           signal: request.signal,
           headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },

@@ -25,7 +25,10 @@ export async function sendTaskChat(
     ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
     ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
   };
-  const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
+  const { completion, choice, attempt, durationMs, pacing, cached } = await sendChat(request, dependencies, {
+    ...call,
+    ...((task.cache ?? call.cache) ? { cache: task.cache ?? call.cache } : {}),
+  });
   const usage = completion.usage;
   return {
     output: choice.message.content ?? '',
@@ -42,5 +45,6 @@ export async function sendTaskChat(
     durationMs,
     ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),
     ...(pacing ? { pacing } : {}),
+    ...(cached ? { cached } : {}),
   };
 }

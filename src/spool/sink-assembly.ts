@@ -84,6 +84,10 @@ function count(counts: SinkCounts, text: string): void {
   counts.tokens.total += line.usage?.totalTokens ?? 0;
   counts.cost.usd += line.costUsd ?? 0;
   if (line.unpriced) counts.cost.unpricedCalls += 1;
+  if (line.cached) {
+    counts.cost.cachedCalls = (counts.cost.cachedCalls ?? 0) + 1;
+    counts.cost.savedUsd = (counts.cost.savedUsd ?? 0) + (line.savedUsd ?? 0);
+  }
 }
 
 /**
@@ -167,6 +171,7 @@ export async function assembleSink(
     throw error;
   }
   counts.cost.usd = roundUsd(counts.cost.usd);
+  if (counts.cost.savedUsd !== undefined) counts.cost.savedUsd = roundUsd(counts.cost.savedUsd);
   const assembled: AssembledSink = { sinkBytes, counts };
   await storage.write(mark, JSON.stringify(assembled));
   for (const part of ['lanes', 'seg', 'provider']) await storage.removeTree(childOf(spool, part));

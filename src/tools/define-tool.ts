@@ -27,6 +27,12 @@ export interface ToolDefinition<S extends z.ZodType> {
   needsApproval?: boolean | { timeoutMs: number };
   /** Longest one call may run, ms; it is then aborted and reported to the model as failed. Default 300000. */
   timeoutMs?: number;
+  /**
+   * The tool's result depends on its input alone (no side effects, no clock): under a run's answer cache its results
+   * are stored and a call with the same input is answered from the cache without running it (README, "Answer cache").
+   * A failed call is never stored. Default false: the tool always runs.
+   */
+  cache?: boolean;
 }
 
 /**
@@ -43,6 +49,8 @@ export interface Tool {
   readonly timeoutMs: number;
   /** The MCP server the tool is on (its configured name); none for a tool defined on the worker. */
   readonly mcpServer?: string;
+  /** Its results may be answered from the answer cache (`defineTool`'s `cache`). */
+  readonly cacheable?: boolean;
   /** Validates the input and runs the tool; resolves to the text the model reads. Throws ToolInputError on bad input. */
   call(input: unknown, context: ToolContext): Promise<string>;
 }
@@ -97,6 +105,7 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
     parameters,
     ...(approvalTimeoutMs === undefined ? {} : { approvalTimeoutMs }),
     timeoutMs: definition.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS,
+    ...(definition.cache ? { cacheable: true } : {}),
     async call(input, context) {
       const parsed = definition.input.safeParse(input);
       if (!parsed.success)

@@ -24,6 +24,8 @@ export function succeeded(task: AgentTask, call: AgentCallResult, durationMs: nu
     usage: call.usage,
     ...(call.costUsd === undefined ? {} : { costUsd: call.costUsd }),
     ...(call.unpriced ? { unpriced: true } : {}),
+    ...(call.cached ? { cached: true } : {}),
+    ...(call.savedUsd === undefined ? {} : { savedUsd: call.savedUsd }),
     model: call.model,
     finishReason: call.finishReason,
   };

@@ -3,7 +3,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { segmentName } from '../../contract/location';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
-import { withCost } from '../../pricing/price-of';
+import { withCallCost } from '../../answer-cache/call-cost';
 import type { PayloadStore } from '../../store';
 import { ToolInputError } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
@@ -195,7 +195,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
 
     const model = task.model ?? dependencies.defaultModel;
     // The same call path as a plain task's: its pacing, the attempt's own deadline (agentTimeoutMs), its aborts.
-    const { completion, choice, durationMs } = await sendChat(
+    const { completion, choice, durationMs, cached } = await sendChat(
       {
         taskId: task.id,
         label: `agent "${task.id}" step ${input.step}`,
@@ -210,6 +210,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         headers: { 'x-fanout-step': String(input.step) },
       },
       dependencies,
+      task.cache ? { cache: task.cache } : {},
     );
     const calls = (choice.message.tool_calls ?? []).filter((call) => call.type === 'function');
     const assistant: ChatMessage = {
@@ -255,7 +256,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
           totalTokens: reported.total_tokens ?? 0,
         }
       : undefined;
-    const priced = withCost({ model: completion.model ?? model, usage }, dependencies.prices);
+    const priced = withCallCost({ model: completion.model ?? model, usage, cached }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {
       transcript: transcript ?? placeholder,
@@ -263,8 +264,10 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       ...next,
       model: priced.model,
       finishReason: choice.finish_reason ?? null,
-      ...(usage ? { usage } : {}),
+      ...(priced.usage ? { usage: priced.usage } : {}),
       ...(priced.costUsd === undefined ? { unpriced: true } : { costUsd: priced.costUsd }),
+      ...(priced.cached ? { cached: true } : {}),
+      ...(priced.savedUsd === undefined ? {} : { savedUsd: priced.savedUsd }),
       attempt: info.attempt,
       durationMs,
       ...(inline ? { inlineMessages: [...messages, assistant] } : {}),

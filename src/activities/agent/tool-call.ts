@@ -11,11 +11,15 @@ import { storageFailure } from '../model-call';
 import { deadlineSignal, watchForCancellation } from '../../llm/cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
 import { inToolSpan, traceApprovalWait } from '../../telemetry/genai-spans';
+import { defaultAnswerCache, type AnswerCache } from '../../answer-cache/answer-cache';
+import { toolCallKey } from '../../answer-cache/request-key';
 
 export interface ToolCallDependencies {
   store: PayloadStore;
   tools: ToolRegistry;
   messages: MessageStore;
+  /** The answer cache for tools that opted in (`defineTool` `cache`). Default: the process's. */
+  answerCache?: AnswerCache;
 }
 
 interface FunctionCall {
@@ -66,6 +70,7 @@ async function runActivityTool(
   call: FunctionCall,
   input: ToolCallInput,
   context: Context,
+  answerCache: AnswerCache,
 ): Promise<{ text: string; ok: boolean }> {
   const name = call.function.name;
   // Cut off from Temporal so long that a peer runs this call again, the worker aborts its copy.
@@ -85,12 +90,22 @@ async function runActivityTool(
       workflowId: context.info.workflowExecution?.workflowId ?? '',
     };
     const span = { name, callId: call.id, arguments: call.function.arguments, taskId: input.taskId };
-    const text = await inToolSpan({ ...span, mcpServer: tool.mcpServer }, () => tool.call(parsed, toolContext));
+    const run = () => inToolSpan({ ...span, mcpServer: tool.mcpServer }, () => tool.call(parsed, toolContext));
+    if (!tool.cacheable || input.cache === undefined) return { text: await run(), ok: true };
+    const { value: text } = await answerCache.through(
+      input.cache,
+      toolCallKey(name, parsed),
+      { taskId: input.taskId, label: `tool "${name}" of agent "${input.taskId}" step ${input.step}` },
+      run,
+      (value): value is string => typeof value === 'string',
+    );
     return { text, ok: true };
   } catch (error) {
     // Cancellation is the agent's, not the tool's: it must surface as the SDK's CancelledFailure.
     if (context.cancellationSignal.aborted) throw context.cancellationSignal.reason;
     if (cutOff.signal.aborted) throw cutOff.signal.reason;
+    // Under replay a cached tool's miss fails the agent, as a model call's does: it is no result of the tool's.
+    if (error instanceof ApplicationFailure && error.type === FailureType.CacheMiss) throw error;
     failIfUnavailable(error, input, name, context.info.attempt);
     const message = deadline.timedOut()
       ? `the tool ran past its ${tool?.timeoutMs} ms timeout`
@@ -152,7 +167,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
       result =
         tool?.runner === 'workflow'
           ? await workflowToolResult(tool, input, dependencies.store)
-          : await runActivityTool(tool, call, input, context);
+          : await runActivityTool(tool, call, input, context, dependencies.answerCache ?? defaultAnswerCache());
     }
     const { text: content, ok } = result;
     const message: ChatMessage = { role: 'tool', tool_call_id: call.id, content };

@@ -20,7 +20,7 @@ import { StripeMarks } from '../../spool/stripes';
 import { StorageError, type ObjectStorage } from '../../store';
 import { retrying } from '../../store/retrying-storage';
 import type { PricingDependencies } from '../../pricing';
-import { withCost } from '../../pricing/price-of';
+import { withCallCost } from '../../answer-cache/call-cost';
 import { recordLaneCall } from '../../metrics/activity-interceptor';
 import type { ChatDependencies } from '../../llm/send-chat';
 import { sendTaskChat } from '../../llm/send-task-chat';
@@ -193,7 +193,7 @@ export function createBatchActivities(
         const startedAt = dependencies.clock();
         let line: BatchResultLine;
         try {
-          const call = withCost(
+          const call = withCallCost(
             await sendTaskChat(task, dependencies, {
               ...input.call,
               attemptMs: input.itemAttemptMs,
@@ -213,6 +213,8 @@ export function createBatchActivities(
             durationMs,
             usage: call.usage,
             ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+            ...(call.cached ? { cached: true } : {}),
+            ...(call.savedUsd === undefined ? {} : { savedUsd: call.savedUsd }),
             model: call.model,
           };
           recentCalls.record(task.model ?? dependencies.defaultModel, durationMs);

@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { cacheFromFlags, withCacheOptions, type CacheFlags } from '../cache-flags';
 import { SingleBar, Presets } from 'cli-progress';
 import type { BatchHandle } from '../../client/batch-client';
 import { QueryGate } from '../../client/query-gate';
@@ -21,7 +22,7 @@ interface BatchFlags extends ConnectionFlags {
   watch?: boolean;
 }
 
-interface StartFlags extends BatchFlags {
+interface StartFlags extends BatchFlags, CacheFlags {
   out: string;
   id?: string;
   concurrency?: number;
@@ -236,7 +237,7 @@ export function batchCommand(): Command {
 
   batch.addCommand(
     clientCommand(
-      new Command('start')
+      withCacheOptions(new Command('start'))
         .description('validate a JSONL task file and start a batch (or attach to the batch of that id)')
         .argument('<tasks.jsonl>', 'one task per line: a local path every worker can read, or s3://bucket/key')
         .requiredOption(
@@ -285,6 +286,7 @@ export function batchCommand(): Command {
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
       async (fanout, source, flags: StartFlags) => {
+        const cache = cacheFromFlags(flags);
         const options: BatchOptions = {
           ...(flags.concurrency === undefined ? {} : { concurrency: flags.concurrency }),
           ...(flags.failFast ? { errorPolicy: 'fail-fast' as const } : {}),
@@ -296,6 +298,7 @@ export function batchCommand(): Command {
           ...(flags.route === undefined ? {} : { route: flags.route }),
           ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
           ...(flags.api === undefined ? {} : { api: flags.api }),
+          ...(cache ? { cache } : {}),
         };
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
         const said = `${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}`;
@@ -336,9 +339,11 @@ export function batchCommand(): Command {
 
   batch.addCommand(
     clientCommand(
-      onBatch('resume', 're-run the failed and never-run items of a finished or cancelled batch'),
-      async (fanout, batchId, flags: BatchFlags) => {
-        const handle = await fanout.resumeBatch(batchId);
+      withCacheOptions(onBatch('resume', 're-run the failed and never-run items of a finished or cancelled batch')),
+      async (fanout, batchId, flags: BatchFlags & CacheFlags) => {
+        // The batch's own cache (its memo) unless the flags name another.
+        const cache = cacheFromFlags(flags);
+        const handle = await fanout.resumeBatch(batchId, cache ? { cache } : undefined);
         await announce(handle, flags, { batchId, resumed: true }, `resumed batch ${batchId}`);
       },
     ),

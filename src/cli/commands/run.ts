@@ -12,9 +12,12 @@ import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type
 import { formatRunReport } from '../report';
 import { runEndedError } from '../run-result';
 import { watchRun } from './watch';
+import { cacheFromFlags, withCacheOptions, type CacheFlags } from '../cache-flags';
+import { resolveCacheSettings } from '../../client/cache-settings';
+import { storeFromEnvironment } from '../../store';
 import { checkWorkflowId } from '../../client/workflow-id';
 
-interface RunFlags extends ConnectionFlags {
+interface RunFlags extends ConnectionFlags, CacheFlags {
   parallel?: number;
   failFast?: boolean;
   json?: boolean;
@@ -29,6 +32,7 @@ interface RunFlags extends ConnectionFlags {
 
 /** File options, overridden by flags. */
 function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): FanOutOptions {
+  const cache = cacheFromFlags(flags);
   return {
     ...fromFile,
     ...(flags.parallel === undefined ? {} : { maxParallel: flags.parallel }),
@@ -37,6 +41,7 @@ function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): Fan
     ...(flags.timeout === undefined ? {} : { runTimeoutMs: flags.timeout }),
     ...(flags.attempts === undefined ? {} : { retry: { ...fromFile?.retry, maximumAttempts: flags.attempts } }),
     ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
+    ...(cache ? { cache } : {}),
   };
 }
 
@@ -83,6 +88,7 @@ export function runCommand(): Command {
       'after',
       '\nExit code: 0 when every agent succeeded, 1 when any failed or was cancelled, 2 for bad input.',
     );
+  withCacheOptions(command);
   for (const option of connectionOptions()) command.addOption(option);
   return command.action(async (file: string, flags: RunFlags) => {
     const runFile = readRunFile(file);
@@ -93,6 +99,9 @@ export function runCommand(): Command {
       validateFanOutFanInInput({ tasks: runFile.tasks, synthesis: runFile.synthesis, options });
     else validateFanOutInput({ tasks: runFile.tasks, options });
     if (flags.id !== undefined) checkWorkflowId(flags.id);
+    // The answer cache checked before connecting too (the client checks it again, as for any caller).
+    const cache = await resolveCacheSettings(options.cache, storeFromEnvironment().store);
+    if (cache) options.cache = cache;
     const fanout = await FanoutClient.connect({ temporal: temporalOverrides(flags), taskQueue: flags.taskQueue });
     try {
       const start = { workflowId: flags.id, name: flags.name };

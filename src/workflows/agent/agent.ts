@@ -65,7 +65,10 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       message: `agent task: ${parsedTask.error.message}`,
       nonRetryable: true,
     });
-  const task = parsedTask.data;
+  // The run's answer cache (a batch's agents get it in their options) on a task that sets none: each step reads it there.
+  const cache = given.options?.cache;
+  const task =
+    cache && cache.mode !== 'off' && !parsedTask.data.cache ? { ...parsedTask.data, cache } : parsedTask.data;
   const input: AgentInput = {
     ...given,
     task,

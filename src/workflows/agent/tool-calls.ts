@@ -166,7 +166,14 @@ export async function runToolCall(
   step: number,
 ): Promise<ToolCallResult> {
   const { task, selfId, state, tracker } = context;
-  const base = { taskId: task.id, step, assistant: result.assistant, index };
+  // The task's answer cache goes to the call in its input (not a command): tools whose defineTool opted in use it.
+  const base = {
+    taskId: task.id,
+    step,
+    assistant: result.assistant,
+    index,
+    ...(task.cache && task.cache.mode !== 'off' ? { cache: task.cache } : {}),
+  };
   let extra: Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult' | 'approval'> = {};
   tracker.emit('tool-call', step, call.summary);
   if (call.runner === 'none') extra = { invalid: call.invalid };

@@ -156,6 +156,8 @@ export class AgentItems {
               ...(runOptions.heartbeatTimeoutMs === undefined
                 ? {}
                 : { heartbeatTimeoutMs: runOptions.heartbeatTimeoutMs }),
+              // The batch's answer cache, for the agent's model steps (its input, not a command).
+              ...(input.call?.cache ? { cache: input.call.cache } : {}),
             },
             inlineOutputBytes: DEFAULT_INLINE_OUTPUT_BYTES,
             sharedBudget: left,

@@ -235,7 +235,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
   routeState.route = route;
   const api = parsed.options?.api;
-  const call = syncCallOptions(route, api, deadlineMs, startedAtMs);
+  const routeCall = syncCallOptions(route, api, deadlineMs, startedAtMs);
+  // The answer cache goes to the lanes with the route's call options: their input, not a command.
+  const cache = parsed.options?.cache;
+  const call = cache && cache.mode !== 'off' ? { ...routeCall, cache } : routeCall;
   if (route === 'provider-batch' && scan.firstAgentLine !== undefined) {
     // Refused before anything is sent: a provider batch sends single calls, and an agent is a loop of them.
     throw ApplicationFailure.create({
