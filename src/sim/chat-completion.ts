@@ -16,6 +16,8 @@ import { parseResetDuration } from '../pacing/rate-limit-headers';
 /** One request the simulator received, as tests read it from GET /_sim/log. */
 export interface SimulatedRequest {
   seq: number;
+  /** The API the request came to: `/v1/chat/completions`, `/v1/responses` or Anthropic's `/v1/messages`. */
+  api?: 'chat' | 'responses' | 'messages';
   taskId: string;
   workflowId: string;
   /** Temporal's attempt number, from the x-fanout-attempt header. */
@@ -112,6 +114,7 @@ export async function chatCompletion(
   let open = true;
   const entry: SimulatedRequest = {
     seq: ++state.seq,
+    api,
     taskId: String(request.headers['x-fanout-task-id'] ?? ''),
     workflowId: String(request.headers['x-fanout-workflow-id'] ?? ''),
     attempt: Number(request.headers['x-fanout-attempt'] ?? 0),
