@@ -18,6 +18,21 @@ export function providerOfCall(model: string, provider?: ModelProvider): ModelPr
   return provider ?? (model.startsWith('claude-') ? 'anthropic' : 'openai');
 }
 
+/** The task with its run's `provider` and `promptCache` where it sets none (the activity then reads the task alone). */
+export function withCallDefaults<T extends { provider?: ModelProvider; promptCache?: PromptCache }>(
+  task: T,
+  defaults: { provider?: ModelProvider; promptCache?: PromptCache },
+): T {
+  const provider = task.provider ?? defaults.provider;
+  const promptCache = task.promptCache ?? defaults.promptCache;
+  if (provider === task.provider && promptCache === task.promptCache) return task;
+  return {
+    ...task,
+    ...(provider === undefined ? {} : { provider }),
+    ...(promptCache === undefined ? {} : { promptCache }),
+  };
+}
+
 /** One agent call: a chat completion with an optional system prompt. */
 export const agentTaskSchema = z.strictObject({
   /** Unique within a run; results and sink lines are keyed by it. */

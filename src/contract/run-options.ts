@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
+import { modelProviderSchema, promptCacheSchema, type ModelProvider, type PromptCache } from './agent-task';
 
 /** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */
 export const retryOptionsSchema = z.strictObject({
@@ -52,6 +53,13 @@ export const runOptionsSchema = z.strictObject({
    * run can end a few in-flight answers over. Calls of unpriced models do not count toward it. Default: none.
    */
   costBudgetUsd: z.number().positive().max(1_000_000_000).optional(),
+  /** The API its tasks' calls speak, for tasks that set no `provider`. Default: by model name (`claude-*` Anthropic). */
+  provider: modelProviderSchema.optional(),
+  /**
+   * Anthropic's prompt cache for tasks that set no `promptCache`: `5m`, `1h` or `off`. Default `5m`; a batch's sync
+   * calls `1h` (its items share their system prompt and tools over longer than 5 minutes).
+   */
+  promptCache: promptCacheSchema.optional(),
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;
@@ -66,6 +74,8 @@ export interface ResolvedRunOptions {
   runTimeoutMs: number | undefined;
   tokenBudget: number | undefined;
   costBudgetUsd: number | undefined;
+  provider: ModelProvider | undefined;
+  promptCache: PromptCache | undefined;
 }
 
 /**
@@ -110,5 +120,7 @@ export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunO
     runTimeoutMs: options?.runTimeoutMs,
     tokenBudget: options?.tokenBudget,
     costBudgetUsd: options?.costBudgetUsd,
+    provider: options?.provider,
+    promptCache: options?.promptCache,
   };
 }

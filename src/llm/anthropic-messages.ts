@@ -117,6 +117,10 @@ function marked<T extends Block | Anthropic.Messages.Tool>(block: T, control: Ca
  *    exact prefix the step before wrote, so a step reads it however many blocks its tool calls added since (Anthropic
  *    looks back only 20 blocks from a breakpoint);
  * 3. at the end of the conversation so far: what the next step will read.
+ *
+ * 2 and 3 only for an agent's step (a request with tools): a plain task has no next step to read its conversation, and
+ * writing it would cost 1.25x (or 2x) its input for nothing. A prefix shorter than the model's minimum is not cached
+ * (nor billed as written) by Anthropic, so the breakpoints are placed whatever the length.
  */
 export function anthropicRequest(
   params: ChatCompletionCreateParamsNonStreaming,
@@ -143,17 +147,7 @@ export function anthropicRequest(
     if (systemBlocks.length > 0)
       systemBlocks = [...systemBlocks.slice(0, -1), marked(systemBlocks[systemBlocks.length - 1], control)];
     else if (tools.length > 0) tools = [...tools.slice(0, -1), marked(tools[tools.length - 1], control)];
-    let lastAssistant = turns.length - 1;
-    while (lastAssistant >= 0 && turns[lastAssistant].role !== 'assistant') lastAssistant -= 1;
-    const ends = new Set([turns.length - 1, ...(lastAssistant > 0 ? [lastAssistant - 1] : [])]);
-    for (const index of ends) {
-      const turn = turns[index];
-      if (turn === undefined) continue;
-      turns[index] = {
-        ...turn,
-        content: [...turn.content.slice(0, -1), marked(turn.content.at(-1) as Block, control)],
-      };
-    }
+    if (tools.length > 0) markConversation(turns, control);
   }
   return {
     model: params.model,
@@ -163,6 +157,18 @@ export function anthropicRequest(
     ...(tools.length === 0 ? {} : { tools }),
     ...(params.temperature === undefined || params.temperature === null ? {} : { temperature: params.temperature }),
   };
+}
+
+/** Breakpoints 2 and 3 of anthropicRequest, in place. */
+function markConversation(turns: { role: 'user' | 'assistant'; content: Block[] }[], control: CacheControl): void {
+  let lastAssistant = turns.length - 1;
+  while (lastAssistant >= 0 && turns[lastAssistant].role !== 'assistant') lastAssistant -= 1;
+  const ends = new Set([turns.length - 1, ...(lastAssistant > 0 ? [lastAssistant - 1] : [])]);
+  for (const index of ends) {
+    const turn = turns[index];
+    if (turn === undefined) continue;
+    turns[index] = { ...turn, content: [...turn.content.slice(0, -1), marked(turn.content.at(-1) as Block, control)] };
+  }
 }
 
 const FINISH_REASONS: Record<string, ChatCompletion.Choice['finish_reason']> = {

@@ -78,6 +78,10 @@ export interface ChatCallOptions {
   api?: 'chat' | 'responses';
   /** Whether the call gets a `chat {model}` span where tracing is on (a batch samples its items). Default true. */
   traced?: boolean;
+  /** The provider of a request that names none (a batch's). Default: by model name. */
+  provider?: ModelProvider;
+  /** Anthropic's prompt cache of a request that sets none (a batch's). Default `5m`. */
+  promptCache?: PromptCache;
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -147,8 +151,9 @@ export interface ChatRequest {
 type ProviderClient = { provider: 'openai'; client: ChatClient } | { provider: 'anthropic'; client: MessagesClient };
 
 /** The client a request goes through: the OpenAI-compatible one, or Anthropic's where the call is Claude's. */
-function clientOf(chat: ChatRequest, dependencies: ChatDependencies): ProviderClient {
-  if (providerOfCall(chat.model, chat.provider) === 'openai') return { provider: 'openai', client: dependencies.llm };
+function clientOf(chat: ChatRequest, dependencies: ChatDependencies, call: ChatCallOptions): ProviderClient {
+  if (providerOfCall(chat.model, chat.provider ?? call.provider) === 'openai')
+    return { provider: 'openai', client: dependencies.llm };
   if (dependencies.anthropic) return { provider: 'anthropic', client: dependencies.anthropic };
   throw ApplicationFailure.create({
     type: FailureType.InvalidInput,
@@ -180,7 +185,7 @@ export async function sendChat(
   dependencies: ChatDependencies,
   call: ChatCallOptions = {},
 ): Promise<ChatAnswer> {
-  const target = clientOf(chat, dependencies);
+  const target = clientOf(chat, dependencies, call);
   const llm = target.client;
   return inChatSpan(
     {
@@ -279,14 +284,20 @@ async function sendChatAttempt(
           ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
           ...(flex ? { service_tier: 'flex' as const } : {}),
         };
-        const { data: completion, response } = await sendRequest(target, call.api, chat.promptCache ?? '5m', params, {
-          signal: request.signal,
-          headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
-          // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
-          // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
-          timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
-          maxRetries: 0,
-        });
+        const { data: completion, response } = await sendRequest(
+          target,
+          call.api,
+          chat.promptCache ?? call.promptCache ?? '5m',
+          params,
+          {
+            signal: request.signal,
+            headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
+            // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
+            // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
+            timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
+            maxRetries: 0,
+          },
+        );
         const choice = completion?.choices?.[0];
         if (!choice || typeof choice.message !== 'object' || choice.message === null) {
           release({ kind: 'failed', headers: response.headers });

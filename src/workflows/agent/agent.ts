@@ -10,7 +10,7 @@ import {
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import { agentTaskSchema, DEFAULT_MAX_STEPS } from '../../contract/agent-task';
+import { agentTaskSchema, DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import { resolveRunOptions } from '../../contract/run-options';
 import { failed } from '../task-outcome';
@@ -65,7 +65,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       message: `agent task: ${parsedTask.error.message}`,
       nonRetryable: true,
     });
-  const task = parsedTask.data;
+  const task = withCallDefaults(parsedTask.data, given.options ?? {});
   const input: AgentInput = {
     ...given,
     task,
