@@ -1,10 +1,14 @@
+import Anthropic from '@anthropic-ai/sdk';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentTask } from '../src/contract/agent-task';
-import { anthropicRequest } from '../src/llm/anthropic-messages';
+import { anthropicRequest, usageOf } from '../src/llm/anthropic-messages';
+import { tokenUsageOf } from '../src/llm/token-usage';
+import { requestLine } from '../src/provider-batch/plan-parts';
 import { readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
 import type { SimulatedRequest } from '../src/sim/simulator';
 import { useAgentStack } from './support/agents';
 import { uniqueName } from './support/test-stack';
+import { waitFor } from './support/wait-for';
 
 const suite = useAgentStack();
 
@@ -232,5 +236,57 @@ describe('the request sent to Anthropic', () => {
       requests: { limit: 50, remaining: 49, resetMs: 1000 },
       tokens: { limit: 40000, remaining: 39000, resetMs: 2500 },
     });
+  });
+});
+
+describe("Anthropic's Message Batches with a shared system prompt", () => {
+  it('mark the system prompt for an hour, and items read what the first to finish wrote', async () => {
+    const simulator = suite.servers.simulator;
+    // Haiku's minimum cacheable length is 2,048 tokens: this simulator's setting lowers it for the 1,100-token prompt.
+    simulator.configure({
+      latency: { minMs: 20, maxMs: 20 },
+      cacheMinimumTokens: 1024,
+      providerBatches: { speed: 100, processingSeconds: { min: 100, max: 100 } },
+    });
+    try {
+      const system = systemOf('batch-shared', 1100);
+      const requests = [0, 1, 2].map((index) => {
+        const line = JSON.parse(
+          requestLine(
+            { id: `item-${index}`, system, prompt: `question ${index}` },
+            'claude-haiku-4-5',
+            'anthropic',
+            '/v1/chat/completions',
+            `item-${index}`,
+            64,
+          ),
+        ) as { custom_id: string; params: Anthropic.Messages.MessageCreateParamsNonStreaming };
+        return line;
+      });
+      expect(requests[0].params.system).toEqual([
+        { type: 'text', text: system, cache_control: { type: 'ephemeral', ttl: '1h' } },
+      ]);
+      const anthropic = new Anthropic({ apiKey: 'test-key', baseURL: simulator.anthropicBaseUrl, maxRetries: 0 });
+      const batch = await anthropic.messages.batches.create({ requests });
+      await waitFor(
+        'the batch to end',
+        async () => (await anthropic.messages.batches.retrieve(batch.id)).processing_status === 'ended',
+      );
+      const usages: Anthropic.Messages.Usage[] = [];
+      for await (const entry of await anthropic.messages.batches.results(batch.id))
+        if (entry.result.type === 'succeeded') usages.push(entry.result.message.usage);
+      expect(usages).toHaveLength(3);
+      const writes = usages.filter((usage) => usage.cache_creation?.ephemeral_1h_input_tokens === 1100);
+      const reads = usages.filter((usage) => usage.cache_read_input_tokens === 1100);
+      expect([writes.length, reads.length]).toEqual([1, 2]);
+      // What the run reports of an item: every input token, of which the cache's.
+      expect(tokenUsageOf(usageOf(reads[0], '1h'))).toMatchObject({
+        promptTokens: 1100 + reads[0].input_tokens,
+        cachedPromptTokens: 1100,
+      });
+      expect(tokenUsageOf(usageOf(writes[0], '1h'))).toMatchObject({ cacheWrite1hTokens: 1100 });
+    } finally {
+      simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
+    }
   });
 });

@@ -97,8 +97,8 @@ export function messagesOf(messages: readonly ChatCompletionMessageParam[]): {
   return { system, turns };
 }
 
-/** The breakpoint a block gets, with the run's time to live (Anthropic's default, 5 minutes, is not spelled out). */
-function cacheControl(promptCache: Exclude<PromptCache, 'off'>): CacheControl {
+/** The breakpoint a block gets, with its time to live (Anthropic's default, 5 minutes, is not spelled out). */
+export function cacheControl(promptCache: Exclude<PromptCache, 'off'>): CacheControl {
   return promptCache === '1h' ? { type: 'ephemeral', ttl: '1h' } : { type: 'ephemeral' };
 }
 

@@ -4,7 +4,7 @@ import { chatCompletion, type SimulatedRequest, type SimulatorState } from './ch
 import { simulatorConfigSchema, type SimulatorConfig, type SimulatorConfigInput } from './config';
 import { readBody, sendJson } from './http';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
-import { SimulatedPromptCache } from './prompt-cache';
+import { minimumCacheableTokens, SimulatedPromptCache } from './prompt-cache';
 import { SimulatedRateLimiter, type RateLimiterSnapshot } from './rate-limits';
 
 export type { SimulatedRequest } from './chat-completion';
@@ -61,6 +61,10 @@ export async function startSimulator(
     providerBatches: createProviderBatches({
       config: () => state.config.providerBatches,
       seed: () => state.config.seed,
+      promptCache: () => ({
+        cache: state.promptCache,
+        minimumTokens: (model) => minimumCacheableTokens(model, state.config.cacheMinimumTokens),
+      }),
     }),
   };
 
