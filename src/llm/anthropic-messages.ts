@@ -89,7 +89,8 @@ export function messagesOf(messages: readonly ChatCompletionMessageParam[]): {
           input: inputOf(call.function.arguments),
         });
       }
-      add('assistant', blocks.length > 0 ? blocks : [{ type: 'text', text: '' }]);
+      // An empty answer has no block Anthropic takes (it refuses empty text): the turn is left out.
+      add('assistant', blocks);
     } else if (message.role === 'tool') {
       add('user', [{ type: 'tool_result', tool_use_id: message.tool_call_id, content: textOf(message.content) }]);
     }
