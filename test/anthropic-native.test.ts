@@ -1,7 +1,10 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentTask } from '../src/contract/agent-task';
-import { anthropicRequest, usageOf } from '../src/llm/anthropic-messages';
+import { anthropicAsChat, anthropicRequest, usageOf } from '../src/llm/anthropic-messages';
+import { deadlineSignal } from '../src/llm/cancellation';
 import { tokenUsageOf } from '../src/llm/token-usage';
 import { requestLine } from '../src/provider-batch/plan-parts';
 import { readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
@@ -288,5 +291,56 @@ describe("Anthropic's Message Batches with a shared system prompt", () => {
     } finally {
       simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
     }
+  });
+});
+
+describe('a Claude request aborted as its answer arrives', () => {
+  let server: http.Server;
+  let abortOnAnswer: AbortController | undefined;
+
+  beforeAll(async () => {
+    server = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(
+          JSON.stringify({
+            id: 'msg_1',
+            type: 'message',
+            role: 'assistant',
+            model: 'claude-sonnet-4-5',
+            content: [{ type: 'text', text: 'the answer' }],
+            stop_reason: 'end_turn',
+            stop_sequence: null,
+            usage: { input_tokens: 1, output_tokens: 2 },
+          }),
+        );
+        abortOnAnswer?.abort(new Error('cancelled'));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('keeps the answer (paid for) when the abort comes after it arrived, as an OpenAI call does', async () => {
+    abortOnAnswer = new AbortController();
+    const request = deadlineSignal(abortOnAnswer.signal, 10_000, { afterArrived: true });
+    const client = new Anthropic({
+      apiKey: 'k',
+      baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      maxRetries: 0,
+    });
+    const { data } = await anthropicAsChat(
+      client,
+      { model: 'claude-sonnet-4-5', messages: [{ role: 'user', content: 'q' }] },
+      '5m',
+      { signal: request.signal, timeout: 10_000 },
+    );
+    request.clear();
+    expect(abortOnAnswer.signal.aborted).toBe(true);
+    expect(data.choices[0].message.content).toBe('the answer');
   });
 });
