@@ -1,5 +1,7 @@
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { AgentTask } from '../src/contract/agent-task';
@@ -10,6 +12,7 @@ import { requestLine } from '../src/provider-batch/plan-parts';
 import { readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
 import type { SimulatedRequest } from '../src/sim/simulator';
 import { useAgentStack } from './support/agents';
+import { batchDirectory, readSink } from './support/batch-files';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -342,5 +345,35 @@ describe('a Claude request aborted as its answer arrives', () => {
     request.clear();
     expect(abortOnAnswer.signal.aborted).toBe(true);
     expect(data.choices[0].message.content).toBe('the answer');
+  });
+});
+
+describe('a batch of Claude items sharing a system prompt, on the sync route', () => {
+  it('marks the shared prefix for an hour by default, and the items after the first read it', async () => {
+    const directory = batchDirectory();
+    const system = systemOf('batch-sync', 1200);
+    const source = path.join(directory, 'claude.jsonl');
+    writeFileSync(
+      source,
+      [0, 1, 2, 3, 4, 5]
+        .map((index) => JSON.stringify({ id: `c-${index}`, model: 'claude-sonnet-4-5', system, prompt: `q ${index}` }))
+        .join('\n') + '\n',
+    );
+    const sink = path.join(directory, 'claude-out.jsonl');
+    const batchId = uniqueName('claude-batch');
+    // One call at a time, so every item after the first finds the prefix written.
+    const handle = await suite.stack.client.startBatch({ source, sink, batchId, options: { concurrency: 1 } });
+    await handle.result();
+    const lines = readSink(sink);
+    expect(lines.map((line) => line.status)).toEqual(Array(6).fill('ok'));
+    const calls = suite.servers.simulator.log().filter((request) => request.workflowId === batchId);
+    expect(calls.map((call) => call.api)).toEqual(Array(6).fill('messages'));
+    expect(calls.map((call) => [call.cache?.breakpoints, call.cache?.write1hTokens, call.cache?.readTokens])).toEqual([
+      [1, 1200, 0],
+      ...Array(5).fill([1, 0, 1200]),
+    ]);
+    const byId = new Map(lines.map((line) => [line.id, line]));
+    expect(byId.get('c-0')?.usage).toMatchObject({ cacheWrite1hTokens: 1200 });
+    expect(byId.get('c-5')?.usage).toMatchObject({ cachedPromptTokens: 1200 });
   });
 });
