@@ -4,6 +4,7 @@
 #   - temporal-server and temporal-sql-tool with their schema (the PostgreSQL cluster tests), cached per user;
 #   - SeaweedFS's weed (the real S3-compatible server the payload-store tests run against), cached per user;
 #   - Jaeger (the real trace store test/tracing.test.ts exports to and reads back from), cached per user;
+#   - Arize Phoenix (the LLM trace viewer whose UI test/trace-viewer.test.ts opens), a pip install cached per user;
 #   - Debian's docker-compose, which validates docker-compose.yml without a Docker engine;
 #   - Debian's chromium, which the Temporal UI test drives through playwright-core;
 #   - Debian's postgresql, the database of that cluster (run from a private data directory, not the system service);
@@ -11,10 +12,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 
-# The four Go builds are independent; on a fresh machine they run side by side (each holds its own lock), which cuts
+# The four Go builds and the pip install are independent; on a fresh machine they run side by side (each holds its own lock), which cuts
 # the first run from about 25 minutes to the longest one. Each prints why it failed; any failure stops the suite.
 pids=()
-for script in ensure-temporal.sh ensure-temporal-server.sh ensure-seaweedfs.sh ensure-jaeger.sh; do
+for script in ensure-temporal.sh ensure-temporal-server.sh ensure-seaweedfs.sh ensure-jaeger.sh ensure-phoenix.sh; do
   bash "$here/$script" >/dev/null &
   pids+=($!)
 done

@@ -5,11 +5,15 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { BatchSummary } from '../src/contract/batch';
 import type { FanOutResult } from '../src/contract/fan-out';
+import type { ProviderBatchResult } from '../src/workflows/provider-batch';
+import { batchDirectory, readSink } from './support/batch-files';
 import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
 import { runCli, spawnWorker, type WorkerProcess } from './support/processes';
-import { simulatorEnvironment, useTestServers } from './support/suite-stack';
+import { FanoutClient } from '../src/client/fanout-client';
+import { modelCalls } from './support/agents';
+import { QUICK_LOST_WORKER_DETECTION, simulatorEnvironment, useTestServers } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -44,15 +48,24 @@ function tracedEnvironment(service: string, extra: Record<string, string> = {}):
 /** A traced `fanout worker` process on a fresh task queue. */
 async function tracedWorker(service: string, extra: Record<string, string> = {}): Promise<string> {
   const taskQueue = uniqueName('tq-traced');
-  workers.push(
-    await spawnWorker({
-      address: suite.servers.server.address,
-      taskQueue,
-      env: tracedEnvironment(service, extra),
-      args: ['--tools', TOOLS],
-    }),
-  );
+  await tracedWorkerOn(taskQueue, service, extra);
   return taskQueue;
+}
+
+/** A traced `fanout worker` process on `taskQueue`. */
+async function tracedWorkerOn(
+  taskQueue: string,
+  service: string,
+  extra: Record<string, string> = {},
+): Promise<WorkerProcess> {
+  const worker = await spawnWorker({
+    address: suite.servers.server.address,
+    taskQueue,
+    env: tracedEnvironment(service, extra),
+    args: ['--tools', TOOLS],
+  });
+  workers.push(worker);
+  return worker;
 }
 
 /** Runs tasks from a traced caller process (its own span around the start) and returns what the run reported. */
@@ -328,4 +341,147 @@ it('sends nothing and loads no OpenTelemetry SDK when no OTEL_* variable is set:
   // And the run's history carries no trace context: no span was started for it anywhere.
   const history = await suite.servers.server.client.workflow.getHandle(workflowId as string).fetchHistory();
   expect(JSON.stringify(history)).not.toContain('_tracer-data');
+});
+
+it("traces a SIGKILLed worker's attempt: its chat span ends with WorkerLost, the retry's follows it, and no workflow span comes twice", async () => {
+  const service = uniqueName('fanout-crash');
+  const taskQueue = uniqueName('tq-traced-crash');
+  const { server, simulator } = suite.servers;
+  const slowChats = (trace: JaegerTrace) =>
+    trace.spans.filter((span) => span.operationName.startsWith('chat ') && tagOf(span, 'fanout.task_id') === 'slow');
+  const first = await tracedWorkerOn(taskQueue, service, QUICK_LOST_WORKER_DETECTION);
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const handle = await client.startParallel([{ id: 'slow', prompt: 'Think long [sim latency=6000]' }]);
+  await waitFor('the call to be in flight', () => modelCalls(simulator, 'slow').length === 1);
+  await first.kill();
+  await tracedWorkerOn(taskQueue, service, QUICK_LOST_WORKER_DETECTION);
+  const { results } = await handle.result();
+  expect(results[0].status).toBe('ok');
+  // The simulator saw the call twice: the attempt in flight at the kill, and its retry; nothing more.
+  expect(modelCalls(simulator, 'slow')).toHaveLength(2);
+
+  const run = await traceWith(
+    service,
+    (candidate) =>
+      candidate.spans.some((span) => span.operationName === 'RunWorkflow:fanOut') && slowChats(candidate).length === 2,
+  );
+  const chats = slowChats(run).sort((a, b) => a.startTime - b.startTime);
+  const [lost, retry] = chats;
+  expect([tagOf(lost, 'fanout.attempt'), tagOf(lost, 'error.type'), tagOf(lost, 'otel.status_code')]).toEqual([
+    1,
+    'WorkerLost',
+    'ERROR',
+  ]);
+  expect(String(tagOf(lost, 'fanout.worker'))).not.toBe('');
+  expect([tagOf(retry, 'fanout.attempt'), tagOf(retry, 'error.type')]).toEqual([2, undefined]);
+  // The lost attempt ends before its retry starts (Jaeger's times are microseconds).
+  expect(lost.startTime + lost.duration).toBeLessThanOrEqual(retry.startTime);
+  // The second worker replayed the run's workflow code: it sent none of its spans again.
+  expect(named(run, 'RunWorkflow:fanOut')).toHaveLength(1);
+  expect(named(run, 'StartActivity:callAgent')).toHaveLength(1);
+});
+
+it('traces each wait for approval as await_approval {tool}, from the ask to the answer, with its outcome', async () => {
+  const service = uniqueName('fanout-approval');
+  const taskQueue = await tracedWorker(service);
+  const { server } = suite.servers;
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const handle = await client.startParallel([
+    { id: 'shipper', prompt: 'Ship [[tool:publish {"title":"Report"}]]', tools: ['publish'] },
+    { id: 'held', prompt: 'Ship [[tool:publish {"title":"Draft"}]]', tools: ['publish'] },
+  ]);
+  const connection = ['--address', server.address];
+  const answer = async (agent: string, ...how: string[]) => {
+    const child = `${handle.workflowId}/agent:${agent}`;
+    await waitFor(`${agent} to wait for approval`, async () => {
+      const status = await runCli(['status', child, ...connection]);
+      return status.stdout.includes('waiting for approval: call_1_1');
+    });
+    const answered = await runCli(['approve', child, 'call_1_1', ...how, ...connection]);
+    expect(answered.code).toBe(0);
+  };
+  await answer('shipper');
+  await answer('held', '--deny', 'not yet');
+  const { results } = await handle.result();
+  expect(results.map((result) => result.status)).toEqual(['ok', 'ok']);
+
+  const run = await traceWith(service, (candidate) => named(candidate, 'await_approval publish').length === 2);
+  const waits = named(run, 'await_approval publish');
+  const byTask = new Map(waits.map((span) => [tagOf(span, 'fanout.task_id'), span]));
+  expect([...byTask.keys()].sort()).toEqual(['held', 'shipper']);
+  const shipped = byTask.get('shipper') as JaegerSpan;
+  const held = byTask.get('held') as JaegerSpan;
+  expect([tagOf(shipped, 'fanout.approval.outcome'), tagOf(held, 'fanout.approval.outcome')]).toEqual([
+    'approved',
+    'denied',
+  ]);
+  expect([tagOf(shipped, 'gen_ai.tool.name'), tagOf(shipped, 'gen_ai.tool.call.id')]).toEqual(['publish', 'call_1_1']);
+  // The wait lasted until the answer: the held agent was answered after the shipper, so its wait is the longer one.
+  expect(held.duration).toBeGreaterThan(shipped.duration);
+  expect(ancestorsOf(run, shipped)[0]).toBe('RunActivity:toolCall');
+});
+
+it('traces a provider batch as provider_batch {model}: from submission to collection, its outcome, counts and tokens', async () => {
+  const service = uniqueName('fanout-provider-batch');
+  const taskQueue = await tracedWorker(service);
+  const { server, simulator } = suite.servers;
+  simulator.configure({ providerBatches: { speed: 1000, processingSeconds: { min: 1, max: 2 } } });
+  const directory = batchDirectory();
+  const source = path.join(directory, 'tasks.jsonl');
+  const tasks = Array.from({ length: 6 }, (_, index) => ({ id: `pb-${index}`, prompt: `item ${index}` }));
+  writeFileSync(source, tasks.map((task) => JSON.stringify(task)).join('\n') + '\n');
+  const batchId = uniqueName('pb-traced');
+  try {
+    const handle = await server.client.workflow.start('providerBatch', {
+      taskQueue,
+      workflowId: batchId,
+      args: [{ batchId, source, spool: path.join(directory, 'spool'), options: { pollIntervalMs: 300 } }],
+    });
+    const result = (await handle.result()) as ProviderBatchResult;
+    const lines = result.segments.flatMap((segment) => readSink(segment));
+    expect(lines.filter((line) => line.status === 'ok')).toHaveLength(6);
+
+    const run = await traceWith(service, (candidate) =>
+      candidate.spans.some((span) => span.operationName.startsWith('provider_batch ')),
+    );
+    const [batch] = run.spans.filter((span) => span.operationName.startsWith('provider_batch '));
+    expect(
+      ['fanout.provider_batch.outcome', 'fanout.provider_batch.requests', 'fanout.provider_batch.succeeded'].map(
+        (key) => tagOf(batch, key),
+      ),
+    ).toEqual(['ended', 6, 6]);
+    expect(String(tagOf(batch, 'fanout.provider_batch.id'))).not.toBe('');
+    expect(tagOf(batch, 'gen_ai.usage.input_tokens')).toBe(
+      lines.reduce((total, line) => total + (line.usage?.promptTokens ?? 0), 0),
+    );
+    expect(ancestorsOf(run, batch)[0]).toBe('RunActivity:collectProviderBatch');
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
+});
+
+it('fanout demo --trace starts a Jaeger, traces the demo into it and prints the span tree it reads back', async () => {
+  const { code, stdout, stderr } = await runCli(['demo', '--trace'], { OPENAI_API_KEY: '' });
+  expect({ code, stderr: code === 0 ? '' : stderr }).toEqual({ code: 0, stderr: '' });
+  const tree = stdout.slice(stdout.indexOf('\nTrace '));
+  const api = /\(Jaeger API (http:\/\/127\.0\.0\.1:\d+)\/api\/traces\/[0-9a-f]{32}\)/.exec(tree);
+  expect(api).not.toBeNull();
+  const lines = tree.split('\n').slice(2);
+  expect(lines.slice(0, 3).map((line) => line.trim().split('  ')[0])).toEqual([
+    'fanout demo',
+    'StartWorkflow:fanOut',
+    'RunWorkflow:fanOut',
+  ]);
+  // One model call per demo agent, each under its activity, with its task, tokens and cost.
+  const chats = lines.filter((line) => line.trim().startsWith('chat '));
+  expect(chats.map((line) => /task=(\S+)/.exec(line)?.[1]).sort()).toEqual([
+    'analyst',
+    'coder',
+    'editor',
+    'fact-checker',
+    'researcher',
+  ]);
+  for (const chat of chats) expect(chat).toMatch(/^ {10}chat \S+ .* in=\d+ out=\d+ \$=[\d.e-]+ attempt=1$/);
+  // The Jaeger the demo started is gone with it.
+  await expect(fetch(`${(api as RegExpExecArray)[1]}/api/services`)).rejects.toThrow();
 });

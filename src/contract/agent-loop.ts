@@ -169,6 +169,8 @@ export interface ToolCallInput {
   index: number;
   /** The call was denied (by a person or the approval timeout): this is its result, the tool is not run. */
   denied?: string;
+  /** The call waited for a person's approval: when it asked, when it was answered (workflow time, epoch ms), and how. */
+  approval?: ApprovalWait;
   /** The call cannot run (RefusedToolCall.invalid): this is its result. */
   invalid?: string;
   /** What the workflow's run of the tool returned (a WorkflowToolCall): the tool turns it into its result. */
@@ -176,6 +178,13 @@ export interface ToolCallInput {
   /** Benchmark only: the call and its result inline. */
   inlineCall?: { id: string; name: string; arguments: string };
   inlineResult?: boolean;
+}
+
+/** A tool call's wait for approval, as the toolCall activity traces it (`await_approval {tool}`). */
+export interface ApprovalWait {
+  askedAt: number;
+  answeredAt: number;
+  outcome: 'approved' | 'denied' | 'timed-out';
 }
 
 export interface ToolCallResult {

@@ -1,6 +1,8 @@
 import { Context } from '@temporalio/activity';
-import type { Span } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import type { ChatCompletion, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import { FailureType } from '../contract/failure-types';
+import { lostAttemptOf } from '../contract/lost-attempt';
 import { priceOf } from '../pricing/price-of';
 import type { PriceTable } from '../pricing/price-table';
 import {
@@ -9,6 +11,7 @@ import {
   definedAttributes,
   failSpan,
   failureTypeOf,
+  fanoutTracer,
   providerOf,
   startClientSpan,
 } from '../telemetry/genai-spans';
@@ -62,7 +65,10 @@ export async function inChatSpan<T extends { completion: ChatCompletion; choice:
 ): Promise<T> {
   const span = chat.traced === false ? undefined : startClientSpan(`chat ${chat.model}`, {});
   const recording = span?.isRecording() === true;
-  if (span && recording) describeRequest(span, chat);
+  if (span && recording) {
+    describeRequest(span, chat);
+    traceLostAttempt(chat);
+  }
   const startedAt = Date.now();
   const provider = providerOf(chat.baseURL).provider;
   try {
@@ -89,6 +95,54 @@ export async function inChatSpan<T extends { completion: ChatCompletion; choice:
     });
     throw error;
   }
+}
+
+/** The attempts whose lost predecessor was traced already (an agent step's activity sends one call; a lane many). */
+const lostTraced = new Set<string>();
+
+/**
+ * The span of the attempt before this one when a peer judged its worker lost and failed it (the note it left in the
+ * heartbeat details, src/contract/lost-attempt.ts): a killed worker exports nothing, so the retry writes the lost
+ * attempt's `chat {model}` span, from its start to when it was judged lost, ended with error `WorkerLost`. Only for a
+ * call whose attempt is its activity's (a batch lane's items keep attempts of their own).
+ */
+function traceLostAttempt(chat: ChatSpanContext): void {
+  if (chat.attempt !== undefined) return;
+  let info: Context['info'];
+  try {
+    info = Context.current().info;
+  } catch {
+    return;
+  }
+  const lost = lostAttemptOf(info.heartbeatDetails, info.attempt);
+  const run = info.workflowExecution;
+  if (!lost || !run) return;
+  const key = `${run.workflowId}\u0000${run.runId}\u0000${info.activityId}\u0000${info.attempt}`;
+  if (lostTraced.has(key)) return;
+  if (lostTraced.size >= 1000) lostTraced.clear();
+  lostTraced.add(key);
+  const { provider, address, port } = providerOf(chat.baseURL);
+  const span = fanoutTracer().startSpan(`chat ${chat.model}`, {
+    kind: SpanKind.CLIENT,
+    startTime: lost.startedAt ?? lost.lostAt,
+    attributes: definedAttributes({
+      [GenAiAttribute.operationName]: 'chat',
+      [GenAiAttribute.providerName]: provider,
+      [GenAiAttribute.requestModel]: chat.model,
+      [GenAiAttribute.serverAddress]: address,
+      [GenAiAttribute.serverPort]: port,
+      [GenAiAttribute.taskId]: chat.taskId,
+      [GenAiAttribute.attempt]: lost.attempt,
+      [GenAiAttribute.runId]: chat.runId ?? run.workflowId,
+      [GenAiAttribute.worker]: lost.worker,
+      [GenAiAttribute.errorType]: FailureType.WorkerLost,
+    }),
+  });
+  span.setStatus({
+    code: SpanStatusCode.ERROR,
+    message: `worker ${lost.worker} was lost during attempt ${lost.attempt}; attempt ${info.attempt} took the call over`,
+  });
+  span.end(lost.lostAt);
 }
 
 function describeRequest(span: Span, chat: ChatSpanContext): void {

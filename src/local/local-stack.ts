@@ -6,6 +6,7 @@ import { dataConverterFromEnvironment } from '../codec';
 import type { SimulatorConfigInput } from '../sim/config';
 import { startSimulator, type Simulator } from '../sim/simulator';
 import { createFanoutWorker } from '../worker';
+import { tracingClientInterceptor } from '../client/tracing-interceptor';
 import { startDevServer, type DevServer, type DevServerOptions } from './dev-server';
 
 export interface LocalStackOptions extends DevServerOptions {
@@ -45,9 +46,13 @@ export async function startLocalStack(options: LocalStackOptions = {}): Promise<
     // The worker encrypts when FANOUT_ENCRYPTION_KEYS is set; the dev server's own client would then not read results.
     const dataConverter = dataConverterFromEnvironment();
     const client = await FanoutClient.connect({
-      client: dataConverter
-        ? new Client({ connection: server.client.connection, namespace: server.namespace, dataConverter })
-        : server.client,
+      client: new Client({
+        connection: server.client.connection,
+        namespace: server.namespace,
+        ...(dataConverter ? { dataConverter } : {}),
+        // Traced (`fanout demo --trace`), a run's trace starts at the client, as FanoutClient.connect's does.
+        interceptors: { workflow: [tracingClientInterceptor()] },
+      }),
       taskQueue,
     });
     return {

@@ -46,6 +46,18 @@ export const GenAiAttribute = {
   runId: 'fanout.run_id',
   /** 429 answers waited out inside the attempt before it was answered. */
   rateLimited: 'fanout.rate_limited_responses',
+  /** The identity of the worker an attempt ran on (a lost attempt's span, which its retry writes). */
+  worker: 'fanout.worker',
+  /** A provider batch's id at its provider, the part of the run it carried, and how it ended. */
+  providerBatchId: 'fanout.provider_batch.id',
+  providerBatchPart: 'fanout.provider_batch.part',
+  providerBatchOutcome: 'fanout.provider_batch.outcome',
+  providerBatchRequests: 'fanout.provider_batch.requests',
+  providerBatchSucceeded: 'fanout.provider_batch.succeeded',
+  providerBatchFailed: 'fanout.provider_batch.failed',
+  providerBatchRetried: 'fanout.provider_batch.retried',
+  /** How a tool call's wait for approval ended: approved, denied or timed-out. */
+  approvalOutcome: 'fanout.approval.outcome',
   /** The MCP server a tool call went to. */
   mcpServer: 'fanout.mcp.server',
 } as const;
@@ -216,4 +228,93 @@ export async function inToolSpan(tool: ToolSpanContext, run: () => Promise<strin
     failSpan(span, error);
     throw error;
   }
+}
+
+/** A tool call's wait for approval, as `await_approval {tool}` records it. */
+export interface ApprovalSpanContext {
+  tool: string;
+  callId: string;
+  taskId: string;
+  askedAt: number;
+  answeredAt: number;
+  outcome: 'approved' | 'denied' | 'timed-out';
+}
+
+/**
+ * Records the wait of a tool call for a person's approval as a span of its own, `await_approval {tool}`, from when the
+ * agent asked to when it was answered (the workflow's times, which its toolCall activity carries), with the outcome:
+ * `approved`, `denied` or `timed-out` (status error: no one answered). Written by the activity that runs or refuses
+ * the call, under its span: workflow code waits on a durable timer and has no span to time.
+ */
+export function traceApprovalWait(wait: ApprovalSpanContext): void {
+  const span = fanoutTracer().startSpan(`await_approval ${wait.tool}`, {
+    kind: SpanKind.INTERNAL,
+    startTime: wait.askedAt,
+    attributes: {
+      [GenAiAttribute.toolName]: wait.tool,
+      [GenAiAttribute.toolCallId]: wait.callId,
+      [GenAiAttribute.taskId]: wait.taskId,
+      [GenAiAttribute.approvalOutcome]: wait.outcome,
+    },
+  });
+  if (wait.outcome === 'timed-out') {
+    span.setAttribute(GenAiAttribute.errorType, 'ApprovalTimedOut');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'no one answered the approval in time' });
+  }
+  span.end(wait.answeredAt);
+}
+
+/** One provider batch, as `provider_batch {model}` records it once its results are collected. */
+export interface ProviderBatchSpanContext {
+  provider: string;
+  model: string;
+  /** The provider's batch id; none when no batch could be made or the provider refused it whole. */
+  id?: string;
+  part: number;
+  requests: number;
+  /** From submission to the end of collecting, ms. */
+  durationMs: number;
+  succeeded: number;
+  failed: number;
+  retried: number;
+  inputTokens: number;
+  outputTokens: number;
+  costUsd: number;
+  runId: string;
+}
+
+/**
+ * Records a provider batch (one part of a run on the provider-batch route) as a span from its submission to the end
+ * of its collection, with its outcome: `ended` (every request answered or failed for good), `partial` (some to send
+ * again) or `failed` (the provider refused or failed the whole batch: status error). Written by the collect activity,
+ * under its span: the workflow's wait between polls has no span of its own.
+ */
+export function traceProviderBatch(batch: ProviderBatchSpanContext): void {
+  const end = Date.now();
+  const outcome = batch.id === undefined ? 'failed' : batch.retried > 0 ? 'partial' : 'ended';
+  const span = fanoutTracer().startSpan(`provider_batch ${batch.model}`, {
+    kind: SpanKind.CLIENT,
+    startTime: end - batch.durationMs,
+    attributes: definedAttributes({
+      [GenAiAttribute.operationName]: 'chat',
+      [GenAiAttribute.providerName]: batch.provider,
+      [GenAiAttribute.requestModel]: batch.model,
+      [GenAiAttribute.providerBatchId]: batch.id,
+      [GenAiAttribute.providerBatchPart]: batch.part,
+      [GenAiAttribute.providerBatchOutcome]: outcome,
+      [GenAiAttribute.providerBatchRequests]: batch.requests,
+      [GenAiAttribute.providerBatchSucceeded]: batch.succeeded,
+      [GenAiAttribute.providerBatchFailed]: batch.failed,
+      [GenAiAttribute.providerBatchRetried]: batch.retried,
+      [GenAiAttribute.inputTokens]: batch.inputTokens,
+      [GenAiAttribute.outputTokens]: batch.outputTokens,
+      [GenAiAttribute.costUsd]: batch.costUsd,
+      [GenAiAttribute.runId]: batch.runId,
+    }),
+  });
+  if (outcome === 'failed') {
+    span.setAttribute(GenAiAttribute.errorType, 'ProviderBatchFailed');
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'the provider ran none of the batch' });
+  }
+  span.end(end);
 }

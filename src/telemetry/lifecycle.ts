@@ -29,3 +29,9 @@ export async function stopTracing(timeoutMs?: number): Promise<void> {
   if (!tracingWanted()) return;
   await sdk().stopTracing(timeoutMs);
 }
+
+/** Sends every span ended so far without stopping tracing, waiting at most `timeoutMs`. Never throws. */
+export async function flushTracing(timeoutMs: number): Promise<void> {
+  if (!tracingWanted()) return;
+  await sdk().flushTracing(timeoutMs);
+}

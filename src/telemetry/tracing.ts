@@ -119,3 +119,21 @@ export async function stopTracing(timeoutMs?: number): Promise<void> {
   ]);
   clearTimeout(timer);
 }
+
+/**
+ * Sends every span ended so far (the process's and its workflows') without stopping tracing, waiting at most
+ * `timeoutMs`. Never throws.
+ */
+export async function flushTracing(timeoutMs: number): Promise<void> {
+  const tracing = started;
+  if (!tracing) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all([tracing.provider.forceFlush(), tracing.workflowSpans.forceFlush()]).catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+    }),
+  ]);
+  clearTimeout(timer);
+}

@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { FailureType } from '../contract/failure-types';
+import type { LostAttemptNote } from '../contract/lost-attempt';
 import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
 import { isLost, timestampMillis, type Presence } from './presence';
@@ -78,6 +79,12 @@ export class LostCalls {
           await client.activity.reportCancellation(id, undefined);
           logger.info("reported a lost worker's cancelled call as cancelled", logged);
         } else {
+          // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
+          // attempt from it (a killed worker exports no span of its own). One heartbeat, only for a lost call.
+          const note: LostAttemptNote = {
+            lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
+          };
+          await client.activity.heartbeat(id, note).catch(() => undefined);
           await client.activity.fail(
             id,
             ApplicationFailure.create({

@@ -10,7 +10,7 @@ import { AgentFailureType, type ToolCallInput, type ToolCallResult } from '../..
 import { storageFailure } from '../model-call';
 import { deadlineSignal, watchForCancellation } from '../../llm/cancellation';
 import type { ChatMessage, MessageStore } from './message-store';
-import { inToolSpan } from '../../telemetry/genai-spans';
+import { inToolSpan, traceApprovalWait } from '../../telemetry/genai-spans';
 
 export interface ToolCallDependencies {
   store: PayloadStore;
@@ -134,6 +134,9 @@ export function createToolCall(dependencies: ToolCallDependencies) {
       }
       call = calls[input.index];
     }
+    // The approval's wait, traced once: by the first attempt (a retry would draw it twice).
+    if (input.approval && context.info.attempt === 1)
+      traceApprovalWait({ tool: call.function.name, callId: call.id, taskId: input.taskId, ...input.approval });
     let result: { text: string; ok: boolean };
     if (input.denied !== undefined) result = { text: `denied: ${input.denied}`, ok: false };
     else if (input.invalid !== undefined) result = { text: `error: ${input.invalid}`, ok: false };

@@ -1,5 +1,6 @@
 import { heartbeating } from '../heartbeating';
 import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
 import type { BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
 import { childOf } from '../../contract/location';
@@ -7,6 +8,7 @@ import { roundUsd } from '../../contract/metrics';
 import { invalidInputFailure } from '../../contract/invalid-input-failure';
 import { InvalidInputError } from '../../contract/validation';
 import { linesOf } from '../../spool/lines';
+import { traceProviderBatch } from '../../telemetry/genai-spans';
 import { priceOf, type PricingDependencies } from '../../pricing';
 import { StorageError, type ObjectStorage } from '../../store';
 import { AnthropicBatches } from '../../provider-batch/anthropic-batches';
@@ -251,6 +253,21 @@ export function createProviderBatchActivities(
           else await storage.remove(segment);
           collected.cost.usd = roundUsd(collected.cost.usd);
           collected.standardUsd = roundUsd(collected.standardUsd);
+          traceProviderBatch({
+            provider: part.provider,
+            model: part.model,
+            id: input.id,
+            part: part.index,
+            requests: part.count,
+            durationMs: input.durationMs,
+            succeeded: collected.succeeded,
+            failed: collected.failed,
+            retried: collected.retried,
+            inputTokens: collected.tokens.prompt,
+            outputTokens: collected.tokens.completion,
+            costUsd: collected.cost.usd,
+            runId: Context.current().info.workflowExecution?.workflowId ?? input.spool,
+          });
           return collected;
         }),
       );

@@ -167,7 +167,7 @@ export async function runToolCall(
 ): Promise<ToolCallResult> {
   const { task, selfId, state, tracker } = context;
   const base = { taskId: task.id, step, assistant: result.assistant, index };
-  let extra: Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult'> = {};
+  let extra: Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult' | 'approval'> = {};
   tracker.emit('tool-call', step, call.summary);
   if (call.runner === 'none') extra = { invalid: call.invalid };
   else if (call.runner === 'workflow') extra = { workflowResult: await runWorkflowTool(context, call, step, index) };
@@ -189,13 +189,23 @@ export async function runToolCall(
       tracker.waiting.delete(call.id),
     );
     const decision = tracker.decisions.get(call.id);
+    const wait = { askedAt: since, answeredAt: Date.now() };
     if (!answered || !decision) {
-      extra = { denied: `no one approved the call within ${call.approvalTimeoutMs} ms` };
+      extra = {
+        denied: `no one approved the call within ${call.approvalTimeoutMs} ms`,
+        approval: { ...wait, outcome: 'timed-out' },
+      };
       tracker.emit('denied', step, `${call.id}: approval timed out`);
     } else if (!decision.approve) {
-      extra = { denied: `a person denied the call${decision.reason ? `: ${decision.reason}` : ''}` };
+      extra = {
+        denied: `a person denied the call${decision.reason ? `: ${decision.reason}` : ''}`,
+        approval: { ...wait, outcome: 'denied' },
+      };
       tracker.emit('denied', step, `${call.id}${decision.reason ? `: ${decision.reason}` : ''}`);
-    } else tracker.emit('approved', step, call.id);
+    } else {
+      extra = { approval: { ...wait, outcome: 'approved' } };
+      tracker.emit('approved', step, call.id);
+    }
   }
   const done = await context.toolCall.executeWithOptions(
     { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },

@@ -1,0 +1,103 @@
+import path from 'node:path';
+import { FanoutClient } from '../src/client/fanout-client';
+import { launchChromium } from './support/browser';
+import { startPhoenix, type Phoenix } from './support/phoenix';
+import { spawnWorker, type WorkerProcess } from './support/processes';
+import { screenshotPath } from './support/screenshots';
+import { simulatorEnvironment, useTestServers } from './support/suite-stack';
+import { uniqueName } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+// A real LLM trace viewer: a traced worker process sends a run of an agent with tools and a sub-agent to Arize Phoenix,
+// and headless Chromium opens the trace in Phoenix's UI. The screenshot README shows is saved to docs/ only with
+// REFRESH_DOCS_SCREENSHOTS=1 (CONTRIBUTING.md, "Screenshots"); otherwise to a folder under the system's tmp.
+const TOOLS = path.join(__dirname, 'support', 'agent-tools.js');
+const PROJECT = 'fanout-traces';
+let phoenix: Phoenix | undefined;
+let worker: WorkerProcess | undefined;
+const suite = useTestServers({
+  beforeStop: async () => {
+    await worker?.stop();
+    await phoenix?.stop();
+  },
+});
+beforeAll(async () => {
+  phoenix = await startPhoenix();
+}, 240_000);
+
+interface PhoenixSpans {
+  projects: {
+    edges: {
+      node: { id: string; name: string; spans: { edges: { node: { name: string; context: { traceId: string } } }[] } };
+    }[];
+  };
+}
+
+it("opens a run's trace in a real trace viewer's UI (Arize Phoenix): the agent, its model calls, its tools and its sub-agent", async () => {
+  const viewer = phoenix as Phoenix;
+  const { server, simulator } = suite.servers;
+  const taskQueue = uniqueName('tq-phoenix');
+  worker = await spawnWorker({
+    address: server.address,
+    taskQueue,
+    env: {
+      ...simulatorEnvironment(simulator),
+      FANOUT_TEST_SIM_URL: simulator.baseUrl,
+      OTEL_EXPORTER_OTLP_ENDPOINT: viewer.url,
+      OTEL_SERVICE_NAME: 'fanout-worker',
+      // Phoenix files spans by this resource attribute (else under "default").
+      OTEL_RESOURCE_ATTRIBUTES: `openinference.project.name=${PROJECT}`,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+    },
+    args: ['--tools', TOOLS],
+  });
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const dig = JSON.stringify({ tasks: [{ prompt: 'dig deeper [[tool:search {"q":"deep"}]]', tools: ['search'] }] });
+  const handle = await client.startParallel([
+    {
+      id: 'lead',
+      prompt: `Research [[tool:search {"q":"facts"}]] [[tool:spawn_agents ${dig}]]`,
+      tools: ['spawn_agents', 'search'],
+    },
+  ]);
+  const { results } = await handle.result();
+  expect(results[0].status).toBe('ok');
+
+  const wanted = ['invoke_agent lead', 'execute_tool search', 'execute_tool spawn_agents', 'RunWorkflow:fanOut'];
+  const { projectId, traceId } = await waitFor(
+    'the whole trace in Phoenix',
+    async () => {
+      const data = await viewer.graphql<PhoenixSpans>(
+        `{ projects { edges { node { id name spans(first: 500) { edges { node { name context { traceId } } } } } } } }`,
+      );
+      const project = data.projects.edges.find((edge) => edge.node.name === PROJECT)?.node;
+      const spans = project?.spans.edges.map((edge) => edge.node) ?? [];
+      const names = new Set(spans.map((span) => span.name));
+      const root = spans.find((span) => span.name === 'RunWorkflow:fanOut');
+      const chats = spans.filter((span) => span.name.startsWith('chat ')).length;
+      // The lead's three steps and the sub-agent's two.
+      return project && root && chats >= 5 && wanted.every((name) => names.has(name))
+        ? { projectId: project.id, traceId: root.context.traceId }
+        : undefined;
+    },
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
+
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+    await page.goto(`${viewer.url}/projects/${projectId}/traces/${traceId}`);
+    // The trace's span tree, as the viewer draws it.
+    for (const name of ['RunWorkflow:fanOut', 'invoke_agent lead', 'execute_tool spawn_agents'])
+      await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
+    // Open the agent's span: its attributes (tokens, cost, steps) show beside the tree.
+    await page.getByText('invoke_agent lead', { exact: true }).first().click();
+    await page.getByText('fanout.cost_usd').first().waitFor({ timeout: 30_000 });
+    const text = await page.innerText('body');
+    expect(text).toContain('execute_tool search');
+    expect(text).toMatch(/chat \S+/);
+    await page.screenshot({ path: screenshotPath('trace-phoenix.png') });
+  } finally {
+    await browser.close();
+  }
+});
