@@ -4,7 +4,13 @@ import { PAID_ANSWER_TRIES, retrying } from '../store/retrying-storage';
 import { createModelCallActivities } from './model-call';
 import { createBatchActivities } from './batch/batch-activities';
 import { createBatchAgentItemActivities } from './batch/agent-item-activities';
-import { createLlmClient, defaultModelFromEnvironment, type ChatClient } from '../llm/llm-client';
+import {
+  createAnthropicClient,
+  createLlmClient,
+  defaultModelFromEnvironment,
+  type ChatClient,
+} from '../llm/llm-client';
+import type { MessagesClient } from '../llm/anthropic-messages';
 import { createAgentActivities } from './agent';
 import { ToolRegistry } from '../tools/registry';
 import { createProviderBatchActivities } from './provider-batch/provider-batch-activities';
@@ -14,6 +20,8 @@ import type { ProviderBatchClient } from '../provider-batch/types';
 export interface ActivityDependencies {
   /** OpenAI-compatible client. Default: one built from OPENAI_API_KEY / OPENAI_BASE_URL. */
   llm?: ChatClient;
+  /** Anthropic client for `claude-*` models, spoken natively. Default: one built from ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL. */
+  anthropic?: MessagesClient;
   /** Model for tasks that name none. Default: FANOUT_MODEL, else gpt-4o-mini. */
   defaultModel?: string;
   /** Clock for durations, ms. Default: performance.now. */
@@ -49,6 +57,7 @@ function paidAnswers(store: PayloadStore): PayloadStore {
 export function createActivities(dependencies: ActivityDependencies = {}) {
   const resolved = {
     llm: dependencies.llm ?? createLlmClient(),
+    anthropic: dependencies.anthropic ?? createAnthropicClient(),
     defaultModel: dependencies.defaultModel ?? defaultModelFromEnvironment(),
     clock: dependencies.clock ?? (() => performance.now()),
     heartbeatIntervalMs: dependencies.heartbeatIntervalMs ?? 500,

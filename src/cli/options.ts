@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { FanoutClient } from '../client/fanout-client';
 import type { TemporalConnectionConfig } from '../config/environment';
+import { promptCacheSchema, type PromptCache } from '../contract/agent-task';
 
 /** A commander parser for a whole number in [min, max], naming the option on error. */
 export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER) {
@@ -14,6 +15,13 @@ export function wholeNumber(min: number, max = Number.MAX_SAFE_INTEGER) {
 }
 
 /** A commander parser for a positive number. */
+/** `--prompt-cache`: Anthropic's prompt cache, 5m, 1h or off. */
+export function promptCacheOf(value: string): PromptCache {
+  const parsed = promptCacheSchema.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`"${value}" is not a prompt cache (use 5m, 1h or off)`);
+  return parsed.data;
+}
+
 export function positiveNumber(value: string): number {
   const parsed = Number(value);
   if (!Number.isFinite(parsed) || parsed <= 0)

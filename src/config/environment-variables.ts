@@ -103,7 +103,10 @@ export const ENVIRONMENT_VARIABLES = {
   ],
   /** Read by the AWS SDK's own configuration chain (the S3 store). */
   awsSdk: ['AWS_PROFILE', 'AWS_ENDPOINT_URL_S3'],
-  /** Read by the Anthropic SDK (`@anthropic-ai/sdk`), which provider batches of `claude-*` models go through. */
+  /**
+   * Read by the Anthropic SDK (`@anthropic-ai/sdk`), which `claude-*` models go through (sync calls and provider
+   * batches), and by `anthropicFromEnvironment` (src/llm/llm-client.ts), which passes them to it.
+   */
   anthropicSdk: ['ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL'],
   /** Read by scripts/ (which src/local runs to find or build the servers). */
   scripts: [

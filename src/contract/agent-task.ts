@@ -3,6 +3,37 @@ import { MAX_TASK_ID_LENGTH } from './limits';
 import { payloadRefSchema, type PayloadRef } from './payload-ref';
 import { answerCacheSchema } from './answer-cache';
 
+/** Which API a model call speaks: OpenAI's Chat Completions (or an OpenAI-compatible server), or Anthropic's Messages. */
+export const modelProviderSchema = z.enum(['openai', 'anthropic']);
+export type ModelProvider = z.infer<typeof modelProviderSchema>;
+
+/**
+ * Anthropic's prompt cache: breakpoints written to live 5 minutes or 1 hour (a write costs 1.25x or 2x the input
+ * price, a read 0.1x), or none. OpenAI caches prefixes without being asked, so it reads no such option.
+ */
+export const promptCacheSchema = z.enum(['5m', '1h', 'off']);
+export type PromptCache = z.infer<typeof promptCacheSchema>;
+
+/** The provider a call goes to: the task's (or run's) `provider` if set, else by model name (`claude-*` Anthropic). */
+export function providerOfCall(model: string, provider?: ModelProvider): ModelProvider {
+  return provider ?? (model.startsWith('claude-') ? 'anthropic' : 'openai');
+}
+
+/** The task with its run's `provider` and `promptCache` where it sets none (the activity then reads the task alone). */
+export function withCallDefaults<T extends { provider?: ModelProvider; promptCache?: PromptCache }>(
+  task: T,
+  defaults: { provider?: ModelProvider; promptCache?: PromptCache },
+): T {
+  const provider = task.provider ?? defaults.provider;
+  const promptCache = task.promptCache ?? defaults.promptCache;
+  if (provider === task.provider && promptCache === task.promptCache) return task;
+  return {
+    ...task,
+    ...(provider === undefined ? {} : { provider }),
+    ...(promptCache === undefined ? {} : { promptCache }),
+  };
+}
+
 /** One agent call: a chat completion with an optional system prompt. */
 export const agentTaskSchema = z.strictObject({
   /** Unique within a run; results and sink lines are keyed by it. */
@@ -19,6 +50,17 @@ export const agentTaskSchema = z.strictObject({
   prompt: z.string().min(1, 'must not be empty'),
   /** Model name. Default: the worker's FANOUT_MODEL. */
   model: z.string().min(1).optional(),
+  /**
+   * The API the call speaks: `anthropic` sends it to Anthropic's Messages API (ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY),
+   * `openai` to the OpenAI-compatible endpoint (OPENAI_BASE_URL). Default: the run's, else `anthropic` for `claude-*`
+   * models and `openai` for the rest.
+   */
+  provider: modelProviderSchema.optional(),
+  /**
+   * Anthropic's prompt cache for this call's prefix (tools, system, the conversation so far): `5m`, `1h` or `off`.
+   * Default: the run's (or batch's), else `5m`.
+   */
+  promptCache: promptCacheSchema.optional(),
   /** Sampling temperature, 0 to 2. */
   temperature: z.number().min(0).max(2).optional(),
   /** Most tokens the completion may produce. */
@@ -79,6 +121,20 @@ export interface TokenUsage {
   cacheWrite5mTokens?: number;
   /** Of `promptTokens`, written to Anthropic's cache to live 1 hour (`cache_creation.ephemeral_1h_input_tokens`). */
   cacheWrite1hTokens?: number;
+}
+
+/** Two counts added, the prompt cache's included (a cache count is left out while neither has it). */
+export function addUsage(first: TokenUsage, second: TokenUsage | undefined): TokenUsage {
+  const sum: TokenUsage = {
+    promptTokens: first.promptTokens + (second?.promptTokens ?? 0),
+    completionTokens: first.completionTokens + (second?.completionTokens ?? 0),
+    totalTokens: first.totalTokens + (second?.totalTokens ?? 0),
+  };
+  for (const key of ['cachedPromptTokens', 'cacheWrite5mTokens', 'cacheWrite1hTokens'] as const) {
+    if (first[key] === undefined && second?.[key] === undefined) continue;
+    sum[key] = (first[key] ?? 0) + (second?.[key] ?? 0);
+  }
+  return sum;
 }
 
 export type AgentStatus = 'ok' | 'failed' | 'cancelled' | 'skipped';

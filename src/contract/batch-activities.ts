@@ -5,7 +5,7 @@ import type { AnswerCacheSettings } from './answer-cache';
  * themselves as the workflows call them (createBatchActivities and createBatchAgentItemActivities implement these).
  */
 import type { BatchEntry, BatchResultLine } from './batch';
-import type { AgentTask } from './agent-task';
+import type { AgentTask, ModelProvider, PromptCache } from './agent-task';
 import type { AgentBatchItem, SavedPlace } from './agent-loop';
 import type { PacingReport } from './pacing';
 
@@ -79,8 +79,18 @@ export interface LaneInput {
   batchId: string;
   /** Fail-fast: the lane takes no item after one fails for good, and returns at once so the window stops the batch. */
   stopAtFailure?: boolean;
-  /** How the calls are sent: the flex tier (standard from `standardTierFromMs`), and the Responses API. */
-  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses'; cache?: AnswerCacheSettings };
+  /**
+   * How the calls are sent: the flex tier (standard from `standardTierFromMs`), the Responses API, and the batch's
+   * provider and prompt cache for items that set none, and the answer cache.
+   */
+  call?: {
+    serviceTier?: 'flex';
+    standardTierFromMs?: number;
+    api?: 'chat' | 'responses';
+    provider?: ModelProvider;
+    promptCache?: PromptCache;
+    cache?: AnswerCacheSettings;
+  };
 }
 
 /** A part of the task file one chain of windows runs: its items start at `offset`, and there are `items` of them. */

@@ -1,6 +1,6 @@
 import type { PacingStatus } from './pacing';
 import { z } from 'zod';
-import type { AgentResult } from './agent-task';
+import type { AgentResult, PromptCache } from './agent-task';
 import type { RunCost } from './metrics';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
@@ -94,6 +94,9 @@ export function pageLimit(options: ResolvedBatchOptions): number {
 }
 
 /** A batch's defaults: the workflow, the client's summary and the CLI's help read them here. */
+/** Anthropic's prompt cache of a batch's sync calls that set none: an hour, as its items' shared prefix may be minutes apart. */
+export const BATCH_PROMPT_CACHE: PromptCache = '1h';
+
 export const BATCH_DEFAULTS = { concurrency: 50, storageAttempts: 10, pageSize: 200, windowCalls: 200 } as const;
 
 export function resolveBatchOptions(options: BatchOptions | undefined): ResolvedBatchOptions {

@@ -2,6 +2,7 @@
  * What the providerBatch workflow and its activities exchange, and the activities as the workflow calls them
  * (createProviderBatchActivities implements them). Prompts never travel here: parts are files in the store.
  */
+import type { PromptCache } from './agent-task';
 
 /** Which provider batch API a part goes to. */
 export type BatchProvider = 'openai' | 'anthropic';
@@ -59,6 +60,8 @@ export interface PlanInput {
   model?: string;
   maxRequestsPerPart?: number;
   maxBytesPerPart?: number;
+  /** Anthropic's prompt cache of requests whose task sets none. Default `1h`. */
+  promptCache?: PromptCache;
   /** Retry files of earlier parts: only their items are planned (a new round of provider batches). */
   retries?: string[];
   /** Number of the first part planned (a new round's follow the earlier rounds'). Default 0. */

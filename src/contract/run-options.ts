@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { answerCacheSchema } from './answer-cache';
+import { modelProviderSchema, promptCacheSchema, type ModelProvider, type PromptCache } from './agent-task';
 
 /** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */
 export const retryOptionsSchema = z.strictObject({
@@ -59,6 +60,13 @@ export const runOptionsSchema = z.strictObject({
    * run sets none, checks it, and gives it to every call. Default: off.
    */
   cache: answerCacheSchema.optional(),
+  /** The API its tasks' calls speak, for tasks that set no `provider`. Default: by model name (`claude-*` Anthropic). */
+  provider: modelProviderSchema.optional(),
+  /**
+   * Anthropic's prompt cache for tasks that set no `promptCache`: `5m`, `1h` or `off`. Default `5m`; a batch's sync
+   * calls `1h` (its items share their system prompt and tools over longer than 5 minutes).
+   */
+  promptCache: promptCacheSchema.optional(),
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;
@@ -73,6 +81,8 @@ export interface ResolvedRunOptions {
   runTimeoutMs: number | undefined;
   tokenBudget: number | undefined;
   costBudgetUsd: number | undefined;
+  provider: ModelProvider | undefined;
+  promptCache: PromptCache | undefined;
 }
 
 /**
@@ -117,5 +127,7 @@ export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunO
     runTimeoutMs: options?.runTimeoutMs,
     tokenBudget: options?.tokenBudget,
     costBudgetUsd: options?.costBudgetUsd,
+    provider: options?.provider,
+    promptCache: options?.promptCache,
   };
 }

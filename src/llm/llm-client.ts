@@ -1,4 +1,6 @@
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import type { MessagesClient } from './anthropic-messages';
 import type { Environment } from '../config/environment';
 
 /** What the agent activity needs from an OpenAI-compatible client: chat completions. */
@@ -54,6 +56,30 @@ export function createLlmClient(options: LlmClientOptions = {}): ChatClient {
   return new OpenAI({
     apiKey: options.apiKey ?? provider.apiKey,
     baseURL: options.baseURL ?? provider.baseURL ?? OPENAI_BASE_URL,
+    maxRetries: 0,
+  });
+}
+
+/** Where Claude's calls go, as the environment says: ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (see `providerFromEnvironment`). */
+export function anthropicFromEnvironment(environment: Environment = process.env): ProviderConfig {
+  const apiKey = environment.ANTHROPIC_API_KEY?.trim() || undefined;
+  const baseURL = environment.ANTHROPIC_BASE_URL?.trim() || undefined;
+  const simulatorURL = environment.FANOUT_SIMULATOR_URL?.trim() || undefined;
+  // The simulator's URL ends in /v1, as OpenAI's base URLs do; Anthropic's client adds /v1 itself.
+  if (apiKey === undefined && baseURL === undefined && simulatorURL !== undefined)
+    return { baseURL: simulatorURL.replace(/\/v1\/?$/, ''), apiKey: 'simulator', simulated: true };
+  return { baseURL, apiKey: apiKey ?? 'no-key-set', simulated: false };
+}
+
+/**
+ * Creates the Anthropic client that `claude-*` calls (and those of `provider: "anthropic"`) go through natively. Its
+ * own retries are off, as the OpenAI client's are.
+ */
+export function createAnthropicClient(options: LlmClientOptions = {}): MessagesClient {
+  const provider = anthropicFromEnvironment();
+  return new Anthropic({
+    apiKey: options.apiKey ?? provider.apiKey,
+    ...((options.baseURL ?? provider.baseURL) === undefined ? {} : { baseURL: options.baseURL ?? provider.baseURL }),
     maxRetries: 0,
   });
 }

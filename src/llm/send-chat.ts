@@ -10,6 +10,8 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from './responses-api';
+import { anthropicAsChat, type MessagesClient } from './anthropic-messages';
+import { providerOfCall, type ModelProvider, type PromptCache } from '../contract/agent-task';
 import { inChatSpan } from './chat-span';
 import type { PriceTable } from '../pricing/price-table';
 import { FailureType } from '../contract/failure-types';
@@ -33,6 +35,11 @@ import { requestKey } from '../answer-cache/request-key';
 export interface ChatDependencies {
   /** The OpenAI-compatible client; created once per worker. */
   llm: ChatClient;
+  /**
+   * The Anthropic client calls to `claude-*` models (or of `provider: "anthropic"`) go through, natively: its Messages
+   * API. Default: none, and such a call fails non-retryable, naming what to set.
+   */
+  anthropic?: MessagesClient;
   /** Model used when a task names none. */
   defaultModel: string;
   /** Monotonic-enough clock for durations, ms. */
@@ -78,6 +85,10 @@ export interface ChatCallOptions {
   traced?: boolean;
   /** The run's answer cache (README, "Answer cache"). Default: none, every call is sent. */
   cache?: AnswerCacheSettings;
+  /** The provider of a request that names none (a batch's). Default: by model name. */
+  provider?: ModelProvider;
+  /** Anthropic's prompt cache of a request that sets none (a batch's). Default `5m`. */
+  promptCache?: PromptCache;
 }
 
 /** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
@@ -138,6 +149,24 @@ export interface ChatRequest {
   maxTokens?: number;
   /** Headers sent besides the correlation headers (an agent step's `x-fanout-step`). Default none. */
   headers?: Record<string, string>;
+  /** The API the call speaks. Default: by model name (`providerOfCall`). */
+  provider?: ModelProvider;
+  /** Anthropic's prompt cache for the call (anthropic-messages.ts places the breakpoints). Default `5m`. */
+  promptCache?: PromptCache;
+}
+
+type ProviderClient = { provider: 'openai'; client: ChatClient } | { provider: 'anthropic'; client: MessagesClient };
+
+/** The client a request goes through: the OpenAI-compatible one, or Anthropic's where the call is Claude's. */
+function clientOf(chat: ChatRequest, dependencies: ChatDependencies, call: ChatCallOptions): ProviderClient {
+  if (providerOfCall(chat.model, chat.provider ?? call.provider) === 'openai')
+    return { provider: 'openai', client: dependencies.llm };
+  if (dependencies.anthropic) return { provider: 'anthropic', client: dependencies.anthropic };
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidInput,
+    nonRetryable: true,
+    message: `${chat.label ?? `agent "${chat.taskId}"`}: model "${chat.model}" goes to Anthropic's Messages API, and the worker has no Anthropic client; set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint), or give the task provider: "openai" to send it to OPENAI_BASE_URL`,
+  });
 }
 
 /** What the provider answered one request. */
@@ -165,7 +194,8 @@ export async function sendChat(
   dependencies: ChatDependencies,
   call: ChatCallOptions = {},
 ): Promise<ChatAnswer> {
-  const { llm } = dependencies;
+  const target = clientOf(chat, dependencies, call);
+  const llm = target.client;
   const baseURL = 'baseURL' in llm && typeof llm.baseURL === 'string' ? llm.baseURL : undefined;
   const send = () =>
     inChatSpan(
@@ -181,11 +211,12 @@ export async function sendChat(
         prices: dependencies.prices,
         traced: call.traced,
       },
-      () => sendChatAttempt(chat, dependencies, call),
+      () => sendChatAttempt(chat, dependencies, call, target),
     );
   if (call.cache === undefined || call.cache.mode === 'off') return send();
   // The one hook of the answer cache: a request it holds is answered without being sent.
-  const key = requestKey({ baseUrl: baseURL ?? '', api: call.api ?? 'chat', params: requestParams(chat) });
+  const api = target.provider === 'anthropic' ? 'anthropic-messages' : (call.api ?? 'chat');
+  const key = requestKey({ baseUrl: baseURL ?? '', api, params: requestParams(chat) });
   let sent: ChatAnswer | undefined;
   const { value: completion, cached } = await (dependencies.answerCache ?? defaultAnswerCache()).through(
     call.cache,
@@ -233,6 +264,7 @@ async function sendChatAttempt(
   chat: ChatRequest,
   dependencies: ChatDependencies,
   call: ChatCallOptions,
+  target: ProviderClient,
 ): Promise<ChatAnswer> {
   const context = Context.current();
   const { info } = context;
@@ -241,7 +273,7 @@ async function sendChatAttempt(
   const label = chat.label ?? `agent "${chat.taskId}"`;
   const model = chat.model;
   const pacer = dependencies.pacer ?? defaultPacer();
-  const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(dependencies.llm, model)) : undefined;
+  const keyPacer = pacer.options.enabled ? pacer.forKey(pacerKeyOf(target.client, model)) : undefined;
   const workerWaitMs =
     dependencies.rateLimitWaitMs ?? integerFromEnvironment('FANOUT_RATE_LIMIT_WAIT_MS') ?? RATE_LIMIT_WAIT_MS;
   // A lane's items share its activity, whose timeout covers all of them: each item gets a single call's (`attemptMs`).
@@ -300,14 +332,20 @@ async function sendChatAttempt(
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
         const params = { ...requestParams(chat), ...(flex ? { service_tier: 'flex' as const } : {}) };
-        const { data: completion, response } = await sendRequest(dependencies.llm, call.api, params, {
-          signal: request.signal,
-          headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
-          // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
-          // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
-          timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
-          maxRetries: 0,
-        });
+        const { data: completion, response } = await sendRequest(
+          target,
+          call.api,
+          chat.promptCache ?? call.promptCache ?? '5m',
+          params,
+          {
+            signal: request.signal,
+            headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
+            // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
+            // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
+            timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,
+            maxRetries: 0,
+          },
+        );
         const choice = completion?.choices?.[0];
         if (!choice || typeof choice.message !== 'object' || choice.message === null) {
           release({ kind: 'failed', headers: response.headers });
@@ -388,13 +426,19 @@ async function sendChatAttempt(
   }
 }
 
-/** Sends the request to chat completions, or to the Responses API (answer shaped as a chat completion). */
+/**
+ * Sends the request to chat completions, to the Responses API, or to Anthropic's Messages API (either answer shaped as
+ * a chat completion).
+ */
 function sendRequest(
-  llm: ChatClient,
+  target: ProviderClient,
   api: ChatCallOptions['api'],
+  promptCache: PromptCache,
   params: ChatCompletionCreateParamsNonStreaming,
   options: RequestOptions,
 ) {
+  if (target.provider === 'anthropic') return anthropicAsChat(target.client, params, promptCache, options);
+  const llm = target.client;
   if (api !== 'responses') return llm.chat.completions.create(params, options).withResponse();
   if (!('responses' in llm))
     throw ApplicationFailure.nonRetryable(

@@ -1,5 +1,6 @@
 import type { AgentCallResult } from '../contract/agent-call';
 import type { AgentTask } from '../contract/agent-task';
+import { tokenUsageOf } from './token-usage';
 import { sendChat, type ChatCallOptions, type ChatDependencies } from './send-chat';
 
 /**
@@ -22,6 +23,8 @@ export async function sendTaskChat(
     taskId: task.id,
     model,
     messages,
+    ...(task.provider === undefined ? {} : { provider: task.provider }),
+    ...(task.promptCache === undefined ? {} : { promptCache: task.promptCache }),
     ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
     ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
   };
@@ -34,13 +37,7 @@ export async function sendTaskChat(
     output: choice.message.content ?? '',
     finishReason: choice.finish_reason ?? null,
     model: completion.model ?? model,
-    usage: usage
-      ? {
-          promptTokens: usage.prompt_tokens ?? 0,
-          completionTokens: usage.completion_tokens ?? 0,
-          totalTokens: usage.total_tokens ?? 0,
-        }
-      : undefined,
+    usage: tokenUsageOf(usage),
     attempt,
     durationMs,
     ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),

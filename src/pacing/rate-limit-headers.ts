@@ -6,6 +6,9 @@
  *   x-ratelimit-remaining-requests: 599    x-ratelimit-remaining-tokens: 149200
  *   x-ratelimit-reset-requests: 100ms      x-ratelimit-reset-tokens: 320ms
  *
+ * Anthropic sends `anthropic-ratelimit-requests-limit`, `-remaining` and `-reset` (and the same for `tokens`), the reset
+ * an RFC 3339 time; they are read as the same readings.
+ *
  * "reset" is the time until the budget is whole again, which with "remaining" and the per-minute "limit" tells how
  * big the provider's bucket is (a limit may be enforced over less than a minute).
  */
@@ -53,17 +56,33 @@ function number(headers: Headers, name: string): number | undefined {
   return Number.isFinite(parsed) && parsed >= 0 ? parsed : undefined;
 }
 
-function reading(headers: Headers, kind: 'requests' | 'tokens'): LimitReading | undefined {
-  const limit = number(headers, `x-ratelimit-limit-${kind}`);
-  const remaining = number(headers, `x-ratelimit-remaining-${kind}`);
-  if (limit === undefined || remaining === undefined || limit === 0) return undefined;
-  return { limit, remaining, resetMs: parseResetDuration(headers.get(`x-ratelimit-reset-${kind}`)) };
+/** Milliseconds from `now` until an RFC 3339 time (Anthropic's resets); undefined when unreadable. */
+function msUntil(text: string | null, now: number): number | undefined {
+  if (text === null || text.trim() === '') return undefined;
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
 }
 
-/** The request and token limits a response reports; empty when it sends none. */
-export function readRateLimitHeaders(headers: Headers | undefined): RateLimitReading {
+function reading(headers: Headers, kind: 'requests' | 'tokens', now: number): LimitReading | undefined {
+  const limit = number(headers, `x-ratelimit-limit-${kind}`);
+  const remaining = number(headers, `x-ratelimit-remaining-${kind}`);
+  if (limit !== undefined && remaining !== undefined && limit !== 0)
+    return { limit, remaining, resetMs: parseResetDuration(headers.get(`x-ratelimit-reset-${kind}`)) };
+  // Anthropic's names: `anthropic-ratelimit-requests-limit`, …-remaining, …-reset (a time, not a duration).
+  const anthropicLimit = number(headers, `anthropic-ratelimit-${kind}-limit`);
+  const anthropicRemaining = number(headers, `anthropic-ratelimit-${kind}-remaining`);
+  if (anthropicLimit === undefined || anthropicRemaining === undefined || anthropicLimit === 0) return undefined;
+  return {
+    limit: anthropicLimit,
+    remaining: anthropicRemaining,
+    resetMs: msUntil(headers.get(`anthropic-ratelimit-${kind}-reset`), now),
+  };
+}
+
+/** The request and token limits a response reports (OpenAI's headers, or Anthropic's); empty when it sends none. */
+export function readRateLimitHeaders(headers: Headers | undefined, now: number = Date.now()): RateLimitReading {
   if (!headers) return {};
-  const requests = reading(headers, 'requests');
-  const tokens = reading(headers, 'tokens');
+  const requests = reading(headers, 'requests', now);
+  const tokens = reading(headers, 'tokens', now);
   return { ...(requests ? { requests } : {}), ...(tokens ? { tokens } : {}) };
 }

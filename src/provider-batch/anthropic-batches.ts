@@ -2,6 +2,9 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { ObjectStorage } from '../store';
 import { linesOf } from '../spool/lines';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
+import type { TokenUsage } from '../contract/agent-task';
+import { usageOf } from '../llm/anthropic-messages';
+import { tokenUsageOf } from '../llm/token-usage';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
 const RETRYABLE_ERRORS = new Set(['api_error', 'overloaded_error', 'rate_limit_error', 'timeout_error']);
@@ -151,13 +154,13 @@ export class AnthropicBatches implements ProviderBatchClient {
       if (result.type === 'succeeded') {
         const message = result.message;
         const output = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-        const { input_tokens: promptTokens, output_tokens: completionTokens } = message.usage;
         yield {
           customId,
           kind: 'ok',
           output,
           model: message.model,
-          usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens },
+          // Anthropic's input_tokens leaves out cache reads and writes: promptTokens counts them (token-usage.ts).
+          usage: tokenUsageOf(usageOf(message.usage, '5m')) as TokenUsage,
           finishReason: message.stop_reason ?? null,
         };
       } else if (result.type === 'errored') {

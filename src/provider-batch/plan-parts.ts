@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { AgentTask } from '../contract/agent-task';
+import type { AgentTask, PromptCache } from '../contract/agent-task';
+import { BATCH_PROMPT_CACHE } from '../contract/batch';
+import { cacheControl } from '../llm/anthropic-messages';
 import { childOf } from '../contract/location';
 import { linesOf } from '../spool/lines';
 import { parseTaskLine } from '../spool/task-source';
@@ -21,6 +23,11 @@ export interface PlanOptions {
   maxBytesPerPart?: number;
   /** `max_tokens` of Anthropic requests whose task sets none (the Messages API requires one). Default 1024. */
   anthropicMaxTokens?: number;
+  /**
+   * Anthropic's prompt cache of requests whose task sets none: a breakpoint after the system prompt, which the batch's
+   * items with the same system prompt then read (a batch runs for longer than 5 minutes). Default `1h`.
+   */
+  promptCache?: PromptCache;
   /** Task ids not to send (a resume's ok ids). */
   skip?: ReadonlySet<string>;
   /** The only task ids to send (items handed back by earlier provider batches, sent in a new round). */
@@ -37,13 +44,19 @@ export function requestLine(
   endpoint: BatchEndpoint,
   customId: string,
   anthropicMaxTokens: number,
+  promptCache: PromptCache = BATCH_PROMPT_CACHE,
 ): string {
   if (provider === 'anthropic') {
+    const cache = task.promptCache ?? promptCache;
     const params = {
       model,
       max_tokens: task.maxTokens ?? anthropicMaxTokens,
       messages: [{ role: 'user', content: task.prompt }],
-      ...(task.system === undefined ? {} : { system: task.system }),
+      ...(task.system === undefined
+        ? {}
+        : cache === 'off'
+          ? { system: task.system }
+          : { system: [{ type: 'text', text: task.system, cache_control: cacheControl(cache) }] }),
       ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
     };
     return JSON.stringify({ custom_id: customId, params });
@@ -125,7 +138,7 @@ export async function planParts(
             return;
           }
           const customId = customIdFor(next.task.id, map.length);
-          const line = `${requestLine(next.task, model, provider, endpoint, customId, options.anthropicMaxTokens ?? 1024)}\n`;
+          const line = `${requestLine(next.task, model, provider, endpoint, customId, options.anthropicMaxTokens ?? 1024, options.promptCache)}\n`;
           const size = Buffer.byteLength(line);
           if (map.length > 0 && (map.length >= maxRequests || bytes + size > maxBytes)) {
             carried = next;

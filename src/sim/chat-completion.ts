@@ -9,10 +9,15 @@ import type { ProviderBatchesSimulator } from './provider-batches';
 import { rateLimitTokens, type Admission, type RateLimitKind, type SimulatedRateLimiter } from './rate-limits';
 import { roll } from './seeded-roll';
 import { scriptedCompletion } from './tool-calls';
+import { anthropicError, anthropicRateLimitHeaders, chatReplyAsMessage, messagesRequestAsChat } from './messages-api';
+import { minimumCacheableTokens, type CacheUsage, type SimulatedPromptCache } from './prompt-cache';
+import { parseResetDuration } from '../pacing/rate-limit-headers';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
 export interface SimulatedRequest {
   seq: number;
+  /** The API the request came to: `/v1/chat/completions`, `/v1/responses` or Anthropic's `/v1/messages`. */
+  api?: 'chat' | 'responses' | 'messages';
   taskId: string;
   workflowId: string;
   /** Temporal's attempt number, from the x-fanout-attempt header. */
@@ -33,6 +38,8 @@ export interface SimulatedRequest {
   /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
   rateLimitTokens?: number;
   inFlightAtArrival: number;
+  /** Anthropic's Messages API (`/v1/messages`): the breakpoints the request marked and what it read and wrote. */
+  cache?: CacheUsage;
 }
 
 /** What the simulator keeps between requests; its chat completions read and count in it. */
@@ -48,6 +55,8 @@ export interface SimulatorState {
   /** Requests answered 429 by the rate limits. */
   rateLimited: number;
   providerBatches: ProviderBatchesSimulator;
+  /** Anthropic's prompt cache, which `/v1/messages` requests read and write. */
+  promptCache: SimulatedPromptCache;
 }
 
 interface ChatRequestBody {
@@ -91,14 +100,21 @@ export async function chatCompletion(
   state: SimulatorState,
   request: IncomingMessage,
   response: ServerResponse,
-  api: 'chat' | 'responses' = 'chat',
+  api: 'chat' | 'responses' | 'messages' = 'chat',
 ): Promise<void> {
+  const native = api === 'messages';
+  // An error as the API's clients read it: OpenAI's `{ error }`, or Anthropic's `{ type: 'error', error }`.
+  const refuse = (status: number, error: { message: string; type?: string; [field: string]: unknown }, headers = {}) =>
+    sendJson(response, status, native ? anthropicError(status, error.message) : { error }, headers);
+  const limitHeaders = (headers: Record<string, string>) =>
+    native ? anthropicRateLimitHeaders(headers, parseResetDuration) : headers;
   const arrivedAt = Date.now();
   state.inFlight += 1;
   state.maxInFlight = Math.max(state.maxInFlight, state.inFlight);
   let open = true;
   const entry: SimulatedRequest = {
     seq: ++state.seq,
+    api,
     taskId: String(request.headers['x-fanout-task-id'] ?? ''),
     workflowId: String(request.headers['x-fanout-workflow-id'] ?? ''),
     attempt: Number(request.headers['x-fanout-attempt'] ?? 0),
@@ -135,14 +151,15 @@ export async function chatCompletion(
 
   const text = (await readBody(request)).toString('utf8');
   let body: ChatRequestBody;
+  let raw: Record<string, unknown>;
   try {
-    const parsed = JSON.parse(text) as Record<string, unknown>;
-    body = (api === 'responses' ? responsesRequestAsChat(parsed) : parsed) as ChatRequestBody;
+    raw = JSON.parse(text) as Record<string, unknown>;
+    body = (
+      api === 'responses' ? responsesRequestAsChat(raw) : native ? messagesRequestAsChat(raw) : raw
+    ) as ChatRequestBody;
   } catch {
     entry.outcome = 400;
-    sendJson(response, 400, {
-      error: { message: 'simulated: request body is not JSON', type: 'invalid_request_error' },
-    });
+    refuse(400, { message: 'simulated: request body is not JSON', type: 'invalid_request_error' });
     return;
   }
   const prompt = promptOf(body);
@@ -150,21 +167,39 @@ export async function chatCompletion(
   entry.taskRequest = (state.requestsByTask.get(entry.taskId) ?? 0) + 1;
   state.requestsByTask.set(entry.taskId, entry.taskRequest);
 
-  if (
-    state.config.requireApiKey !== undefined &&
-    request.headers.authorization !== `Bearer ${state.config.requireApiKey}`
-  ) {
+  const apiKey = native ? `Bearer ${String(request.headers['x-api-key'] ?? '')}` : request.headers.authorization;
+  if (state.config.requireApiKey !== undefined && apiKey !== `Bearer ${state.config.requireApiKey}`) {
     entry.outcome = 401;
-    sendJson(response, 401, { error: { message: STATUS_MESSAGES['401'], type: 'invalid_request_error' } });
+    refuse(401, { message: STATUS_MESSAGES['401'], type: 'invalid_request_error' });
     return;
   }
 
   const model = body.model ?? 'sim-model';
+  // Read and written when the answer is, and refused before anything else when it marks too many breakpoints.
+  const useCache = () =>
+    state.promptCache.use(
+      `${apiKey ?? ''}\u0000${model}`,
+      raw,
+      minimumCacheableTokens(model, state.config.cacheMinimumTokens),
+    );
+  if (native) {
+    const breakpoints = JSON.stringify(raw).split('"cache_control"').length - 1;
+    if (breakpoints > 4 || typeof raw.max_tokens !== 'number') {
+      entry.outcome = 400;
+      refuse(400, {
+        message:
+          breakpoints > 4
+            ? `A maximum of 4 blocks with cache_control may be provided. Found ${breakpoints}.`
+            : 'max_tokens: Field required',
+      });
+      return;
+    }
+  }
   if (state.limiter) {
     const messages = body.messages ?? [];
     pending.promptTokens = rateLimitTokens(messages, undefined);
     const admission = state.limiter.admit(
-      `${request.headers.authorization ?? ''}\u0000${model}`,
+      `${apiKey ?? ''}\u0000${model}`,
       model,
       rateLimitTokens(messages, body.max_tokens ?? body.max_completion_tokens),
     );
@@ -172,12 +207,11 @@ export async function chatCompletion(
       state.rateLimited += 1;
       entry.outcome = 429;
       entry.rateLimited = admission.kind;
-      sendJson(
-        response,
+      refuse(
         429,
-        { error: { message: admission.message, type: admission.kind, param: null, code: 'rate_limit_exceeded' } },
+        { message: admission.message, type: admission.kind, param: null, code: 'rate_limit_exceeded' },
         {
-          ...admission.headers,
+          ...limitHeaders(admission.headers),
           'retry-after': String(Math.ceil(admission.retryAfterMs / 1000)),
           'retry-after-ms': String(admission.retryAfterMs),
         },
@@ -188,7 +222,7 @@ export async function chatCompletion(
   }
   const admitted = pending.admission;
   // Computed when the answer is written, after its charge is settled: what the client reads is current.
-  const rateLimitHeaders = (): Record<string, string> => admitted?.headers() ?? {};
+  const rateLimitHeaders = (): Record<string, string> => limitHeaders(admitted?.headers() ?? {});
 
   if (state.providerBatches.flexRefused(body, entry.taskId, prompt)) {
     entry.outcome = 429;
@@ -241,20 +275,21 @@ export async function chatCompletion(
         fault.errorBytes === undefined
           ? STATUS_MESSAGES[fault.kind]
           : `${STATUS_MESSAGES[fault.kind]} <html>${'x'.repeat(Math.max(0, fault.errorBytes))}</html>`;
-      sendJson(
-        response,
-        status,
-        { error: { message, type: 'simulated_error' } },
-        { ...rateLimitHeaders(), ...headers },
-      );
+      refuse(status, { message, type: 'simulated_error' }, { ...rateLimitHeaders(), ...headers });
       return;
     }
     entry.outcome = 200;
     // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
     const scripted = scriptedCompletion(body, entry.seq);
+    const answer = (reply: Record<string, unknown>) => {
+      if (api === 'responses') return chatReplyAsResponse(reply);
+      if (!native) return reply;
+      entry.cache = useCache();
+      return chatReplyAsMessage(reply, entry.cache);
+    };
     if (scripted) {
       settleTokens(pending.promptTokens + scripted.usage.completion_tokens);
-      sendJson(response, 200, scripted, rateLimitHeaders());
+      sendJson(response, 200, answer(scripted), rateLimitHeaders());
       return;
     }
     const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
@@ -285,6 +320,6 @@ export async function chatCompletion(
         total_tokens: promptTokens + completionTokens,
       },
     };
-    sendJson(response, 200, api === 'responses' ? chatReplyAsResponse(reply) : reply, rateLimitHeaders());
+    sendJson(response, 200, answer(reply), rateLimitHeaders());
   }, entry.latencyMs);
 }

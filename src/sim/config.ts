@@ -49,6 +49,11 @@ export const simulatorConfigSchema = z.strictObject({
   /** When set, requests whose bearer token differs get 401. */
   requireApiKey: z.string().optional(),
   /**
+   * The minimum cacheable prompt length of Anthropic's prompt cache (`/v1/messages`), tokens: a breakpoint on a shorter
+   * prefix writes nothing. Default by model, as Anthropic's: 2048 for Haiku models, 1024 for the rest.
+   */
+  cacheMinimumTokens: z.number().int().min(1).optional(),
+  /**
    * Provider rate limits per API key and model, enforced like OpenAI's (see rate-limits.ts): every response carries
    * `x-ratelimit-*` headers, and a request over a limit gets 429 with Retry-After. None when absent.
    */

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ProviderBatchSimConfig } from './provider-batch-config';
 import { countTokens } from './prompt-text';
 import { roll } from './seeded-roll';
+import type { CacheUsage, SimulatedPromptCache } from './prompt-cache';
 import {
   anthropicResult,
   elapsed,
@@ -13,6 +14,7 @@ import {
   type BatchEndStatus,
   type ItemFate,
   type SimBatch,
+  type SimItem,
 } from './simulated-batch';
 
 /** What tests read: how many batches were created and items answered, per provider. */
@@ -86,6 +88,8 @@ export class ProviderBatchStore {
     private readonly options: {
       config: () => ProviderBatchSimConfig;
       seed: () => string | number;
+      /** Anthropic's prompt cache, which Message Batches items read and write (in the order they finish). */
+      promptCache?: () => { cache: SimulatedPromptCache; minimumTokens: (model: string) => number };
     },
   ) {}
 
@@ -193,7 +197,19 @@ export class ProviderBatchStore {
     this.recordStatus(batch, status);
     batch.ended = { status, at };
     if (batch.provider === 'anthropic') {
-      batch.ended.results = jsonLines(batch.items.map((item) => anthropicResult(batch, item, at, status)));
+      const caching = this.options.promptCache?.();
+      const usage = new Map<SimItem, CacheUsage>();
+      // Items read what the items that finished before them wrote, as a provider's cache would (best effort there).
+      if (caching)
+        for (const item of [...batch.items].sort((first, second) => first.finishAt - second.finishAt))
+          if (isAnswered(item, at))
+            usage.set(
+              item,
+              caching.cache.use(`batch\u0000${item.model}`, item.body, caching.minimumTokens(item.model), Date.now()),
+            );
+      batch.ended.results = jsonLines(
+        batch.items.map((item) => anthropicResult(batch, item, at, status, usage.get(item))),
+      );
       return;
     }
     batch.ended.outputFileId = this.storeOutputFile(

@@ -1,3 +1,4 @@
+import type { SimulatedPromptCache } from './prompt-cache';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { anthropicBatches } from './anthropic-batch-api';
 import type { BatchApiRoute } from './batch-api';
@@ -34,6 +35,7 @@ export interface ProviderBatchesSimulator {
 export function createProviderBatches(options: {
   config: () => ProviderBatchSimConfig;
   seed: () => string | number;
+  promptCache?: () => { cache: SimulatedPromptCache; minimumTokens: (model: string) => number };
 }): ProviderBatchesSimulator {
   const store = new ProviderBatchStore(options);
   let flexRequests = new Map<string, number>();

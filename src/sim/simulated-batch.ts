@@ -1,4 +1,5 @@
 import { countTokens, quotedPrompt } from './prompt-text';
+import type { CacheUsage } from './prompt-cache';
 
 /** A simulated batch item's end: answered, never run before the window closed, or answered with an error. */
 export type ItemFate = 'ok' | 'expired' | 'error-500' | 'error-400';
@@ -152,9 +153,23 @@ export function anthropicResult(
   item: SimItem,
   at: number,
   status: BatchEndStatus,
+  cache?: CacheUsage,
 ): Record<string, unknown> {
   if (isAnswered(item, at)) {
     const { output, promptTokens, completionTokens } = answerOf(item);
+    const written = cache === undefined ? 0 : cache.write5mTokens + cache.write1hTokens;
+    const usage = cache
+      ? {
+          input_tokens: cache.totalTokens - cache.readTokens - written,
+          cache_creation_input_tokens: written,
+          cache_read_input_tokens: cache.readTokens,
+          cache_creation: {
+            ephemeral_5m_input_tokens: cache.write5mTokens,
+            ephemeral_1h_input_tokens: cache.write1hTokens,
+          },
+          output_tokens: completionTokens,
+        }
+      : { input_tokens: promptTokens, output_tokens: completionTokens };
     return {
       custom_id: item.customId,
       result: {
@@ -167,7 +182,7 @@ export function anthropicResult(
           content: [{ type: 'text', text: output }],
           stop_reason: 'end_turn',
           stop_sequence: null,
-          usage: { input_tokens: promptTokens, output_tokens: completionTokens },
+          usage,
         },
       },
     };

@@ -4,6 +4,7 @@ import { chatCompletion, type SimulatedRequest, type SimulatorState } from './ch
 import { simulatorConfigSchema, type SimulatorConfig, type SimulatorConfigInput } from './config';
 import { readBody, sendJson } from './http';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
+import { minimumCacheableTokens, SimulatedPromptCache } from './prompt-cache';
 import { SimulatedRateLimiter, type RateLimiterSnapshot } from './rate-limits';
 
 export type { SimulatedRequest } from './chat-completion';
@@ -21,6 +22,8 @@ export interface SimulatorStats {
 export interface Simulator {
   /** Base URL for OPENAI_BASE_URL, ending in /v1. */
   readonly baseUrl: string;
+  /** Base URL for ANTHROPIC_BASE_URL (Anthropic's client adds /v1 itself): its Messages API is `/v1/messages`. */
+  readonly anthropicBaseUrl: string;
   readonly port: number;
   log(): SimulatedRequest[];
   stats(): SimulatorStats;
@@ -54,9 +57,14 @@ export async function startSimulator(
     maxInFlight: 0,
     seq: 0,
     rateLimited: 0,
+    promptCache: new SimulatedPromptCache(),
     providerBatches: createProviderBatches({
       config: () => state.config.providerBatches,
       seed: () => state.config.seed,
+      promptCache: () => ({
+        cache: state.promptCache,
+        minimumTokens: (model) => minimumCacheableTokens(model, state.config.cacheMinimumTokens),
+      }),
     }),
   };
 
@@ -95,12 +103,15 @@ export async function startSimulator(
     state.rateLimited = 0;
     state.limiter = limiterFor(state.config);
     state.providerBatches.reset();
+    state.promptCache.clear();
   }
 
   const server: Server = createServer((request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     const handle = async () => {
       if (request.method === 'POST' && path === '/v1/chat/completions') return chatCompletion(state, request, response);
+      if (request.method === 'POST' && path === '/v1/messages')
+        return chatCompletion(state, request, response, 'messages');
       if (request.method === 'POST' && path === '/v1/responses')
         return chatCompletion(state, request, response, 'responses');
       if (await state.providerBatches.handle(request, response, path)) return;
@@ -133,6 +144,7 @@ export async function startSimulator(
 
   return {
     baseUrl: `http://${host}:${port}/v1`,
+    anthropicBaseUrl: `http://${host}:${port}`,
     port,
     log: () => state.requests.map((request) => ({ ...request })),
     stats,

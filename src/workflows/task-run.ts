@@ -7,7 +7,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
-import type { AgentResult, AgentTask } from '../contract/agent-task';
+import { withCallDefaults, type AgentResult, type AgentTask } from '../contract/agent-task';
 import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
@@ -158,7 +158,7 @@ export class TaskRun {
     context: Omit<AgentCallInput, 'task' | 'inlineOutputBytes'> = {},
     settled?: (result: AgentResult) => void,
   ): Promise<AgentResult> {
-    const task = this.tasks[index];
+    const task = withCallDefaults(this.tasks[index], this.options);
     const spent = this.budgetReached();
     if (spent !== undefined) {
       const result = skipped(task, FailureType.BudgetExhausted, `skipped: ${spent}`);

@@ -5,12 +5,18 @@ import type { SimulatedRequest, Simulator } from '../../src/sim/simulator';
 import type { Tool } from '../../src/tools/define-tool';
 import type { AgentInput } from '../../src/contract/agent-loop';
 import { decodePayload } from './history';
+import { runsNatively } from './native-anthropic';
 import { useTestStack, type TestServersOptions } from './suite-stack';
 import type { TestWorker } from './test-stack';
 
-/** The model calls (steps) the simulator saw for one agent task: requests sent with its task id. */
+/**
+ * The model calls (steps) the simulator saw for one agent task: requests sent with its task id. When the suite runs
+ * through Anthropic natively (`./native-anthropic`), every one of them must have come to `/v1/messages`.
+ */
 export function modelCalls(simulator: Simulator, taskId: string): SimulatedRequest[] {
-  return simulator.log().filter((request) => request.taskId === taskId);
+  const calls = simulator.log().filter((request) => request.taskId === taskId);
+  if (runsNatively()) expect(calls.filter((call) => call.api !== 'messages')).toEqual([]);
+  return calls;
 }
 
 /** The tool calls the simulator saw (the test tools report each call there as `tool:<name>:<call id>`). */

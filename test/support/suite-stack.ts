@@ -87,9 +87,14 @@ export function useTestStack(options: TestStackOptions = {}): {
   };
 }
 
-/** What a `fanout worker` process needs to call the simulator: its OpenAI endpoint and a key. */
+/** What a `fanout worker` process needs to call the simulator: its OpenAI and Anthropic endpoints and keys. */
 export function simulatorEnvironment(simulator: Simulator): Record<string, string> {
-  return { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'test-key' };
+  return {
+    OPENAI_BASE_URL: simulator.baseUrl,
+    OPENAI_API_KEY: 'test-key',
+    ANTHROPIC_BASE_URL: simulator.anthropicBaseUrl,
+    ANTHROPIC_API_KEY: 'test-key',
+  };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Worker } from '@temporalio/worker';
-import { createLlmClient } from '../../src/llm/llm-client';
+import { createAnthropicClient, createLlmClient } from '../../src/llm/llm-client';
 import { FanoutClient } from '../../src/client/fanout-client';
 import { startDevServer, type DevServer, type DevServerOptions } from '../../src/local/dev-server';
 import type { SimulatorConfigInput } from '../../src/sim/config';
@@ -60,6 +60,7 @@ export async function startTestWorker(
     taskQueue,
     activities: {
       llm: createLlmClient({ baseURL: servers.simulator.baseUrl, apiKey: apiKey ?? 'test-key' }),
+      anthropic: createAnthropicClient({ baseURL: servers.simulator.anthropicBaseUrl, apiKey: apiKey ?? 'test-key' }),
       ...workerOptions.activities,
     },
   });

@@ -20,6 +20,7 @@ import {
 } from '../../contract/agent-loop';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { sendChat, type ChatDependencies } from '../../llm/send-chat';
+import { tokenUsageOf } from '../../llm/token-usage';
 import { materialise, runPrefix, storageFailure } from '../model-call';
 import type { ChatMessage, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
@@ -208,6 +209,8 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
         ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
         headers: { 'x-fanout-step': String(input.step) },
+        ...(task.provider === undefined ? {} : { provider: task.provider }),
+        ...(task.promptCache === undefined ? {} : { promptCache: task.promptCache }),
       },
       dependencies,
       task.cache ? { cache: task.cache } : {},
@@ -249,13 +252,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       next = { next: 'tools', calls: requests };
     } else next = await answerOf(choice.message.content ?? '', input, dependencies);
     const reported = completion.usage;
-    const usage = reported
-      ? {
-          promptTokens: reported.prompt_tokens ?? 0,
-          completionTokens: reported.completion_tokens ?? 0,
-          totalTokens: reported.total_tokens ?? 0,
-        }
-      : undefined;
+    const usage = tokenUsageOf(reported);
     const priced = withCallCost({ model: completion.model ?? model, usage, cached }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {

@@ -112,6 +112,7 @@ export function createProviderBatchActivities(
             endpoint: input.endpoint,
             maxRequestsPerPart: input.maxRequestsPerPart,
             maxBytesPerPart: input.maxBytesPerPart,
+            promptCache: input.promptCache,
             skip,
             only,
             firstIndex: input.firstIndex,

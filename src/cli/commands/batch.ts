@@ -13,7 +13,8 @@ import {
   type BatchSummary,
 } from '../../contract/batch';
 import { describeError, ExitCode } from '../errors';
-import { clientCommand, positiveNumber, wholeNumber, type ConnectionFlags } from '../options';
+import { clientCommand, positiveNumber, promptCacheOf, wholeNumber, type ConnectionFlags } from '../options';
+import type { PromptCache } from '../../contract/agent-task';
 import { formatCost, formatPacing } from '../report';
 import { formatAgentEvent, runningAgents } from '../agent-view';
 
@@ -35,6 +36,7 @@ interface StartFlags extends BatchFlags, CacheFlags {
   route?: BatchRoute;
   deadline?: number;
   api?: 'chat' | 'responses';
+  promptCache?: PromptCache;
 }
 
 function routeOf(value: string): BatchRoute {
@@ -283,6 +285,11 @@ export function batchCommand(): Command {
             throw new InvalidArgumentError(`"${value}" is not an API (use chat or responses)`);
           return value;
         })
+        .option(
+          '--prompt-cache <ttl>',
+          "Anthropic's prompt cache for items that set none: 1h (default for a batch's sync calls), 5m or off",
+          promptCacheOf,
+        )
         .option('--watch', 'show a progress bar until the batch ends')
         .option('--json', 'print JSON'),
       async (fanout, source, flags: StartFlags) => {
@@ -299,6 +306,7 @@ export function batchCommand(): Command {
           ...(flags.deadline === undefined ? {} : { deadlineMs: flags.deadline }),
           ...(flags.api === undefined ? {} : { api: flags.api }),
           ...(cache ? { cache } : {}),
+          ...(flags.promptCache === undefined ? {} : { promptCache: flags.promptCache }),
         };
         const handle = await fanout.startBatch({ source, sink: flags.out, batchId: flags.id, options });
         const said = `${handle.attached ? 'attached to existing' : 'started'} batch ${handle.batchId}`;

@@ -8,7 +8,15 @@ import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
 import { RUN_OPTION_DEFAULTS } from '../../contract/run-options';
 import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from '../../contract/validation';
 import { ExitCode } from '../errors';
-import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
+import {
+  connectionOptions,
+  positiveNumber,
+  promptCacheOf,
+  temporalOverrides,
+  wholeNumber,
+  type ConnectionFlags,
+} from '../options';
+import type { PromptCache } from '../../contract/agent-task';
 import { formatRunReport } from '../report';
 import { runEndedError } from '../run-result';
 import { watchRun } from './watch';
@@ -28,6 +36,7 @@ interface RunFlags extends ConnectionFlags, CacheFlags {
   timeout?: number;
   attempts?: number;
   budgetUsd?: number;
+  promptCache?: PromptCache;
 }
 
 /** File options, overridden by flags. */
@@ -42,6 +51,7 @@ function mergeOptions(fromFile: FanOutOptions | undefined, flags: RunFlags): Fan
     ...(flags.attempts === undefined ? {} : { retry: { ...fromFile?.retry, maximumAttempts: flags.attempts } }),
     ...(flags.budgetUsd === undefined ? {} : { costBudgetUsd: flags.budgetUsd }),
     ...(cache ? { cache } : {}),
+    ...(flags.promptCache === undefined ? {} : { promptCache: flags.promptCache }),
   };
 }
 
@@ -76,6 +86,11 @@ export function runCommand(): Command {
       '--budget-usd <dollars>',
       'once the answered calls cost this much, cancel the calls in flight and skip the rest (costBudgetUsd)',
       positiveNumber,
+    )
+    .option(
+      '--prompt-cache <ttl>',
+      "Anthropic's prompt cache for tasks that set none: 5m (default), 1h or off (promptCache)",
+      promptCacheOf,
     )
     .option(
       '--id <workflow-id>',

@@ -57,7 +57,9 @@ export function simCommand(): Command {
         },
         { port: flags.port, host: flags.host },
       );
-      process.stderr.write(`simulator (simulated completions) listening: OPENAI_BASE_URL=${simulator.baseUrl}\n`);
+      process.stderr.write(
+        `simulator (simulated completions) listening: OPENAI_BASE_URL=${simulator.baseUrl} ANTHROPIC_BASE_URL=${simulator.anthropicBaseUrl}\n`,
+      );
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);

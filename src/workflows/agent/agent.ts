@@ -10,7 +10,7 @@ import {
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import { agentTaskSchema, DEFAULT_MAX_STEPS } from '../../contract/agent-task';
+import { agentTaskSchema, DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
 import { resolveRunOptions } from '../../contract/run-options';
 import { failed } from '../task-outcome';
@@ -67,8 +67,8 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     });
   // The run's answer cache (a batch's agents get it in their options) on a task that sets none: each step reads it there.
   const cache = given.options?.cache;
-  const task =
-    cache && cache.mode !== 'off' && !parsedTask.data.cache ? { ...parsedTask.data, cache } : parsedTask.data;
+  const defaulted = withCallDefaults(parsedTask.data, given.options ?? {});
+  const task = cache && cache.mode !== 'off' && !defaulted.cache ? { ...defaulted, cache } : defaulted;
   const input: AgentInput = {
     ...given,
     task,

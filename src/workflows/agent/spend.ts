@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../../contract/agent-task';
+import { addUsage, type TokenUsage } from '../../contract/agent-task';
 import { roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
 import type { AgentSpend, AgentStopReason, SpendBefore } from '../../contract/agent-loop';
@@ -14,11 +14,7 @@ export const emptySpend = (): AgentSpend => ({
 
 /** Adds what a model step, or a sub-agent, spent to the agent's spend. */
 export function addSpend(state: AgentSpend, spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean }): void {
-  state.usage = {
-    promptTokens: state.usage.promptTokens + (spend.usage?.promptTokens ?? 0),
-    completionTokens: state.usage.completionTokens + (spend.usage?.completionTokens ?? 0),
-    totalTokens: state.usage.totalTokens + (spend.usage?.totalTokens ?? 0),
-  };
+  state.usage = addUsage(state.usage, spend.usage);
   state.costUsd = roundUsd(state.costUsd + (spend.costUsd ?? 0));
   if (spend.unpriced) state.unpricedSteps += 1;
 }

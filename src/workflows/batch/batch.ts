@@ -17,6 +17,7 @@ import {
 import {
   emptyCounters,
   pageLimit,
+  BATCH_PROMPT_CACHE,
   resolveBatchOptions,
   type BatchEntry,
   type BatchInput,
@@ -235,10 +236,15 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
   routeState.route = route;
   const api = parsed.options?.api;
-  const routeCall = syncCallOptions(route, api, deadlineMs, startedAtMs);
+  // Anthropic's prompt cache lives an hour for a batch's items, whose shared prefix may be minutes apart.
   // The answer cache goes to the lanes with the route's call options: their input, not a command.
   const cache = parsed.options?.cache;
-  const call = cache && cache.mode !== 'off' ? { ...routeCall, cache } : routeCall;
+  const call = {
+    ...syncCallOptions(route, api, deadlineMs, startedAtMs),
+    ...(parsed.options?.provider === undefined ? {} : { provider: parsed.options.provider }),
+    promptCache: parsed.options?.promptCache ?? BATCH_PROMPT_CACHE,
+    ...(cache && cache.mode !== 'off' ? { cache } : {}),
+  };
   if (route === 'provider-batch' && scan.firstAgentLine !== undefined) {
     // Refused before anything is sent: a provider batch sends single calls, and an agent is a loop of them.
     throw ApplicationFailure.create({

@@ -32,6 +32,7 @@ export async function sendProviderBatches(input: {
         options: {
           deadlineAtMs: input.deadlineAtMs,
           ...(options?.provider ? { provider: options.provider } : {}),
+          ...(options?.promptCache ? { promptCache: options.promptCache } : {}),
           ...(options?.api === 'responses' ? { endpoint: '/v1/responses' as const } : {}),
           ...(pollSeconds === undefined
             ? {}

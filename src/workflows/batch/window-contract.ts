@@ -1,7 +1,6 @@
-import type { BatchPage, LaneRetry } from '../../contract/batch-activities';
+import type { BatchPage, LaneInput, LaneRetry } from '../../contract/batch-activities';
 import type { BatchOptions, BatchStopReason, emptyCounters } from '../../contract/batch';
 import type { PacingStatus } from '../../contract/pacing';
-import type { AnswerCacheSettings } from '../../contract/answer-cache';
 
 /** What a window starts from. */
 export interface WindowInput {
@@ -27,7 +26,7 @@ export interface WindowInput {
   callMs?: number;
   spent: { tokens: number; usd: number };
   /** How lanes send their calls (flex, the Responses API). */
-  call?: { serviceTier?: 'flex'; standardTierFromMs?: number; api?: 'chat' | 'responses'; cache?: AnswerCacheSettings };
+  call?: LaneInput['call'];
   /**
    * The lane share rule (lane-shape.ts) this window uses. Versioned by input rather than by a patch: a window's input is in
    * its history, so a window started before it (no field) replays with the old share, and the change costs no marker.

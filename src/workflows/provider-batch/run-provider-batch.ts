@@ -86,7 +86,7 @@ export async function runProviderBatch(
     source: input.source,
     spool: input.spool,
     ...(input.skipIds === undefined ? {} : { skipIds: input.skipIds }),
-    ...pick(options, ['provider', 'endpoint', 'model', 'maxRequestsPerPart', 'maxBytesPerPart']),
+    ...pick(options, ['provider', 'endpoint', 'model', 'maxRequestsPerPart', 'maxBytesPerPart', 'promptCache']),
   };
   if (!carried) {
     const { parts } = await long.planProviderBatch(planInput);

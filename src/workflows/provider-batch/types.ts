@@ -1,5 +1,6 @@
 import type { PartCollected } from '../../contract/provider-batch';
 import type { RunCost } from '../../contract/metrics';
+import type { PromptCache } from '../../contract/agent-task';
 import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../../contract/provider-batch';
 
 /** How the provider-batch route runs. Every duration is in ms. */
@@ -13,6 +14,8 @@ export interface ProviderBatchRouteOptions {
   deadlineAtMs?: number;
   /** Provider of every task; default by model name (`claude-*` is Anthropic, the rest OpenAI). */
   provider?: BatchProvider;
+  /** Anthropic's prompt cache of requests whose task sets none: a breakpoint after the system prompt. Default `1h`. */
+  promptCache?: PromptCache;
   /** OpenAI endpoint the requests target. Default `/v1/chat/completions`. */
   endpoint?: BatchEndpoint;
   /** Model of tasks that name none. Default the worker's FANOUT_MODEL. */

@@ -1,0 +1,3 @@
+// test/agent-spend.test.ts again, its agents on a Claude model through Anthropic's Messages API natively (issue 32).
+import './support/run-natively';
+import './agent-spend.test';

@@ -1,0 +1,3 @@
+// test/agent-sub-approvals.test.ts again, its agents on a Claude model through Anthropic's Messages API natively (issue 32).
+import './support/run-natively';
+import './agent-sub-approvals.test';
