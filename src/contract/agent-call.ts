@@ -51,6 +51,11 @@ export interface AgentCallResult {
   costUsd?: number;
   /** True when the cost is unknown: the model has no price on the worker (or the provider reported no usage). Never $0. */
   unpriced?: boolean;
+  /**
+   * What the provider's prompt cache saved on the call against its prompt billed uncached, US dollars (`costUsd` is
+   * already net of it); present when the provider reported cache tokens and the model has a price.
+   */
+  cacheSavingsUsd?: number;
   /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
   serviceTier?: string;
   /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */

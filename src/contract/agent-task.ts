@@ -96,6 +96,8 @@ export interface AgentResult {
   costUsd?: number;
   /** Answered, but its cost is unknown (see AgentCallResult). */
   unpriced?: boolean;
+  /** What the provider's prompt cache saved on it, US dollars (see AgentCallResult). */
+  cacheSavingsUsd?: number;
   model?: string;
   finishReason?: string | null;
   /** For an agent with tools: model steps taken and the transcript in the payload store (`fanout results --json` shows it). */

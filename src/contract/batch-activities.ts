@@ -6,6 +6,7 @@ import type { BatchEntry, BatchResultLine } from './batch';
 import type { AgentTask } from './agent-task';
 import type { AgentBatchItem, SavedPlace } from './agent-loop';
 import type { PacingReport } from './pacing';
+import type { RunCost, TokenCounts } from './metrics';
 
 export interface ScanResult {
   /** Items this batch (or this resume) runs. */
@@ -43,9 +44,11 @@ export interface LaneRetry {
 export interface LaneResult {
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   costUsd: number;
   unpricedCalls: number;
+  /** See RunCost.cacheSavingsUsd. */
+  cacheSavingsUsd?: number;
   /** Items to run again, each as a lane of its own, with the attempts they have left. */
   retry: LaneRetry[];
   /** Items not run because the lane was cancelled: a resume runs them. */
@@ -99,8 +102,8 @@ export interface LaneLedger {
 export interface SinkCounts {
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
-  cost: { usd: number; unpricedCalls: number };
+  tokens: TokenCounts;
+  cost: RunCost;
 }
 
 export interface AssembledSink {

@@ -1,5 +1,6 @@
 import type { AgentCallResult } from '../contract/agent-call';
 import type { AgentTask } from '../contract/agent-task';
+import { usageFromChat } from './token-usage';
 import { sendChat, type ChatCallOptions, type ChatDependencies } from './send-chat';
 
 /**
@@ -26,18 +27,12 @@ export async function sendTaskChat(
     ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
   };
   const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
-  const usage = completion.usage;
+  const usage = usageFromChat(completion.usage);
   return {
     output: choice.message.content ?? '',
     finishReason: choice.finish_reason ?? null,
     model: completion.model ?? model,
-    usage: usage
-      ? {
-          promptTokens: usage.prompt_tokens ?? 0,
-          completionTokens: usage.completion_tokens ?? 0,
-          totalTokens: usage.total_tokens ?? 0,
-        }
-      : undefined,
+    usage,
     attempt,
     durationMs,
     ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ObjectStorage } from '../store';
 import { linesOf } from '../spool/lines';
+import { usageFromAnthropic } from '../llm/token-usage';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
@@ -151,13 +152,12 @@ export class AnthropicBatches implements ProviderBatchClient {
       if (result.type === 'succeeded') {
         const message = result.message;
         const output = message.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
-        const { input_tokens: promptTokens, output_tokens: completionTokens } = message.usage;
         yield {
           customId,
           kind: 'ok',
           output,
           model: message.model,
-          usage: { promptTokens, completionTokens, totalTokens: promptTokens + completionTokens },
+          usage: usageFromAnthropic(message.usage),
           finishReason: message.stop_reason ?? null,
         };
       } else if (result.type === 'errored') {

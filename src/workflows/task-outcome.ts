@@ -24,6 +24,7 @@ export function succeeded(task: AgentTask, call: AgentCallResult, durationMs: nu
     usage: call.usage,
     ...(call.costUsd === undefined ? {} : { costUsd: call.costUsd }),
     ...(call.unpriced ? { unpriced: true } : {}),
+    ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
     model: call.model,
     finishReason: call.finishReason,
   };

@@ -4,6 +4,7 @@ import { segmentName } from '../../contract/location';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
 import { withCost } from '../../pricing/price-of';
+import { usageFromChat } from '../../llm/token-usage';
 import type { PayloadStore } from '../../store';
 import { ToolInputError } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
@@ -247,14 +248,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         requests.push(await toolCallRequest(call, offered, { ...prepare, index }));
       next = { next: 'tools', calls: requests };
     } else next = await answerOf(choice.message.content ?? '', input, dependencies);
-    const reported = completion.usage;
-    const usage = reported
-      ? {
-          promptTokens: reported.prompt_tokens ?? 0,
-          completionTokens: reported.completion_tokens ?? 0,
-          totalTokens: reported.total_tokens ?? 0,
-        }
-      : undefined;
+    const usage = usageFromChat(completion.usage);
     const priced = withCost({ model: completion.model ?? model, usage }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {
@@ -264,7 +258,12 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       model: priced.model,
       finishReason: choice.finish_reason ?? null,
       ...(usage ? { usage } : {}),
-      ...(priced.costUsd === undefined ? { unpriced: true } : { costUsd: priced.costUsd }),
+      ...(priced.costUsd === undefined
+        ? { unpriced: true }
+        : {
+            costUsd: priced.costUsd,
+            ...(priced.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: priced.cacheSavingsUsd }),
+          }),
       attempt: info.attempt,
       durationMs,
       ...(inline ? { inlineMessages: [...messages, assistant] } : {}),

@@ -1,5 +1,5 @@
 import type { TokenUsage } from '../../contract/agent-task';
-import { roundUsd } from '../../contract/metrics';
+import { addCacheSavings, roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
 import type { AgentSpend, AgentStopReason, SpendBefore } from '../../contract/agent-loop';
 
@@ -13,14 +13,29 @@ export const emptySpend = (): AgentSpend => ({
 });
 
 /** Adds what a model step, or a sub-agent, spent to the agent's spend. */
-export function addSpend(state: AgentSpend, spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean }): void {
-  state.usage = {
-    promptTokens: state.usage.promptTokens + (spend.usage?.promptTokens ?? 0),
-    completionTokens: state.usage.completionTokens + (spend.usage?.completionTokens ?? 0),
-    totalTokens: state.usage.totalTokens + (spend.usage?.totalTokens ?? 0),
-  };
+export function addSpend(
+  state: AgentSpend,
+  spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean; cacheSavingsUsd?: number },
+): void {
+  state.usage = addUsage(state.usage, spend.usage);
   state.costUsd = roundUsd(state.costUsd + (spend.costUsd ?? 0));
   if (spend.unpriced) state.unpricedSteps += 1;
+  addCacheSavings(state, spend.cacheSavingsUsd);
+}
+
+/** The sum of two usages; the cache counts appear once either has some. */
+function addUsage(total: TokenUsage, usage: TokenUsage | undefined): TokenUsage {
+  const cached = (total.cachedPromptTokens ?? 0) + (usage?.cachedPromptTokens ?? 0);
+  const write5m = (total.cacheWrite5mTokens ?? 0) + (usage?.cacheWrite5mTokens ?? 0);
+  const write1h = (total.cacheWrite1hTokens ?? 0) + (usage?.cacheWrite1hTokens ?? 0);
+  return {
+    promptTokens: total.promptTokens + (usage?.promptTokens ?? 0),
+    completionTokens: total.completionTokens + (usage?.completionTokens ?? 0),
+    totalTokens: total.totalTokens + (usage?.totalTokens ?? 0),
+    ...(cached > 0 ? { cachedPromptTokens: cached } : {}),
+    ...(write5m > 0 ? { cacheWrite5mTokens: write5m } : {}),
+    ...(write1h > 0 ? { cacheWrite1hTokens: write1h } : {}),
+  };
 }
 
 /** What the agent reports it spent to the workflow that started it, when it fails or is cancelled. */

@@ -37,7 +37,12 @@ export function agentPlaceOf(places: string, itemId: string): string {
 function outcomeLine(id: string, outcome: AgentOutcome, durationMs: number): BatchResultLine {
   const spend = {
     usage: outcome.usage,
-    ...(outcome.unpriced ? { unpriced: true as const } : { costUsd: outcome.costUsd }),
+    ...(outcome.unpriced
+      ? { unpriced: true as const }
+      : {
+          costUsd: outcome.costUsd,
+          ...(outcome.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: outcome.cacheSavingsUsd }),
+        }),
     steps: outcome.steps,
     ...(outcome.transcript === undefined ? {} : { transcriptRef: outcome.transcript }),
   };
