@@ -59,6 +59,7 @@ export const ENVIRONMENT_VARIABLES = {
     'FANOUT_LOST_WORKER_MS',
     'FANOUT_SWEEP_INTERVAL_MS',
     'FANOUT_SIM_BATCH_SPEED',
+    'FANOUT_SIM_PROMPT_CACHE_IDLE_MS',
     'POSTGRES_BIN_DIR',
     // Tracing (src/telemetry/): any OTEL_* turns it on; these are the ones fanout reads itself.
     'OTEL_SDK_DISABLED',

@@ -5,6 +5,7 @@ import type { FaultKind, SimulatorConfig } from './config';
 import { chooseFault, latencyFor, STATUS_MESSAGES } from './faults';
 import { readBody, sendJson } from './http';
 import { countTokens, quotedPrompt } from './prompt-text';
+import { prefixChain, promptWords, type SimulatedPromptCache } from './prompt-cache';
 import type { ProviderBatchesSimulator } from './provider-batches';
 import { rateLimitTokens, type Admission, type RateLimitKind, type SimulatedRateLimiter } from './rate-limits';
 import { roll } from './seeded-roll';
@@ -30,6 +31,8 @@ export interface SimulatedRequest {
   fault?: FaultKind;
   /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
   rateLimited?: RateLimitKind;
+  /** Prompt tokens the answer reported served from the simulated prompt cache (`cached_tokens`). */
+  cachedTokens?: number;
   /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
   rateLimitTokens?: number;
   inFlightAtArrival: number;
@@ -48,6 +51,8 @@ export interface SimulatorState {
   /** Requests answered 429 by the rate limits. */
   rateLimited: number;
   providerBatches: ProviderBatchesSimulator;
+  /** OpenAI's prompt caching (prompt-cache.ts), shared by chat completions and the Responses API. */
+  promptCache: SimulatedPromptCache;
 }
 
 interface ChatRequestBody {
@@ -56,6 +61,8 @@ interface ChatRequestBody {
   messages?: { role?: string; content?: unknown }[];
   max_tokens?: number;
   max_completion_tokens?: number;
+  tools?: unknown[];
+  prompt_cache_key?: string;
 }
 
 function promptOf(body: ChatRequestBody): string {
@@ -250,11 +257,22 @@ export async function chatCompletion(
       return;
     }
     entry.outcome = 200;
+    // The whole prompt is counted (tools and every message) and its cached prefix read as OpenAI would.
+    const words = promptWords(body);
+    const promptTokens = words.length;
+    const cachedTokens = state.promptCache.serve(model, body.prompt_cache_key, prefixChain(words), Date.now());
+    entry.cachedTokens = cachedTokens;
+    const usageOf = (completionTokens: number) => ({
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+      prompt_tokens_details: { cached_tokens: cachedTokens },
+    });
     // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
     const scripted = scriptedCompletion(body, entry.seq);
     if (scripted) {
       settleTokens(pending.promptTokens + scripted.usage.completion_tokens);
-      sendJson(response, 200, scripted, rateLimitHeaders());
+      sendJson(response, 200, { ...scripted, usage: usageOf(scripted.usage.completion_tokens) }, rateLimitHeaders());
       return;
     }
     const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
@@ -266,7 +284,6 @@ export async function chatCompletion(
       entry.taskId,
       body.max_tokens ?? body.max_completion_tokens,
     );
-    const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
     const completionTokens = countTokens(output);
     settleTokens(pending.promptTokens + completionTokens);
     const reply = {
@@ -279,11 +296,7 @@ export async function chatCompletion(
       choices: [
         { index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null },
       ],
-      usage: {
-        prompt_tokens: promptTokens,
-        completion_tokens: completionTokens,
-        total_tokens: promptTokens + completionTokens,
-      },
+      usage: usageOf(completionTokens),
     };
     sendJson(response, 200, api === 'responses' ? chatReplyAsResponse(reply) : reply, rateLimitHeaders());
   }, entry.latencyMs);

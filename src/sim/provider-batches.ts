@@ -34,6 +34,8 @@ export interface ProviderBatchesSimulator {
 export function createProviderBatches(options: {
   config: () => ProviderBatchSimConfig;
   seed: () => string | number;
+  /** How long a cached prompt prefix lives unused, ms (OpenAI batches cache prefixes as sync calls do). */
+  cacheIdleMs: () => number;
 }): ProviderBatchesSimulator {
   const store = new ProviderBatchStore(options);
   let flexRequests = new Map<string, number>();

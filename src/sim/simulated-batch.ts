@@ -10,6 +10,11 @@ export interface SimItem {
   finishAt: number;
   fate: ItemFate;
   promptTokens: number;
+  /** An OpenAI item's cacheable prefixes (prompt-cache.ts) and `prompt_cache_key`. */
+  prefixes?: string[];
+  cacheKey?: string;
+  /** Set when its batch ends: prompt tokens served from the batch's prompt cache. */
+  cachedTokens?: number;
 }
 
 export type BatchEndStatus = 'completed' | 'expired' | 'cancelled';
@@ -69,14 +74,24 @@ export function promptOf(body: Record<string, unknown>): string {
 }
 
 /** The item's simulated answer and its token counts. */
-function answerOf(item: SimItem): { output: string; promptTokens: number; completionTokens: number } {
+function answerOf(item: SimItem): {
+  output: string;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+} {
   const output = `[simulated batch] answer to: ${quotedPrompt(promptOf(item.body))}`;
-  return { output, promptTokens: item.promptTokens, completionTokens: countTokens(output) };
+  return {
+    output,
+    promptTokens: item.promptTokens,
+    completionTokens: countTokens(output),
+    cachedTokens: item.cachedTokens ?? 0,
+  };
 }
 
 /** The body of an answered item's response, as the batch's endpoint (chat completions or responses) writes it. */
 export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unknown> {
-  const { output, promptTokens, completionTokens } = answerOf(item);
+  const { output, promptTokens, completionTokens, cachedTokens } = answerOf(item);
   if (batch.endpoint === '/v1/responses') {
     return {
       id: `resp_${batch.id}_${item.customId}`,
@@ -95,6 +110,7 @@ export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unkno
         input_tokens: promptTokens,
         output_tokens: completionTokens,
         total_tokens: promptTokens + completionTokens,
+        input_tokens_details: { cached_tokens: cachedTokens },
       },
     };
   }
@@ -108,6 +124,7 @@ export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unkno
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
       total_tokens: promptTokens + completionTokens,
+      prompt_tokens_details: { cached_tokens: cachedTokens },
     },
   };
 }

@@ -5,6 +5,8 @@ import { simulatorConfigSchema, type SimulatorConfig, type SimulatorConfigInput 
 import { readBody, sendJson } from './http';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
 import { SimulatedRateLimiter, type RateLimiterSnapshot } from './rate-limits';
+import { cacheIdleMs } from './config';
+import { SimulatedPromptCache } from './prompt-cache';
 
 export type { SimulatedRequest } from './chat-completion';
 
@@ -57,7 +59,9 @@ export async function startSimulator(
     providerBatches: createProviderBatches({
       config: () => state.config.providerBatches,
       seed: () => state.config.seed,
+      cacheIdleMs: () => cacheIdleMs(state.config),
     }),
+    promptCache: new SimulatedPromptCache(() => cacheIdleMs(state.config)),
   };
 
   /** Counters and log are kept; rate-limit buckets start full. */
@@ -95,6 +99,7 @@ export async function startSimulator(
     state.rateLimited = 0;
     state.limiter = limiterFor(state.config);
     state.providerBatches.reset();
+    state.promptCache.clear();
   }
 
   const server: Server = createServer((request, response) => {
