@@ -27,6 +27,7 @@ export async function responsesAsChat(
         ...(params.service_tier === undefined || params.service_tier === null
           ? {}
           : { service_tier: params.service_tier }),
+        ...(params.prompt_cache_key === undefined ? {} : { prompt_cache_key: params.prompt_cache_key }),
       },
       options,
     )

@@ -10,6 +10,7 @@ import type {
 } from 'openai/resources/chat/completions';
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from './responses-api';
+import { promptCacheKeyOf, stableMessages, stableTools } from './stable-request';
 import { inChatSpan } from './chat-span';
 import type { PriceTable } from '../pricing/price-table';
 import { FailureType } from '../contract/failure-types';
@@ -129,6 +130,11 @@ export interface ChatRequest {
   tools?: ChatCompletionTool[];
   temperature?: number;
   maxTokens?: number;
+  /**
+   * OpenAI's `prompt_cache_key`: requests with the same key and prefix share the provider's prompt cache. Default: a
+   * digest of the stable prefix (tools and system prompt; promptCacheKeyOf), none without one.
+   */
+  promptCacheKey?: string;
   /** Headers sent besides the correlation headers (an agent step's `x-fanout-step`). Default none. */
   headers?: Record<string, string>;
 }
@@ -208,7 +214,10 @@ async function sendChatAttempt(
   const waitBudget = deadlineSignal(signal, Math.max(1, rateLimitWaitMs));
   const waitSignal = waitBudget.signal;
 
-  const messages = chat.messages;
+  // Byte-stable (stable-request.ts): the provider's prompt cache matches prefixes byte for byte.
+  const messages = stableMessages(chat.messages);
+  const tools = chat.tools === undefined || chat.tools.length === 0 ? undefined : stableTools(chat.tools);
+  const promptCacheKey = chat.promptCacheKey ?? promptCacheKeyOf(messages, tools);
   const { promptTokens, reservedTokens } = estimateRequestTokens(
     messages,
     chat.maxTokens,
@@ -248,10 +257,11 @@ async function sendChatAttempt(
         const params = {
           model,
           messages,
-          ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: chat.tools }),
+          ...(tools === undefined ? {} : { tools }),
           ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
           ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
           ...(flex ? { service_tier: 'flex' as const } : {}),
+          ...(promptCacheKey === undefined ? {} : { prompt_cache_key: promptCacheKey }),
         };
         const { data: completion, response } = await sendRequest(dependencies.llm, call.api, params, {
           signal: request.signal,

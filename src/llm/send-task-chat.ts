@@ -25,6 +25,7 @@ export async function sendTaskChat(
     messages,
     ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
     ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+    ...(task.promptCacheKey === undefined ? {} : { promptCacheKey: task.promptCacheKey }),
   };
   const { completion, choice, attempt, durationMs, pacing } = await sendChat(request, dependencies, call);
   const usage = usageFromChat(completion.usage);

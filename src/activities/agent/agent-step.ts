@@ -208,6 +208,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         })),
         ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
         ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+        ...(task.promptCacheKey === undefined ? {} : { promptCacheKey: task.promptCacheKey }),
         headers: { 'x-fanout-step': String(input.step) },
       },
       dependencies,
