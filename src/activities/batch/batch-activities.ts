@@ -213,6 +213,7 @@ export function createBatchActivities(
             durationMs,
             usage: call.usage,
             ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+            ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
             model: call.model,
           };
           recentCalls.record(task.model ?? dependencies.defaultModel, durationMs);
@@ -223,6 +224,7 @@ export function createBatchActivities(
             seconds: durationMs / 1000,
             ...(call.usage ? { usage: call.usage } : {}),
             ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+            ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
           });
           result.callMsTotal += durationMs;
           result.calls += 1;
