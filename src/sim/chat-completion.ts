@@ -31,8 +31,8 @@ export interface SimulatedRequest {
   fault?: FaultKind;
   /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
   rateLimited?: RateLimitKind;
-  /** Prompt tokens the answer reported served from the simulated prompt cache (`cached_tokens`). */
-  cachedTokens?: number;
+  /** The usage an answer reported (its `cached_tokens`: the prompt tokens served from the simulated prompt cache). */
+  usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
   /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
   rateLimitTokens?: number;
   inFlightAtArrival: number;
@@ -261,13 +261,15 @@ export async function chatCompletion(
     const words = promptWords(body);
     const promptTokens = words.length;
     const cachedTokens = state.promptCache.serve(model, body.prompt_cache_key, prefixChain(words), Date.now());
-    entry.cachedTokens = cachedTokens;
-    const usageOf = (completionTokens: number) => ({
-      prompt_tokens: promptTokens,
-      completion_tokens: completionTokens,
-      total_tokens: promptTokens + completionTokens,
-      prompt_tokens_details: { cached_tokens: cachedTokens },
-    });
+    const usageOf = (completionTokens: number) => {
+      entry.usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, cached_tokens: cachedTokens };
+      return {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+        prompt_tokens_details: { cached_tokens: cachedTokens },
+      };
+    };
     // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
     const scripted = scriptedCompletion(body, entry.seq);
     if (scripted) {
