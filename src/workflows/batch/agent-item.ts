@@ -211,8 +211,13 @@ export class AgentItems {
         prompt: counted.usage.promptTokens,
         completion: counted.usage.completionTokens,
         total: counted.usage.totalTokens,
+        // What of it was cached is known for the whole agent only: counted when it all ran in this run.
+        ...(before === undefined && result.tokens.cached !== undefined ? { cached: result.tokens.cached } : {}),
       },
       costUsd: counted.costUsd,
+      ...(before === undefined && result.cacheSavingsUsd !== undefined
+        ? { cacheSavingsUsd: result.cacheSavingsUsd }
+        : { cacheSavingsUsd: undefined }),
     };
   }
 }
