@@ -244,6 +244,30 @@ describe('runs priced from what the provider reported', () => {
     close(metrics.cost.cacheSavingsUsd ?? NaN, 3 * ((1408 * (RATES.input - RATES.cached)) / 1e6));
   });
 
+  it("sends the task's prompt_cache_key, else one derived from its system prompt, the same for every task sharing it", async () => {
+    const system = `a short system prompt ${uniqueName('s')}`;
+    const workflowId = uniqueName('cache-keys');
+    await suite.stack.client.runParallel(
+      [
+        { id: 'derived-1', system, prompt: 'one' },
+        { id: 'derived-2', system, prompt: 'two' },
+        { id: 'own', system, prompt: 'three', promptCacheKey: 'my-key' },
+        { id: 'bare', prompt: 'no system prompt' },
+      ],
+      {},
+      { workflowId },
+    );
+    const keys = new Map(requestsOf(workflowId).map((request) => [request.taskId, request.promptCacheKey]));
+    const derived = promptCacheKeyOf([{ role: 'system', content: system }], undefined);
+    expect(derived).toMatch(/^fanout-/);
+    expect(Object.fromEntries(keys)).toEqual({
+      'derived-1': derived,
+      'derived-2': derived,
+      own: 'my-key',
+      bare: undefined,
+    });
+  });
+
   it('bills every call in full when the provider reports no cached tokens', async () => {
     suite.servers.simulator.configure({ latency: { minMs: 0, maxMs: 0 }, promptCache: { idleMs: 0 } });
     try {

@@ -217,7 +217,10 @@ async function sendChatAttempt(
   // Byte-stable (stable-request.ts): the provider's prompt cache matches prefixes byte for byte.
   const messages = stableMessages(chat.messages);
   const tools = chat.tools === undefined || chat.tools.length === 0 ? undefined : stableTools(chat.tools);
-  const promptCacheKey = chat.promptCacheKey ?? promptCacheKeyOf(messages, tools);
+  // FANOUT_PROMPT_CACHE_KEY=off: only a task's own key is sent (an OpenAI-compatible server that refuses unknown fields).
+  const promptCacheKey =
+    chat.promptCacheKey ??
+    (process.env.FANOUT_PROMPT_CACHE_KEY?.trim() === 'off' ? undefined : promptCacheKeyOf(messages, tools));
   const { promptTokens, reservedTokens } = estimateRequestTokens(
     messages,
     chat.maxTokens,

@@ -31,6 +31,8 @@ export interface SimulatedRequest {
   fault?: FaultKind;
   /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
   rateLimited?: RateLimitKind;
+  /** The request's `prompt_cache_key`, when it had one. */
+  promptCacheKey?: string;
   /** The usage an answer reported (its `cached_tokens`: the prompt tokens served from the simulated prompt cache). */
   usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
   /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
@@ -258,6 +260,7 @@ export async function chatCompletion(
     }
     entry.outcome = 200;
     // The whole prompt is counted (tools and every message) and its cached prefix read as OpenAI would.
+    if (body.prompt_cache_key !== undefined) entry.promptCacheKey = body.prompt_cache_key;
     const words = promptWords(body);
     const promptTokens = words.length;
     const cachedTokens = state.promptCache.serve(model, body.prompt_cache_key, prefixChain(words), Date.now());
