@@ -1,5 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import OpenAI from 'openai';
 import type { BatchResultLine } from '../src/contract/batch';
 import { usageFromAnthropic, usageFromChat, usageFromResponses } from '../src/llm/token-usage';
 import { promptCacheKeyOf, stableMessages, stableTools } from '../src/llm/stable-request';
@@ -198,6 +199,31 @@ describe("the simulator's prompt cache", () => {
     expect(cache.serve('m', undefined, long, 5000)).toBe(0); // idle for more than a second
     idleMs = 0;
     expect(cache.serve('m', undefined, long, 5000)).toBe(0); // 0 caches nothing
+  });
+});
+
+describe("the simulator's usage", () => {
+  it('reports cached_tokens on chat completions and the Responses API alike, from one cache per model and key', async () => {
+    const openai = new OpenAI({ baseURL: suite.servers.simulator.baseUrl, apiKey: 'test-key', maxRetries: 0 });
+    const instructions = words(1100, `fanout-responses-${uniqueName('s')}-`);
+    const viaResponses = () =>
+      openai.responses.create({ model: 'gpt-4o-mini', instructions, input: 'a question', prompt_cache_key: 'k' });
+    const first = await viaResponses();
+    const second = await viaResponses();
+    expect(first.usage?.input_tokens).toBe(1102);
+    expect(first.usage?.input_tokens_details.cached_tokens).toBe(0);
+    expect(second.usage?.input_tokens_details.cached_tokens).toBe(1024);
+    expect(usageFromResponses(second.usage)).toMatchObject({ promptTokens: 1102, cachedPromptTokens: 1024 });
+    // The same prompt as a chat completion, same model and key: the prefix the Responses calls cached.
+    const chat = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      prompt_cache_key: 'k',
+      messages: [
+        { role: 'system', content: instructions },
+        { role: 'user', content: 'a question' },
+      ],
+    });
+    expect(chat.usage?.prompt_tokens_details?.cached_tokens).toBe(1024);
   });
 });
 
