@@ -19,6 +19,7 @@ import {
   type BatchProgress,
   type BatchSummary,
   stripesWanted,
+  providerBatchWorkflowId,
   windowWorkflowId,
 } from '../contract/batch';
 import type { batch } from '../workflows/batch/batch';
@@ -322,6 +323,23 @@ export class BatchClient {
     return toBatchHandle(this.options.client, this.options.client.workflow.getHandle<typeof batch>(batchId), true);
   }
 
+  /** The workflow's status once it is no longer running, or when `waitMs` have passed; undefined if there is none. */
+  private async closedWithin(workflowId: string, waitMs: number): Promise<string | undefined> {
+    const deadline = Date.now() + waitMs;
+    const handle = this.options.client.workflow.getHandle(workflowId);
+    for (;;) {
+      const status = await handle.describe().then(
+        (description) => description.status.name,
+        (error: unknown) => {
+          if (error instanceof WorkflowNotFoundError) return undefined;
+          throw error;
+        },
+      );
+      if (status !== 'RUNNING' || Date.now() >= deadline) return status;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+
   /**
    * Waits (at most a minute) until every window of a stopped batch has closed: Temporal asks a terminated batch's windows
    * to cancel, and their lanes then abort their calls and journal the answers they have. Read before that, the spool would
@@ -369,6 +387,13 @@ export class BatchClient {
     if (started === undefined) return undefined;
     const { sink, options } = started;
     await this.windowsClosed(batchId, firstRunId, options);
+    // The provider-batch route, asked to cancel, cancels its provider batches and collects what they answered into the
+    // spool: read (and removed) before it has, those answers would be lost, and paid again by a resume.
+    const route = providerBatchWorkflowId(batchId, firstRunId);
+    if ((await this.closedWithin(route, 60_000)) === 'RUNNING')
+      throw new Error(
+        `batch ${batchId} was stopped, but its provider-batch route (workflow ${route}) is still collecting what its provider batches answered; its results are written once it has closed: ask again then`,
+      );
     const bytes = await assembleLeftover(this.options.storage, sink, spoolOf(sink, firstRunId));
     return bytes === undefined ? undefined : { sink, bytes };
   }

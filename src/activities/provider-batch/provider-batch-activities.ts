@@ -1,4 +1,5 @@
 import { heartbeating } from '../heartbeating';
+import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
@@ -127,8 +128,9 @@ export function createProviderBatchActivities(
       attempt: number;
       notBefore: number;
     }): Promise<{ id: string; reused: boolean }> {
+      const { cancellationSignal } = Context.current();
       return heartbeating(HEARTBEAT_MS, () =>
-        mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))),
+        mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input), cancellationSignal)),
       );
     },
 

@@ -17,6 +17,7 @@ import {
 import {
   emptyCounters,
   pageLimit,
+  providerBatchWorkflowId,
   resolveBatchOptions,
   type BatchEntry,
   type BatchInput,
@@ -44,6 +45,10 @@ import { StripeLending } from './slot-ledger';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
+import { patched030 } from '../patches';
+
+/** The provider-batch route failed (`fatal` says how): nothing more is sent, and the sink is written from the spool. */
+class RouteFailed extends Error {}
 
 /**
  * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
@@ -129,6 +134,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   phase = 'running';
   setCurrentDetails(`batch ${batchId}: ${total} items, concurrency ${options.concurrency}`);
 
+  /** The file the windows run: the scanned one, or the provider route's hand-back. */
+  let runs = { file: scan.file, fileBytes: scan.fileBytes };
   const windowId = (window: number) => windowWorkflowId(batchId, info.firstExecutionRunId, window);
   // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
   let width = 1;
@@ -154,8 +161,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       batchId,
       batchWorkflowId: info.workflowId,
       window,
-      file: scan.file,
-      fileBytes: scan.fileBytes,
+      file: runs.file,
+      fileBytes: runs.fileBytes,
       spool,
       options:
         width > 1
@@ -260,28 +267,54 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     // A resume whose items were all answered already has nothing to send (a first run of nothing fails its scan).
     if (total === 0) first = undefined;
     else if (route === 'provider-batch') {
-      const sent = await sendProviderBatches({
+      const sending = sendProviderBatches({
         batchId,
-        workflowId: `${batchId}/${info.firstExecutionRunId}/provider-batch`,
+        workflowId: providerBatchWorkflowId(batchId, info.firstExecutionRunId),
         file: scan.file,
         spool,
         deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
         options: parsed.options,
         routeState,
       });
+      // A failed route still has answers in its provider segments: the batch fails once the sink holds them.
+      const sent = patched030()
+        ? await sending.catch((error: unknown) => {
+            if (isCancellation(error)) throw error;
+            fatal ??= { type: 'ProviderBatchFailed', message: messageChain(error) };
+            return undefined;
+          })
+        : await sending;
+      if (sent === undefined) throw new RouteFailed();
       addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
-      // What expired or failed retryably is sent again sync, in a window of its own.
-      const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
-      first =
-        retries.length === 0
-          ? undefined
-          : {
-              ...first,
-              cursor: scan.fileBytes,
-              firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true },
-              retries: retries.map((entry) => ({ entry, attempts: 0 })),
-              unstarted: 0,
-            };
+      // What expired or failed retryably is sent again sync, in windows of their own.
+      if (patched030()) {
+        // As a task file the windows page through: 0.2.0 carried every entry in one result and the first window's input.
+        const handBack =
+          sent.retry === undefined
+            ? undefined
+            : await io.handBackTasks({
+                source: scan.file,
+                retry: sent.retry,
+                file: childOf(childOf(spool, 'provider'), 'hand-back.jsonl'),
+                firstPageSize: pageLimit(options),
+              });
+        if (handBack !== undefined && handBack.total > 0) {
+          runs = { file: handBack.file, fileBytes: handBack.fileBytes };
+          first = { ...first, cursor: 0, firstPage: handBack.firstPage, unstarted: handBack.total };
+        } else first = undefined;
+      } else {
+        const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
+        first =
+          retries.length === 0
+            ? undefined
+            : {
+                ...first,
+                cursor: scan.fileBytes,
+                firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true },
+                retries: retries.map((entry) => ({ entry, attempts: 0 })),
+                unstarted: 0,
+              };
+      }
     }
     const stripes = route === 'provider-batch' ? undefined : scan.stripes;
     width = stripes?.length ?? 1;
@@ -304,8 +337,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       await condition(() => changed !== seen);
     }
   } catch (error) {
-    if (!isCancellation(error)) throw error;
-    cancelled = true;
+    if (!(error instanceof RouteFailed)) {
+      if (!isCancellation(error)) throw error;
+      cancelled = true;
+    }
   }
   // Every window has ended (a cancelled one after its lanes wrote what they had) before the sink is written.
   await CancellationScope.nonCancellable(() => Promise.all(results));

@@ -1,6 +1,7 @@
 import {
   ActivityCancellationType,
   CancellationScope,
+  log,
   proxyActivities,
   sleep,
   workflowInfo,
@@ -9,6 +10,7 @@ import type { PartCollected, ProviderBatchActivities } from '../../contract/prov
 import type { ProviderBatchStatus } from '../../contract/provider-batch';
 import { progressOf, usageOf, type PartState } from './progress';
 import { inLanes } from '../../contract/in-lanes';
+import { patched030 } from '../patches';
 import type {
   ProviderBatchHooks,
   ProviderBatchInfo,
@@ -195,14 +197,25 @@ export async function runProviderBatch(
   }
 
   let round = carried?.round ?? 0;
+  // 0.3.0: a part that fails stops the others (a submit still uploading is cancelled, not left to create a batch
+  // nobody watches), and clean-up starts once every part has stopped; one part's clean-up failing skips no other.
+  const settles = patched030();
   try {
     let next = 0;
     const take = (): PartState | undefined => (next < states.length && !handingOver ? states[next++] : undefined);
     for (; ; round += 1) {
       const open = states.slice(next).filter((state) => !state.collected).length;
-      await inLanes(Math.min(open, options.maxActiveParts ?? 4), take, async (state) => {
-        if (!state.collected) await runPart(state);
-      });
+      const lanes = new CancellationScope();
+      await lanes.run(() =>
+        inLanes(
+          Math.min(open, options.maxActiveParts ?? 4),
+          take,
+          async (state) => {
+            if (!state.collected) await runPart(state);
+          },
+          settles ? { settle: { onFailure: () => lanes.cancel() } } : {},
+        ),
+      );
       if (handingOver) break;
       // What this round handed back goes into new provider batches while the deadline leaves room for them (and for the
       // sync path after them); otherwise, or after the last round, it is handed back to be sent sync.
@@ -224,18 +237,31 @@ export async function runProviderBatch(
     }
   } catch (error) {
     // Cancelled (or failed): no provider batch may run on unwatched, and nothing it answered may be lost.
+    let cleanUpFailure: unknown;
+    // Old runs: the first failure of a part's clean-up ends it (the others' batches left running).
+    const eachPart = settles
+      ? async (work: () => Promise<void>) => work().catch((failure: unknown) => void (cleanUpFailure ??= failure))
+      : (work: () => Promise<void>) => work();
     await CancellationScope.nonCancellable(async () => {
       for (const state of states) {
         if (state.collected) continue;
-        state.id ??= (await short.findProviderBatch(submitInput(state))) ?? undefined;
-        if (state.id !== undefined) await short.cancelProviderBatch({ provider: state.part.provider, id: state.id });
+        await eachPart(async () => {
+          state.id ??= (await short.findProviderBatch(submitInput(state))) ?? undefined;
+          if (state.id !== undefined) await short.cancelProviderBatch({ provider: state.part.provider, id: state.id });
+        });
       }
       for (const state of states) {
         if (state.collected || state.id === undefined) continue;
-        const status = await untilEnded(state, state.id, false);
-        if (status !== HANDED_OVER && status.state === 'ended') await collect(state, state.id);
+        const id = state.id;
+        await eachPart(async () => {
+          const status = await untilEnded(state, id, false);
+          if (status !== HANDED_OVER && status.state === 'ended') await collect(state, id);
+        });
       }
     });
+    // The run ends with what ended it; a part its clean-up could not reach is said here (its batch may still run).
+    if (cleanUpFailure !== undefined)
+      log.warn('a provider batch could not be cancelled or collected', { error: String(cleanUpFailure) });
     throw error;
   }
   if (handingOver && hooks.handOver) {

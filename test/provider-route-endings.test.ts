@@ -1,0 +1,134 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
+import type { SimulatorConfigInput } from '../src/sim/config';
+import type { ProviderBatchInput } from '../src/workflows/provider-batch';
+import { batchDirectory, readSink, sinkCounts } from './support/batch-files';
+import { useProviderBatchStack } from './support/provider-batch-stack';
+import { uniqueName } from './support/test-stack';
+import { waitFor } from './support/wait-for';
+
+/**
+ * How the provider-batch route ends when it fails (issue 33, findings 1 and 2): what its provider batches answered
+ * reaches the sink, and a resume sends none of it again.
+ */
+
+/** 1,000 x: a provider batch answers in 0.1-0.3 s; an item marked to expire holds its batch open for 5 s. */
+const FAST = {
+  speed: 1000,
+  processingSeconds: { min: 100, max: 300 },
+  expiresAfterSeconds: 5000,
+} satisfies SimulatorConfigInput['providerBatches'];
+
+const suite = useProviderBatchStack({ providerBatches: FAST }, ['openai']);
+
+afterEach(() => suite.servers.simulator.configure({ providerBatches: FAST }));
+
+/** The provider segments a batch's spool holds now, with their lines. */
+function providerSegments(sink: string): string[][] {
+  const parts = `${sink}.parts`;
+  return readdirSync(parts).flatMap((run) => {
+    const provider = path.join(parts, run, 'provider');
+    const names = (() => {
+      try {
+        return readdirSync(provider);
+      } catch {
+        return [];
+      }
+    })();
+    return names
+      .filter((name) => /^seg-part-\d+\.jsonl$/.test(name))
+      .map((name) => readFileSync(path.join(provider, name), 'utf8').split('\n').filter(Boolean));
+  });
+}
+
+it('a provider-batch route that fails after one part was answered writes those answers to the sink, and a resume sends only the rest', async () => {
+  const { simulator } = suite.servers;
+  const directory = batchDirectory();
+  const source = path.join(directory, 'failing-route.jsonl');
+  // Two parts, one per model: "a" answers at once; "b" (expiring in its first provider batch) stays open for 5 s.
+  const tasks = [
+    ...Array.from({ length: 20 }, (_, index) => ({ id: `a-${index}`, prompt: `a ${index}` })),
+    ...Array.from({ length: 10 }, (_, index) => ({
+      id: `b-${index}`,
+      prompt: `b ${index} [sim batch=expired-once]`,
+      model: 'sim-b',
+    })),
+  ];
+  writeFileSync(source, `${tasks.map((task) => JSON.stringify(task)).join('\n')}\n`);
+  const sink = path.join(directory, 'failing-route.out.jsonl');
+  const handle = await suite.stack.client.startBatch({
+    source,
+    sink,
+    options: { route: 'provider-batch', providerPollSeconds: 0.05 },
+  });
+  await waitFor('part "a" collected', () => providerSegments(sink).some((lines) => lines.length === 20), {
+    timeoutMs: 30_000,
+    intervalMs: 20,
+  });
+  // Then the provider loses part "b": its next poll is refused for good, which fails the route.
+  simulator.configure({ providerBatches: { ...FAST, refusedModels: { retrieve: ['sim-b'] } } });
+  const failure = await handle.result().catch((error: unknown) => error);
+  expect(failure).toBeInstanceOf(WorkflowFailedError);
+  expect(String((failure as WorkflowFailedError).cause?.message)).toContain('the provider refused a batch request');
+  // The 20 answers part "a" paid for are in the sink (before: the batch failed without writing one).
+  expect(sinkCounts(sink)).toEqual({ lines: 20, ids: 20, ok: 20 });
+  expect(readSink(sink).every((line) => line.id.startsWith('a-'))).toBe(true);
+
+  simulator.configure({ providerBatches: FAST });
+  const submittedBefore = simulator.batchStats().itemsSubmitted;
+  const requestsBefore = simulator.log().length;
+  const resumed = await suite.stack.client.resumeBatch(handle.batchId);
+  expect(await resumed.result()).toMatchObject({ total: 10, alreadyOk: 20, succeeded: 10, failed: 0 });
+  expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
+  // Only part "b" was sent again, in one provider batch; nothing went sync.
+  expect(simulator.batchStats().itemsSubmitted - submittedBefore).toBe(10);
+  expect(simulator.log().length).toBe(requestsBefore);
+}, 120_000);
+
+it('a provider-batch route that fails while another part is still uploading cancels the batch that upload creates, rather than leave it running unwatched', async () => {
+  const { simulator, server } = suite.servers;
+  const slowUploads = { ...FAST, latencyMs: { upload: 2000, create: 0, download: 0 } };
+  const uploadsBefore = simulator.batchStats().filesUploaded;
+  simulator.configure({ providerBatches: slowUploads });
+  const directory = batchDirectory();
+  const source = path.join(directory, 'uploading.jsonl');
+  // Three parts, two at a time: "b" (held open) and "a" (answered at once) first, then "c" once "a" has ended.
+  const tasks = [
+    ...Array.from({ length: 10 }, (_, index) => ({
+      id: `b-${index}`,
+      prompt: `b [sim batch=expired]`,
+      model: 'sim-b',
+    })),
+    ...Array.from({ length: 20 }, (_, index) => ({ id: `a-${index}`, prompt: `a ${index}` })),
+    ...Array.from({ length: 5 }, (_, index) => ({ id: `c-${index}`, prompt: `c [sim batch=expired]`, model: 'sim-c' })),
+  ];
+  writeFileSync(source, `${tasks.map((task) => JSON.stringify(task)).join('\n')}\n`);
+  const batchId = uniqueName('uploading');
+  const handle = await server.client.workflow.start('providerBatch', {
+    taskQueue: suite.stack.taskQueue,
+    workflowId: batchId,
+    args: [
+      {
+        batchId,
+        source,
+        spool: path.join(directory, 'spool'),
+        options: { pollIntervalMs: 50, maxPollIntervalMs: 200, maxActiveParts: 2 },
+      } satisfies ProviderBatchInput,
+    ],
+  });
+  // Part "c" is uploading (its upload answers 2 s after it arrived): now part "b" is lost, failing the route.
+  await waitFor('part "c" uploading', () => simulator.batchStats().filesUploaded === uploadsBefore + 3, {
+    timeoutMs: 30_000,
+    intervalMs: 20,
+  });
+  simulator.configure({ providerBatches: { ...slowUploads, refusedModels: { retrieve: ['sim-b'] } } });
+  await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+
+  const partC = () => simulator.batchStats().batches.find((batch) => batch.items === 5);
+  await waitFor('part "c" created and ended', () => partC() !== undefined && partC()?.status !== 'in_progress', {
+    timeoutMs: 20_000,
+  });
+  // Before: the clean-up ran while "c" uploaded, found no batch of it, and its batch then ran on until it expired.
+  expect(partC()?.status).toBe('cancelled');
+}, 120_000);
