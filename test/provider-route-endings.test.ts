@@ -132,3 +132,82 @@ it('a provider-batch route that fails while another part is still uploading canc
   // Before: the clean-up ran while "c" uploaded, found no batch of it, and its batch then ran on until it expired.
   expect(partC()?.status).toBe('cancelled');
 }, 120_000);
+
+it('a part the provider refuses ends alone: its items fail naming the refusal, the other part is answered, and a resume sends only the refused items', async () => {
+  const { simulator } = suite.servers;
+  simulator.configure({ providerBatches: { ...FAST, refusedModels: { create: ['sim-x'] } } });
+  const directory = batchDirectory();
+  const source = path.join(directory, 'refused-part.jsonl');
+  const tasks = [
+    ...Array.from({ length: 20 }, (_, index) => ({ id: `ok-${index}`, prompt: `ok ${index}` })),
+    ...Array.from({ length: 10 }, (_, index) => ({ id: `x-${index}`, prompt: `x ${index}`, model: 'sim-x' })),
+  ];
+  writeFileSync(source, `${tasks.map((task) => JSON.stringify(task)).join('\n')}\n`);
+  const sink = path.join(directory, 'refused-part.out.jsonl');
+  const before = simulator.batchStats();
+  const requestsBefore = simulator.log().length;
+  const handle = await suite.stack.client.startBatch({
+    source,
+    sink,
+    options: { route: 'provider-batch', providerPollSeconds: 0.05 },
+  });
+  // Before: the refusal failed the whole batch.
+  expect(await handle.result()).toMatchObject({ route: 'provider-batch', total: 30, succeeded: 20, failed: 10 });
+  const refused = readSink(sink).filter((line) => line.id.startsWith('x-'));
+  expect(refused).toHaveLength(10);
+  for (const line of refused) {
+    expect(line.status).toBe('failed');
+    expect(line.error?.type).toBe('ProviderBatchRefused');
+    expect(line.error?.message).toContain('model sim-x is not available for batch');
+  }
+  expect(simulator.batchStats().batchesCreated - before.batchesCreated).toBe(1);
+  expect(simulator.log().length).toBe(requestsBefore);
+
+  simulator.configure({ providerBatches: FAST });
+  const submitted = simulator.batchStats().itemsSubmitted;
+  const resumed = await suite.stack.client.resumeBatch(handle.batchId);
+  expect(await resumed.result()).toMatchObject({ total: 10, alreadyOk: 20, succeeded: 10, failed: 0 });
+  expect(sinkCounts(sink)).toEqual({ lines: 30, ids: 30, ok: 30 });
+  expect(simulator.batchStats().itemsSubmitted - submitted).toBe(10);
+}, 120_000);
+
+it('refuses a provider-batch route with a budget before anything is sent, from this client and from any other', async () => {
+  const { simulator, server } = suite.servers;
+  const directory = batchDirectory();
+  const source = path.join(directory, 'budgeted.jsonl');
+  writeFileSync(
+    source,
+    `${JSON.stringify({ id: 'one', prompt: 'x' })}\n${JSON.stringify({ id: 'two', prompt: 'y' })}\n`,
+  );
+  const before = simulator.batchStats().batchesCreated;
+  const requestsBefore = simulator.log().length;
+  for (const budget of [{ costBudgetUsd: 0.01 }, { tokenBudget: 1000 }]) {
+    const error = await suite.stack.client
+      .startBatch({
+        source,
+        sink: path.join(directory, 'budgeted.out.jsonl'),
+        options: { route: 'provider-batch', ...budget },
+      })
+      .catch((caught: unknown) => caught);
+    expect(String(error)).toContain('a provider batch cannot keep to tokenBudget or costBudgetUsd');
+  }
+  // Started by a client that does not check (the workflow's input is the public contract): it fails at once.
+  const batchId = uniqueName('budgeted');
+  const workflow = await server.client.workflow.start('batch', {
+    taskQueue: suite.stack.taskQueue,
+    workflowId: batchId,
+    args: [
+      {
+        batchId,
+        source,
+        sink: path.join(directory, 'other.out.jsonl'),
+        options: { route: 'provider-batch', costBudgetUsd: 0.01 },
+      },
+    ],
+  });
+  const failure = await workflow.result().catch((caught: unknown) => caught);
+  expect(failure).toBeInstanceOf(WorkflowFailedError);
+  expect(String((failure as WorkflowFailedError).cause?.message)).toContain('use route "flex"');
+  expect(simulator.batchStats().batchesCreated).toBe(before);
+  expect(simulator.log().length).toBe(requestsBefore);
+});

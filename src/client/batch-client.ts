@@ -8,7 +8,7 @@ import {
 } from '@temporalio/client';
 import { assembleLeftover, probeWritable, spoolOf } from '../spool';
 import { scanTaskSource } from '../spool/task-source';
-import { resolveAutoRoute } from '../contract/route-options';
+import { hasBudget, PROVIDER_BATCH_BUDGET_REFUSAL, resolveAutoRoute } from '../contract/route-options';
 import { isRemote } from '../contract/location';
 import { StorageError, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
@@ -234,11 +234,14 @@ export class BatchClient {
       sink: located(request.sink),
       ...(request.options === undefined ? {} : { options: request.options }),
     });
+    refuseBudgetOnProviderBatch(input.options);
     const scan = await scanTaskSource(storage, input.source);
     const route = input.options?.route ?? 'sync';
     const providerBatch =
       route === 'provider-batch' ||
-      (route === 'auto' && resolveAutoRoute(scan.tasks, input.options?.deadlineMs) === 'provider-batch');
+      (route === 'auto' &&
+        !hasBudget(input.options) &&
+        resolveAutoRoute(scan.tasks, input.options?.deadlineMs) === 'provider-batch');
     if (providerBatch && scan.firstAgentLine !== undefined)
       throw new InvalidInputError([
         {
@@ -283,6 +286,7 @@ export class BatchClient {
       options: { ...started.options, ...options },
       resume: true,
     });
+    refuseBudgetOnProviderBatch(input.options);
     await scanTaskSource(this.options.storage, input.source);
     const workflow = await client.workflow.start<typeof batch>('batch', {
       taskQueue: this.options.taskQueue,
@@ -397,4 +401,10 @@ export class BatchClient {
     const bytes = await assembleLeftover(this.options.storage, sink, spoolOf(sink, firstRunId));
     return bytes === undefined ? undefined : { sink, bytes };
   }
+}
+
+/** A provider-batch route with a budget is refused before anything starts (PROVIDER_BATCH_BUDGET_REFUSAL says why). */
+function refuseBudgetOnProviderBatch(options: BatchOptions | undefined): void {
+  if (options?.route === 'provider-batch' && hasBudget(options))
+    throw new InvalidInputError([{ path: 'options.route', message: PROVIDER_BATCH_BUDGET_REFUSAL }]);
 }

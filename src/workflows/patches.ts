@@ -31,7 +31,7 @@ export const PATCHES: readonly Patch[] = [
   {
     id: 'release-0-3-0',
     change:
-      'a failed provider-batch route still writes the sink; its parts settle before clean-up; its hand-back to sync is a task file',
+      'a failed provider-batch route still writes the sink; its parts settle before clean-up and a refused part fails alone; its hand-back to sync is a task file; a budget refuses the route (auto goes sync)',
     release: '0.3.0',
     step: 'patched',
   },

@@ -37,7 +37,7 @@ import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, slotsLentSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
 import { sendProviderBatches } from './provider-route';
-import { resolveAutoRoute } from '../../contract/route-options';
+import { hasBudget, PROVIDER_BATCH_BUDGET_REFUSAL, resolveAutoRoute } from '../../contract/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
 import { stripeStarts } from './stripe-plan';
@@ -239,7 +239,18 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   // it handed back run sync in the windows; flex and the Responses API are options of the sync calls.
   const deadlineMs = parsed.options?.deadlineMs;
   const requested = parsed.options?.route ?? 'sync';
-  const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
+  // 0.3.0: a budget is never sent as a provider batch (PROVIDER_BATCH_BUDGET_REFUSAL): `auto` goes sync, and
+  // `provider-batch` is refused below (a client of this package refuses it before starting).
+  const budgeted = hasBudget(parsed.options);
+  const route =
+    requested === 'auto' ? (budgeted && patched030() ? 'sync' : resolveAutoRoute(total, deadlineMs)) : requested;
+  if (route === 'provider-batch' && budgeted && patched030()) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `batch ${batchId}: ${PROVIDER_BATCH_BUDGET_REFUSAL}`,
+      nonRetryable: true,
+    });
+  }
   routeState.route = route;
   const api = parsed.options?.api;
   const call = syncCallOptions(route, api, deadlineMs, startedAtMs);

@@ -1,5 +1,7 @@
 import {
   ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   log,
   proxyActivities,
@@ -80,6 +82,11 @@ export async function runProviderBatch(
     return true;
   };
 
+  // 0.3.0: a part that fails stops the others (a submit still uploading is cancelled, not left to create a batch
+  // nobody watches), and clean-up starts once every part has stopped; one part's clean-up failing skips no other; a part
+  // the provider refuses fails alone.
+  const settles = patched030();
+
   const progress = (): ProviderBatchProgress => progressOf(states, history);
   const changed = () => hooks.onProgress?.(progress());
 
@@ -147,11 +154,16 @@ export async function runProviderBatch(
     }
   }
 
-  async function collect(state: PartState, id: string | undefined): Promise<void> {
+  async function collect(
+    state: PartState,
+    id: string | undefined,
+    refused?: { type: string; message: string },
+  ): Promise<void> {
     state.collected = await long.collectProviderBatch({
       spool: input.spool,
       part: state.part,
       ...(id === undefined ? {} : { id }),
+      ...(refused === undefined ? {} : { refused }),
       durationMs: Date.now() - (state.submittedAt ?? startedAt),
       ...(state.round === 0 ? {} : { round: state.round }),
     });
@@ -166,7 +178,14 @@ export async function runProviderBatch(
       let id = state.id;
       if (id === undefined) {
         if (handingOver) return;
-        ({ id } = await submit(state));
+        const submitted = await submit(state).catch((error: unknown) => {
+          // 0.3.0: a part the provider refuses ends alone (its items failed, or sent sync); the others run on.
+          const refused = settles ? refusalOf(error) : undefined;
+          if (refused === undefined) throw error;
+          return refused;
+        });
+        if ('type' in submitted) return collect(state, undefined, options.refusedPartsSync ? undefined : submitted);
+        ({ id } = submitted);
         state.id = id;
         state.submittedAt ??= Date.now();
         state.info = {
@@ -197,9 +216,6 @@ export async function runProviderBatch(
   }
 
   let round = carried?.round ?? 0;
-  // 0.3.0: a part that fails stops the others (a submit still uploading is cancelled, not left to create a batch
-  // nobody watches), and clean-up starts once every part has stopped; one part's clean-up failing skips no other.
-  const settles = patched030();
   try {
     let next = 0;
     const take = (): PartState | undefined => (next < states.length && !handingOver ? states[next++] : undefined);
@@ -292,6 +308,13 @@ export async function runProviderBatch(
     ...(retry === undefined ? {} : { retry }),
     ...(hooks.handOver ? { runs } : {}),
   };
+}
+
+/** The provider's refusal of a part (ProviderBatchRefused, never retried), or undefined for any other failure. */
+function refusalOf(error: unknown): { type: string; message: string } | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== 'ProviderBatchRefused') return undefined;
+  return { type: cause.type, message: cause.message };
 }
 
 function pick<T extends object, K extends keyof T>(object: T, keys: K[]): Partial<Pick<T, K>> {
