@@ -178,14 +178,16 @@ export async function runProviderBatch(
       let id = state.id;
       if (id === undefined) {
         if (handingOver) return;
-        const submitted = await submit(state).catch((error: unknown) => {
+        try {
+          // Awaited as it is, with no promise between: Anthropic submits chain one after another, and a hop more here
+          // would move this part's first poll after the next part's submit in the run's commands.
+          ({ id } = await submit(state));
+        } catch (error) {
           // 0.3.0: a part the provider refuses ends alone (its items failed, or sent sync); the others run on.
           const refused = settles ? refusalOf(error) : undefined;
           if (refused === undefined) throw error;
-          return refused;
-        });
-        if ('type' in submitted) return collect(state, undefined, options.refusedPartsSync ? undefined : submitted);
-        ({ id } = submitted);
+          return collect(state, undefined, options.refusedPartsSync ? undefined : refused);
+        }
         state.id = id;
         state.submittedAt ??= Date.now();
         state.info = {
