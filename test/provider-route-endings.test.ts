@@ -211,3 +211,32 @@ it('refuses a provider-batch route with a budget before anything is sent, from t
   expect(simulator.batchStats().batchesCreated).toBe(before);
   expect(simulator.log().length).toBe(requestsBefore);
 });
+
+it('a providerBatch run shows its progress as its current details in the UI, whoever started it', async () => {
+  const { server } = suite.servers;
+  const directory = batchDirectory();
+  const source = path.join(directory, 'details.jsonl');
+  writeFileSync(
+    source,
+    `${JSON.stringify({ id: 'one', prompt: 'x' })}\n${JSON.stringify({ id: 'two', prompt: 'y' })}\n`,
+  );
+  const batchId = uniqueName('details');
+  // Started with no summary, as another client would start it.
+  const handle = await server.client.workflow.start('providerBatch', {
+    taskQueue: suite.stack.taskQueue,
+    workflowId: batchId,
+    args: [
+      {
+        batchId,
+        source,
+        spool: path.join(directory, 'spool'),
+        options: { pollIntervalMs: 50 },
+      } satisfies ProviderBatchInput,
+    ],
+  });
+  await handle.result();
+  const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+  expect(metadata.currentDetails).toBe(
+    `provider batches of batch ${batchId}: 1 of 1 parts collected, 2 answered, 0 failed`,
+  );
+});
