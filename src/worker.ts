@@ -8,7 +8,7 @@ import { createActivities, type ActivityDependencies } from './activities';
 import type { Tool } from './tools/define-tool';
 import type { McpServerConfig } from './tools/mcp';
 import { closeToolsWhenStopped, toolRegistryFor } from './tools/worker-tools';
-import { superviseWorker } from './watchdog';
+import { runningActivitiesInterceptor, superviseWorker } from './watchdog';
 import { agentMetricsInterceptor } from './metrics';
 import { openConnection } from './config/open-connection';
 import { dataConverterFromEnvironment } from './codec';
@@ -259,6 +259,8 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
         ...(tracing ? [tracing.activity] : []),
         agentMetricsInterceptor({ defaultModel: options.activities?.defaultModel }),
         ...(extra.interceptors?.activity ?? []),
+        // Innermost: what runs here, for the watchdog to tell a task it was handed but never ran (src/watchdog/).
+        runningActivitiesInterceptor(),
       ],
       // A worker bundling from source bundles the OpenTelemetry workflow interceptors in (a prebuilt bundle has its
       // traced twin, tracedBundle).
@@ -268,7 +270,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     },
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
-  superviseWorker(worker, worker.options.taskQueue);
+  superviseWorker(worker, worker.options.taskQueue, { tracksRunning: true });
   closeToolsWhenStopped(worker, registry);
   return worker;
 }

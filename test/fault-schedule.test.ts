@@ -20,7 +20,8 @@ import { waitFor } from './support/wait-for';
  * processes whose store fails a share of
  * its calls, while the schedule SIGKILLs workers, SIGKILLs and restarts the server, and cancels and resumes, at points
  * drawn from the seed. After each batch, the simulator's own log is the judge: every id once in the sink, no call
- * answered before a fault sent again, no more calls re-sent than were open at the faults, nothing open at the end.
+ * answered before a fault sent again, no more calls re-sent than were open at the faults, no more re-sent after a kill
+ * than the killed worker had open (each request names its worker) and none of the survivors', nothing open at the end.
  * FANOUT_FAULT_SEED replays a schedule; FANOUT_FAULT_RUNS runs more batches (npm run bench runs a long schedule).
  */
 const seed = Number(process.env.FANOUT_FAULT_SEED ?? Math.floor(Math.random() * 1e9));
@@ -77,7 +78,13 @@ function workerEnvironment(run: number, index: number): Record<string, string> {
     OPENAI_API_KEY: 'test-key',
     FANOUT_STORE_FAULT_RATE: '0.02',
     FANOUT_STORE_FAULT_SEED: String(seed + run * 10 + index),
+    // Sent with every call (x-fanout-worker): a kill excuses only the killed worker's calls.
+    FANOUT_WORKER_IDENTITY: workerIdentity(run, index),
   };
+}
+
+function workerIdentity(run: number, index: number): string {
+  return `faults-${seed}-${run}-worker-${index}`;
 }
 
 async function s3OrLocal(uri: string): Promise<string> {
@@ -117,7 +124,8 @@ async function runSchedule(run: number): Promise<void> {
     after: Math.floor((0.2 + roll() * 0.5) * items),
   }));
   schedule.sort((a, b) => a.after - b.after);
-  const faults: { kind: Fault; at: number; until: number }[] = [];
+  const faults: { kind: Fault; at: number; until: number; killed?: string }[] = [];
+  const identities = [workerIdentity(run, 0), workerIdentity(run, 1)];
   for (const fault of schedule) {
     await waitFor(`${fault.after} answers before ${fault.kind}`, () => answered() >= fault.after, {
       timeoutMs: 120_000,
@@ -125,15 +133,17 @@ async function runSchedule(run: number): Promise<void> {
     });
     const at = Date.now();
     // A cancel lasts until the batch has closed (cancel waits for it): calls started or answered meanwhile were in flight.
-    const happened = { kind: fault.kind, at, until: at };
+    const happened: (typeof faults)[number] = { kind: fault.kind, at, until: at };
     faults.push(happened);
     if (fault.kind === 'kill-worker') {
       const victim = Math.floor(roll() * 2);
       const [killed] = workers.splice(workers.length - 2 + victim, 1);
+      [happened.killed] = identities.splice(victim, 1);
       await killed.kill();
       workers.push(
         await spawnWorker({ address: server.address, taskQueue, env: workerEnvironment(run, 2 + faults.length) }),
       );
+      identities.push(workerIdentity(run, 2 + faults.length));
     } else if (fault.kind === 'kill-server') {
       await server.kill();
       server = await startDevServer({ port, uiPort, dbFilename });
@@ -193,6 +203,38 @@ async function runSchedule(run: number): Promise<void> {
     );
   }
   expect({ label, resent }).toEqual({ label, resent: [] });
+  // Charged per kill: until the next fault, the ids sent again after a kill are at most the calls the killed worker had
+  // open (by the x-fanout-worker header each request carries), and none of the survivors' open calls is among them.
+  for (const [index, fault] of faults.entries()) {
+    if (fault.kind !== 'kill-worker') continue;
+    const until = faults[index + 1]?.at ?? Number.POSITIVE_INFINITY;
+    const openAtKill = log.filter(
+      (request) =>
+        request.arrivedAt <= fault.at && (request.respondedAt ?? request.clientClosedAt ?? Infinity) > fault.at,
+    );
+    const sentBefore = new Set(log.filter((request) => request.arrivedAt <= fault.at).map((request) => request.taskId));
+    const sentAgain = new Set(
+      log
+        .filter(
+          (request) => request.arrivedAt > fault.at && request.arrivedAt < until && sentBefore.has(request.taskId),
+        )
+        .map((request) => request.taskId),
+    );
+    const victims = new Set(
+      openAtKill.filter((request) => request.worker === fault.killed).map((request) => request.taskId),
+    );
+    const survivors = openAtKill.filter((request) => request.worker !== fault.killed).map((request) => request.taskId);
+    expect({ label, kill: index, sentAgain: sentAgain.size <= victims.size }).toEqual({
+      label,
+      kill: index,
+      sentAgain: true,
+    });
+    expect({ label, kill: index, survivorsSentAgain: survivors.filter((id) => sentAgain.has(id)) }).toEqual({
+      label,
+      kill: index,
+      survivorsSentAgain: [],
+    });
+  }
   const duplicated = faultCost(log, Date.now()).duplicated;
   expect(duplicated).toBeLessThanOrEqual(costs.reduce((sum, cost) => sum + cost.openAt, 0) + faults.length);
   expect(faultCost(log, Date.now()).openNow).toBe(0);

@@ -370,6 +370,23 @@ describe('the spool', () => {
     expect(sinkIds(sink).sort()).toEqual(['a', 'b']);
   });
 
+  it("carries over and recovers what a provider-batch route's provider batches answered (its provider/seg-part files)", async () => {
+    const sink = path.join(directory, 'provider-route.jsonl');
+    const stopped = spoolOf(sink, 'run-provider');
+    // A provider batch's segment (one part answered) beside a lane's journal (the sync hand-back under way).
+    await storage.write(`${stopped}/provider/seg-part-00000.jsonl`, `${ok('p1')}\n${failed('p2')}\n${ok('p3')}\n`);
+    await storage.write(`${stopped}/provider/retry-part-00000.jsonl`, '{"id":"p4","offset":0,"length":1}\n');
+    await journalItem(storage, stopped, laneName(0, 0), 0, ok('s1'));
+    const next = spoolOf(sink, 'run-resume');
+    expect([...(await carryOkLines(storage, sink, next))].sort()).toEqual(['p1', 'p3', 's1']);
+
+    const terminated = path.join(directory, 'provider-terminated.jsonl');
+    const spool = spoolOf(terminated, 'run-1');
+    await storage.write(`${spool}/provider/seg-part-00001.jsonl`, `${ok('p1')}\n${failed('p2')}\n`);
+    expect(await assembleLeftover(storage, terminated, spool)).toBeGreaterThan(0);
+    expect(sinkIds(terminated).sort()).toEqual(['p1', 'p2']);
+  });
+
   it('names stored objects so that no two ids share one, on case-insensitive disks too', () => {
     const ids = ['a.b', 'a~2Eb', 'a%2Eb', 'A', 'a', '..', '/x', 'ü', 'x'.repeat(300)];
     const names = ids.map(segmentName);

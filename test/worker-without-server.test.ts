@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { startDevServer, type DevServer } from '../src/local/dev-server';
+import path from 'node:path';
+import { batchDirectory, writeTasks } from './support/batch-files';
 import { spawnWorker, type WorkerProcess } from './support/processes';
+import { requestsOfRun } from './support/request-ledger';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -107,6 +110,41 @@ it('aborts its own calls once it has been cut off from Temporal longer than the 
     .map((line) => line.replace(/^.*watchdog: /, '').replace(/ \{.*$/, ''));
   expect(said.length).toBeGreaterThan(0);
   expect(said).toEqual([...new Set(said)]);
+});
+
+it("stops a batch lane's next items once it has been cut off from Temporal: nothing is sent after the calls it aborted", async () => {
+  const lostAfterMs = 3000;
+  const server = await startDevServer();
+  servers.push(server);
+  const taskQueue = uniqueName('cut-off-lane');
+  const worker = await spawnWorker({
+    address: server.address,
+    taskQueue,
+    env: { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'test-key', FANOUT_LOST_WORKER_MS: String(lostAfterMs) },
+  });
+  workers.push(worker);
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const directory = batchDirectory();
+  // Two lanes of several 20 s calls each: the cut-off comes while each lane has a call open and items to go.
+  const source = writeTasks(directory, 12, () => 'long [sim latency=20000]', uniqueName('lane'));
+  const handle = await client.startBatch({
+    source,
+    sink: path.join(directory, 'out.jsonl'),
+    options: { concurrency: 2 },
+  });
+  const requests = () => requestsOfRun(simulator.log(), handle.batchId);
+  await waitFor('two calls open', () => requests().length === 2, { timeoutMs: 30_000, intervalMs: 20 });
+
+  await server.stop();
+  const goneAt = Date.now();
+  await waitFor('both calls aborted', () => requests().every((request) => request.clientClosedAt !== undefined), {
+    timeoutMs: lostAfterMs + 15_000,
+  });
+  const abortedAt = Math.max(...requests().map((request) => request.clientClosedAt as number));
+  // Before: each lane took its next item as its call was aborted, and that one a second later, and so on.
+  await waitFor('three seconds after the aborts', () => Date.now() - abortedAt > 3000, { timeoutMs: 10_000 });
+  expect(requests().filter((request) => request.arrivedAt > goneAt)).toEqual([]);
+  expect(requests()).toHaveLength(2);
 });
 
 it('ends launcher and worker within its shutdown grace and a few seconds of SIGTERM when its server is gone, closing the call', async () => {

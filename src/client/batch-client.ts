@@ -9,7 +9,7 @@ import {
 } from '@temporalio/client';
 import { assembleLeftover, probeWritable, spoolOf } from '../spool';
 import { scanTaskSource } from '../spool/task-source';
-import { resolveAutoRoute } from '../contract/route-options';
+import { hasBudget, PROVIDER_BATCH_BUDGET_REFUSAL, resolveAutoRoute } from '../contract/route-options';
 import { isRemote } from '../contract/location';
 import { StorageError, storeRootFromEnvironment, type ObjectStorage } from '../store';
 import { checkWorkflowId } from './workflow-id';
@@ -20,6 +20,7 @@ import {
   type BatchProgress,
   type BatchSummary,
   stripesWanted,
+  providerBatchWorkflowId,
   windowWorkflowId,
 } from '../contract/batch';
 import type { batch } from '../workflows/batch/batch';
@@ -233,13 +234,16 @@ export class BatchClient {
       sink: located(request.sink),
       ...(request.options === undefined ? {} : { options: request.options }),
     });
+    refuseBudgetOnProviderBatch(input.options);
     const cache = await this.cacheOf(input.options);
     if (cache) input.options = { ...input.options, cache };
     const scan = await scanTaskSource(storage, input.source);
     const route = input.options?.route ?? 'sync';
     const providerBatch =
       route === 'provider-batch' ||
-      (route === 'auto' && resolveAutoRoute(scan.tasks, input.options?.deadlineMs) === 'provider-batch');
+      (route === 'auto' &&
+        !hasBudget(input.options) &&
+        resolveAutoRoute(scan.tasks, input.options?.deadlineMs) === 'provider-batch');
     if (providerBatch && scan.firstAgentLine !== undefined)
       throw new InvalidInputError([
         {
@@ -292,6 +296,7 @@ export class BatchClient {
       options: { ...started.options, ...options },
       resume: true,
     });
+    refuseBudgetOnProviderBatch(input.options);
     const cache = await this.cacheOf(input.options);
     if (cache) input.options = { ...input.options, cache };
     await scanTaskSource(this.options.storage, input.source);
@@ -332,6 +337,23 @@ export class BatchClient {
   /** A handle on the batch of that id. */
   get(batchId: string): BatchHandle {
     return toBatchHandle(this.options.client, this.options.client.workflow.getHandle<typeof batch>(batchId), true);
+  }
+
+  /** The workflow's status once it is no longer running, or when `waitMs` have passed; undefined if there is none. */
+  private async closedWithin(workflowId: string, waitMs: number): Promise<string | undefined> {
+    const deadline = Date.now() + waitMs;
+    const handle = this.options.client.workflow.getHandle(workflowId);
+    for (;;) {
+      const status = await handle.describe().then(
+        (description) => description.status.name,
+        (error: unknown) => {
+          if (error instanceof WorkflowNotFoundError) return undefined;
+          throw error;
+        },
+      );
+      if (status !== 'RUNNING' || Date.now() >= deadline) return status;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
 
   /**
@@ -381,7 +403,20 @@ export class BatchClient {
     if (started === undefined) return undefined;
     const { sink, options } = started;
     await this.windowsClosed(batchId, firstRunId, options);
+    // The provider-batch route, asked to cancel, cancels its provider batches and collects what they answered into the
+    // spool: read (and removed) before it has, those answers would be lost, and paid again by a resume.
+    const route = providerBatchWorkflowId(batchId, firstRunId);
+    if ((await this.closedWithin(route, 60_000)) === 'RUNNING')
+      throw new Error(
+        `batch ${batchId} was stopped, but its provider-batch route (workflow ${route}) is still collecting what its provider batches answered; its results are written once it has closed: ask again then`,
+      );
     const bytes = await assembleLeftover(this.options.storage, sink, spoolOf(sink, firstRunId));
     return bytes === undefined ? undefined : { sink, bytes };
   }
+}
+
+/** A provider-batch route with a budget is refused before anything starts (PROVIDER_BATCH_BUDGET_REFUSAL says why). */
+function refuseBudgetOnProviderBatch(options: BatchOptions | undefined): void {
+  if (options?.route === 'provider-batch' && hasBudget(options))
+    throw new InvalidInputError([{ path: 'options.route', message: PROVIDER_BATCH_BUDGET_REFUSAL }]);
 }

@@ -28,6 +28,27 @@ export interface ScanResult {
   stripes?: Stripe[];
 }
 
+/** The items a provider-batch route handed back to be sent sync (its `retry` file of ids and places in `source`). */
+export interface HandBackInput {
+  /** The file the batch ran (ScanResult.file). */
+  source: string;
+  retry: string;
+  /** Where their task lines are copied: the file the sync windows then run, as they would any task file. */
+  file: string;
+  firstPageSize: number;
+}
+
+/**
+ * The hand-back as a task file: its first page, not every entry (at tens of thousands of entries one result, or one
+ * window's input, would pass Temporal's 2 MB payload limit).
+ */
+export interface HandBack {
+  total: number;
+  file: string;
+  fileBytes: number;
+  firstPage: BatchPage;
+}
+
 export interface BatchPage {
   entries: BatchEntry[];
   nextOffset: number;
@@ -147,7 +168,9 @@ export interface BatchActivities {
   scanBatchSource(input: ScanInput): Promise<ScanResult>;
   readBatchPage(input: PageInput): Promise<BatchPage>;
   runBatchLane(input: LaneInput): Promise<LaneResult>;
+  /** Runs of 0.2.0 only: the provider route's hand-back as entries, all in one result (HandBack replaced it). */
   readRetryEntries(input: { uri: string }): Promise<BatchEntry[]>;
+  handBackTasks(input: HandBackInput): Promise<HandBack>;
   sealBatchLane(input: {
     spool: string;
     lane: string;

@@ -232,6 +232,11 @@ export function stripeConcurrency(concurrency: number, stripes: number, stripe: 
   return Math.floor(concurrency / stripes) + (stripe < concurrency % stripes ? 1 : 0);
 }
 
+/** The workflow id of a batch's provider-batch route (its child `providerBatch`). */
+export function providerBatchWorkflowId(batchId: string, firstRunId: string): string {
+  return `${batchId}/${firstRunId}/provider-batch`;
+}
+
 /** The workflow id of a batch's window `window` (its windows are numbered from 0 across all its stripes). */
 export function windowWorkflowId(batchId: string, firstRunId: string, window: number): string {
   return `${batchId}/${firstRunId}/window-${window}`;

@@ -1,3 +1,13 @@
+/** How `inLanes` ends when a run fails. */
+export interface InLanesOptions {
+  /**
+   * On the first failure, no lane takes another item, `onFailure` is called (to stop the runs still going), and the
+   * failure is thrown only once every lane has ended: nothing a lane started is still running when the caller cleans up.
+   * Without it the first failure is thrown at once, the other lanes running on.
+   */
+  settle?: { onFailure?: (error: unknown) => void };
+}
+
 /**
  * Runs `width` lanes that share one cursor: each lane takes the next item (`take` returns undefined when there is none,
  * or when the caller stops) and runs it, one after another, until none is left. The one "at most `width` at once"
@@ -12,9 +22,27 @@ export async function inLanes<T>(
   width: number,
   take: () => T | undefined,
   run: (item: T) => Promise<unknown>,
+  options: InLanesOptions = {},
 ): Promise<void> {
+  const { settle } = options;
+  if (!settle) {
+    const lane = async (): Promise<void> => {
+      for (let item = take(); item !== undefined; item = take()) await run(item);
+    };
+    await Promise.all(Array.from({ length: width }, lane));
+    return;
+  }
+  let failure: { error: unknown } | undefined;
+  const next = (): T | undefined => (failure ? undefined : take());
   const lane = async (): Promise<void> => {
-    for (let item = take(); item !== undefined; item = take()) await run(item);
+    try {
+      for (let item = next(); item !== undefined; item = next()) await run(item);
+    } catch (error) {
+      if (failure) return;
+      failure = { error };
+      settle.onFailure?.(error);
+    }
   };
   await Promise.all(Array.from({ length: width }, lane));
+  if (failure) throw failure.error;
 }

@@ -114,6 +114,8 @@ export interface ProviderBatchActivities {
     id?: string;
     durationMs: number;
     round?: number;
+    /** The provider refused the part (no `id`): each of its items ends as a failed line with this error. */
+    refused?: { type: string; message: string };
   }): Promise<PartCollected>;
   joinProviderBatchRetries(input: { spool: string; retries: string[] }): Promise<string>;
 }

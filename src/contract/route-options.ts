@@ -40,6 +40,22 @@ export function resolveAutoRoute(items: number, deadlineMs: number | undefined):
     : 'sync';
 }
 
+/**
+ * Why a provider batch refuses a token or dollar budget. A provider batch is billed for every item it answers, known only
+ * once it has ended, and items are answered in no order a budget could stop at: a cancel still pays for what was
+ * answered by then. Holding a budget would mean sending the file a slice at a time, each slice sized from an estimate,
+ * which gives up most of the wait the route is chosen for. A user who sets a budget expects it held, so the combination
+ * is refused before anything is sent; `flex` sends at the same batch price and holds budgets, and `auto` with a budget
+ * goes sync.
+ */
+export const PROVIDER_BATCH_BUDGET_REFUSAL =
+  'a provider batch cannot keep to tokenBudget or costBudgetUsd (it is billed for what it answers, known only once it ends, and a cancel still pays for what was answered); use route "flex" (the same batch price, budgets held) or "sync", or drop the budget';
+
+/** Whether the options set a token or dollar budget (a provider batch refuses one; `auto` then goes sync). */
+export function hasBudget(options: { tokenBudget?: number; costBudgetUsd?: number } | undefined): boolean {
+  return options?.tokenBudget !== undefined || options?.costBudgetUsd !== undefined;
+}
+
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** Parses a CLI duration such as `24h`, `90m`, `1d`, `3600s` or plain milliseconds; throws a TypeError naming the value. */

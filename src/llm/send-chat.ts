@@ -92,18 +92,26 @@ export interface ChatCallOptions {
   promptCache?: PromptCache;
 }
 
-/** Headers that let a simulator or proxy correlate requests with tasks; real providers ignore them. */
-function correlationHeaders(
-  taskId: string,
-  attempt: number,
-  info: Context['info'],
-  runId?: string,
-): Record<string, string> {
+/**
+ * Headers that let a simulator or proxy correlate requests with tasks, and with the worker that sent them (its Temporal
+ * identity, so a fault judge can tell a killed worker's calls from the others'); real providers ignore them.
+ */
+function correlationHeaders(taskId: string, attempt: number, context: Context, runId?: string): Record<string, string> {
+  const worker = workerIdentityOf(context);
   return {
     'x-fanout-task-id': taskId,
     'x-fanout-attempt': String(attempt),
-    'x-fanout-workflow-id': runId ?? info.workflowExecution?.workflowId ?? '',
+    'x-fanout-workflow-id': runId ?? context.info.workflowExecution?.workflowId ?? '',
+    ...(worker ? { 'x-fanout-worker': worker } : {}),
   };
+}
+
+function workerIdentityOf(context: Context): string | undefined {
+  try {
+    return context.client.options.identity;
+  } catch {
+    return undefined; // a MockActivityEnvironment has no client
+  }
 }
 
 /**
@@ -358,7 +366,7 @@ async function sendChatAttempt(
           params,
           {
             signal: request.signal,
-            headers: { ...correlationHeaders(chat.taskId, attempt, info, call.runId), ...chat.headers },
+            headers: { ...correlationHeaders(chat.taskId, attempt, context, call.runId), ...chat.headers },
             // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
             // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
             timeout: Math.ceil(deadlineMs) + CLIENT_TIMEOUT_MARGIN_MS,

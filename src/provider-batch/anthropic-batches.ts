@@ -98,9 +98,10 @@ export class AnthropicBatches implements ProviderBatchClient {
     return found;
   }
 
-  async submit(part: BatchPart, key: PartKey): Promise<{ id: string; reused: boolean }> {
+  async submit(part: BatchPart, key: PartKey, signal?: AbortSignal): Promise<{ id: string; reused: boolean }> {
     const recorded = await this.find(key);
     if (recorded !== undefined) return { id: recorded, reused: true };
+    signal?.throwIfAborted();
     const requests: Anthropic.Messages.Batches.BatchCreateParams.Request[] = [];
     for await (const line of linesOf(this.storage, part.requests)) {
       if (line.text) requests.push(JSON.parse(line.text) as Anthropic.Messages.Batches.BatchCreateParams.Request);
@@ -120,7 +121,16 @@ export class AnthropicBatches implements ProviderBatchClient {
       intentAt: Date.now(),
     };
     await this.storage.write(key.recordUri, JSON.stringify(intent));
+    // Cancelled while reading the part: no batch is created that the cancelled run would never watch.
+    signal?.throwIfAborted();
     const batch = await this.client.messages.batches.create({ requests });
+    // A stale attempt (its worker judged lost while it ran) must not replace the batch a later attempt recorded, which
+    // the run watches: its own is a duplicate, cancelled at once, and the recorded one is the part's.
+    const now = await this.record(key);
+    if (now?.id !== undefined && now.id !== batch.id) {
+      await this.client.messages.batches.cancel(batch.id);
+      return { id: now.id, reused: true };
+    }
     await this.storage.write(key.recordUri, JSON.stringify({ ...intent, id: batch.id } satisfies SubmissionRecord));
     return { id: batch.id, reused: false };
   }

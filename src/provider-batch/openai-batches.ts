@@ -128,9 +128,10 @@ export class OpenAiBatches implements ProviderBatchClient {
     return (await this.findBatch(key))?.id;
   }
 
-  async submit(part: BatchPart, key: PartKey): Promise<{ id: string; reused: boolean }> {
+  async submit(part: BatchPart, key: PartKey, signal?: AbortSignal): Promise<{ id: string; reused: boolean }> {
     const existing = await this.findBatch(key);
     if (existing) return { id: existing.id, reused: true };
+    signal?.throwIfAborted();
     // An upload a lost attempt finished is used again rather than sent twice.
     const fileId =
       (await this.findUpload(part, key)) ??
@@ -140,6 +141,8 @@ export class OpenAiBatches implements ProviderBatchClient {
           purpose: 'batch',
         })
       ).id;
+    // Cancelled while uploading: no batch is created that the cancelled run would never watch.
+    signal?.throwIfAborted();
     const batch = await this.client.batches.create({
       input_file_id: fileId,
       endpoint: part.endpoint,

@@ -13,9 +13,10 @@ export interface ProviderBatchClient {
   readonly provider: BatchProvider;
   /**
    * Returns the provider batch of `key`, creating it only when the provider (or, for Anthropic, the part's record in
-   * the store) has none: a retry after a crash finds the batch its lost attempt created.
+   * the store) has none: a retry after a crash finds the batch its lost attempt created. Aborted by `signal` (the
+   * activity cancelled), it creates nothing from then on.
    */
-  submit(part: BatchPart, key: PartKey): Promise<{ id: string; reused: boolean }>;
+  submit(part: BatchPart, key: PartKey, signal?: AbortSignal): Promise<{ id: string; reused: boolean }>;
   /** The provider batch of `key` if one was created, without creating one (used when cancelling). */
   find(key: PartKey): Promise<string | undefined>;
   status(id: string): Promise<ProviderBatchStatus>;

@@ -23,6 +23,8 @@ export interface SimulatedRequest {
   workflowId: string;
   /** Temporal's attempt number, from the x-fanout-attempt header. */
   attempt: number;
+  /** The sending worker's identity, from the x-fanout-worker header, when it sent one. */
+  worker?: string;
   /** How many requests for this task the simulator had seen, this one included. */
   taskRequest: number;
   arrivedAt: number;
@@ -127,6 +129,7 @@ export async function chatCompletion(
     taskId: String(request.headers['x-fanout-task-id'] ?? ''),
     workflowId: String(request.headers['x-fanout-workflow-id'] ?? ''),
     attempt: Number(request.headers['x-fanout-attempt'] ?? 0),
+    ...(request.headers['x-fanout-worker'] ? { worker: String(request.headers['x-fanout-worker']) } : {}),
     taskRequest: 0,
     arrivedAt,
     latencyMs: 0,

@@ -139,6 +139,9 @@ async function createBatch({ request, response, config, store }: BatchApiCall): 
     .map(
       (line) => JSON.parse(line) as { custom_id: string; method: string; url: string; body: Record<string, unknown> },
     );
+  const model = requests.map((entry) => entry.body.model).find((value) => typeof value === 'string');
+  if (typeof model === 'string' && config.refusedModels.create.includes(model))
+    return refuse(response, 400, `simulated: model ${model} is not available for batch`);
   const batch = store.newBatch(
     'openai',
     body.endpoint,
@@ -174,6 +177,9 @@ export async function openAiBatches(call: BatchApiCall): Promise<void> {
   const batch = match ? store.batches.get(match[1]) : undefined;
   if (!match || !batch || batch.provider !== 'openai')
     return refuse(response, 404, `simulated: no such batch ${match?.[1] ?? ''}`);
+  const model = batch.items[0]?.model;
+  if (model !== undefined && call.config.refusedModels.retrieve.includes(model))
+    return refuse(response, 400, `simulated: batch ${batch.id} of model ${model} can no longer be read`);
   if (match[2] && request.method === 'POST') {
     store.cancel(batch);
     return sendJson(response, 200, openAiBatch(store, batch, false));

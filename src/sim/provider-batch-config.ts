@@ -27,6 +27,17 @@ export const providerBatchSimSchema = z.strictObject({
    * the first N flex requests of its task instead. Standard-tier requests are never refused this way.
    */
   flexUnavailableRate: z.number().min(0).max(1).default(0),
+  /**
+   * Models whose OpenAI batches the simulated provider refuses (HTTP 400, `invalid_request_error`): `create` refuses to
+   * create a batch of them ("model not available for batch"); `retrieve` refuses every later look at one (a batch the
+   * provider lost track of). Read on each request, so a test can refuse a model half-way.
+   */
+  refusedModels: z
+    .strictObject({
+      create: z.array(z.string()).default([]),
+      retrieve: z.array(z.string()).default([]),
+    })
+    .default({ create: [], retrieve: [] }),
   /** Real ms each request of a phase waits before it is answered (the work is done on arrival): for crash tests. */
   latencyMs: z
     .strictObject({

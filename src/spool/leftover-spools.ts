@@ -17,13 +17,17 @@ export async function leftoverSpools(storage: ObjectStorage, sink: string, excep
     .map((epoch) => spoolOf(sink, epoch));
 }
 
-/** Every result line a spool holds: kept lines, segments and journal records (a line may appear more than once). */
+/**
+ * Every result line a spool holds: kept lines, the lanes' segments and journal records, and the provider batches'
+ * segments (a line may appear more than once).
+ */
 async function* spoolLines(storage: ObjectStorage, spool: string): AsyncGenerator<string> {
   for (const name of await storage.list(spool)) {
     // lanes/<lane>.log, or lanes/<lane>/journal.log in a spool from before the logs moved out of the lanes' directories.
     const log = /^lanes\/[^/]+\.log$/.test(name) || /^lanes\/[^/]+\/journal\.log$/.test(name);
-    if (!(log || name === 'kept.jsonl' || /^seg\/.+\.jsonl$/.test(name) || /^lanes\/[^/]+\/\d+\.json$/.test(name)))
-      continue;
+    // provider/seg-part-<n>.jsonl: what a provider batch answered (the provider-batch route's segments).
+    const segment = /^seg\/.+\.jsonl$/.test(name) || /^provider\/seg-part-\d+\.jsonl$/.test(name);
+    if (!(log || segment || name === 'kept.jsonl' || /^lanes\/[^/]+\/\d+\.json$/.test(name))) continue;
     for await (const line of linesOf(storage, childOf(spool, name))) {
       // A journal log's records are `<index> <line>`, blank lines between them; a cut one is skipped.
       const text = log ? (line.text === undefined ? undefined : logRecord(line.text)?.line) : line.text;

@@ -199,12 +199,22 @@ export async function copyTasks(
   target: string,
   skip: ReadonlySet<string>,
 ): Promise<number> {
+  return copyTasksWhere(storage, source, target, (id) => !skip.has(id));
+}
+
+/** Copies the task lines of `source` whose ids `keep` takes to `target`, streamed; returns how many. */
+export async function copyTasksWhere(
+  storage: ObjectStorage,
+  source: string,
+  target: string,
+  keep: (id: string) => boolean,
+): Promise<number> {
   let copied = 0;
   async function* kept(): AsyncGenerator<string> {
     for await (const line of linesOf(storage, source)) {
       if (line.text === undefined || line.text.trim() === '') continue;
       const { task } = parseTaskLine(line.text, `${source} line ${line.line}`);
-      if (task && !skip.has(task.id)) {
+      if (task && keep(task.id)) {
         copied += 1;
         yield `${line.text}\n`;
       }

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { CutOffGuard } from './cut-off';
+import { RunningActivities } from './running-activities';
 import { Describes, integer, type Description } from './describes';
 import { LostCalls } from './lost-calls';
 import { Presence } from './presence';
@@ -77,6 +78,8 @@ export class CallWatchdog {
   private readonly cutOff: CutOffGuard;
   private readonly lostCalls: LostCalls;
   private readonly workflows = new Map<string, WorkflowWatch>();
+  /** The activities this worker runs (its interceptor is the worker's innermost, see RunningActivities). */
+  readonly running = new RunningActivities();
   private idleTimer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -103,6 +106,7 @@ export class CallWatchdog {
       logger,
       watching: (workflowId, runId) => this.workflows.has(runKey(workflowId, runId)),
       stopped: () => this.stopped,
+      running: this.running,
     });
   }
 

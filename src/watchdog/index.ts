@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { Runtime, type Worker } from '@temporalio/worker';
+import { Runtime, type ActivityInterceptorsFactory, type Worker } from '@temporalio/worker';
 import { integerFromEnvironment, type Environment } from '../config/environment';
 import { CallWatchdog, type CallWatchdogOptions, type WatchdogLogger } from './call-watchdog';
 
@@ -38,13 +38,30 @@ export function watchdogFor(client: Client): CallWatchdog {
 }
 
 /**
+ * The worker's innermost activity interceptor: the activities it runs, so its watchdog can tell a task Temporal handed
+ * it that never ran (RunningActivities). Install it with `superviseWorker(worker, taskQueue, { tracksRunning: true })`.
+ */
+export function runningActivitiesInterceptor(): ActivityInterceptorsFactory {
+  return (context) => {
+    let client: Client | undefined;
+    try {
+      client = context.client;
+    } catch {
+      client = undefined; // a MockActivityEnvironment has none
+    }
+    return client ? watchdogFor(client).running.interceptor(context) : {};
+  };
+}
+
+/**
  * Runs a worker's watchdog for as long as the worker runs: presence polls and the lost-worker sweep of its task queue.
  * Call after `Worker.create`; it starts when the worker is running and stops when it shuts down.
  */
-export function superviseWorker(worker: Worker, taskQueue: string): void {
+export function superviseWorker(worker: Worker, taskQueue: string, options: { tracksRunning?: boolean } = {}): void {
   const client = worker.client;
   if (!client) return;
   const watchdog = watchdogFor(client);
+  if (options.tracksRunning) watchdog.running.tracking = true;
   const check = setInterval(() => {
     const state = worker.getState();
     if (state === 'RUNNING') watchdog.startSweeping(taskQueue);

@@ -7,6 +7,7 @@ import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
 import { isLost, timestampMillis, type Presence } from './presence';
 import { notFound } from './server-errors';
+import { RunningActivities } from './running-activities';
 
 const { PendingActivityState } = temporal.api.enums.v1;
 export type PendingActivity = temporal.api.workflow.v1.IPendingActivityInfo;
@@ -27,6 +28,8 @@ export interface LostCallsContext {
   watching(workflowId: string, runId: string): boolean;
   /** Whether the watchdog was stopped: a sweep round ends early. */
   stopped(): boolean;
+  /** The activities this worker runs: a call started under its identity that is not among them was lost on its way. */
+  running: RunningActivities;
 }
 
 /**
@@ -37,6 +40,8 @@ export interface LostCallsContext {
  */
 export class LostCalls {
   private readonly acted = new Map<string, number>();
+  /** Own calls (RunningActivities.key) seen started here but not running, since when (this worker's clock). */
+  private readonly missingSince = new Map<string, number>();
   private sweepTimer: NodeJS.Timeout | undefined;
   private queue: string | undefined;
   private sweepCursor = 0;
@@ -52,6 +57,7 @@ export class LostCalls {
   /** Fails (or reports cancelled) the calls of this workflow that lost workers were running. */
   async judge(workflowId: string, runId: string, activities: readonly PendingActivity[]): Promise<void> {
     const { client, identity, logger } = this.context;
+    await this.failOwnLostTasks(workflowId, runId, activities);
     const suspects = activities.filter(
       (activity) =>
         (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_STARTED ||
@@ -103,7 +109,57 @@ export class LostCalls {
     this.forgetOldActions();
   }
 
+  /**
+   * Calls Temporal says this worker started that it is not running: the task was lost between the server and the
+   * worker (issue 33: an agent's tool call under load), and nothing would end it before its start-to-close timeout.
+   * One missing for `lostAfterMs` on this worker's clock (a task just handed over is not running yet, an answer just
+   * sent is not recorded yet) is failed WorkerLost, so Temporal retries it at once.
+   */
+  private async failOwnLostTasks(
+    workflowId: string,
+    runId: string,
+    activities: readonly PendingActivity[],
+  ): Promise<void> {
+    const { client, identity, logger, running } = this.context;
+    if (!running.tracking) return;
+    const now = Date.now();
+    for (const activity of activities) {
+      if (activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_STARTED) continue;
+      if (activity.lastWorkerIdentity !== identity) continue;
+      const activityId = activity.activityId ?? '';
+      const attempt = integer(activity.attempt);
+      const key = RunningActivities.key(workflowId, runId, activityId, attempt);
+      if (running.has(key)) {
+        this.missingSince.delete(key);
+        continue;
+      }
+      const since = this.missingSince.get(key);
+      if (since === undefined) {
+        this.missingSince.set(key, now);
+        continue;
+      }
+      if (now - since < this.context.options.lostAfterMs || this.acted.has(key)) continue;
+      this.acted.set(key, now);
+      this.missingSince.delete(key);
+      const logged = { workflowId, activityId, attempt, missingForMs: now - since };
+      try {
+        await client.activity.fail(
+          { workflowId, runId, activityId },
+          ApplicationFailure.create({
+            type: FailureType.WorkerLost,
+            message: `attempt ${attempt} was recorded as started by this worker (${identity}), which never ran it; failed so it is retried`,
+            details: [{ worker: identity, attempt }],
+          }),
+        );
+        logger.warn('failed a call this worker was handed but never ran, so Temporal retries it', logged);
+      } catch (error) {
+        logger.warn('could not settle a call this worker never ran', { ...logged, error: String(error) });
+      }
+    }
+  }
+
   private forgetOldActions(): void {
+    for (const [key, at] of this.missingSince) if (at < Date.now() - 10 * 60_000) this.missingSince.delete(key);
     const cutoff = Date.now() - 10 * 60_000;
     for (const [key, at] of this.acted) if (at < cutoff) this.acted.delete(key);
   }

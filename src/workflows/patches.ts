@@ -1,3 +1,5 @@
+import { patched } from '@temporalio/workflow';
+
 /**
  * The register of patch ids (CONTRIBUTING.md, "Changing workflow code"). Every call of `patched` and `deprecatePatch`
  * under src/ names its id as a string literal, and the id is here at the step its call is at: test/patches.test.ts holds
@@ -24,8 +26,19 @@ export interface Patch {
   readonly step: PatchStep;
 }
 
-/** The patches of released code, oldest first. None yet: 0.2.0 retired every patch made before a release. */
-export const PATCHES: readonly Patch[] = [];
+/** The patches of released code, oldest first (0.2.0 retired every patch made before a release). */
+export const PATCHES: readonly Patch[] = [
+  {
+    id: 'release-0-3-0',
+    change:
+      'a failed provider-batch route still writes the sink; its parts settle before clean-up and a refused part fails alone; its hand-back to sync is a task file; a budget refuses the route (auto goes sync)',
+    release: '0.3.0',
+    step: 'patched',
+  },
+];
+
+/** Whether this run takes 0.3.0's branches (`release-0-3-0`). */
+export const patched030 = (): boolean => patched('release-0-3-0');
 
 /**
  * The patch ids of the unreleased 0.1.0, the first 13 retired in 0.2.0 with their newest branch kept (CHANGELOG.md): no

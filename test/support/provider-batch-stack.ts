@@ -4,11 +4,11 @@ import { AnthropicBatches } from '../../src/provider-batch/anthropic-batches';
 import { OpenAiBatches } from '../../src/provider-batch/openai-batches';
 import type { SimulatorConfigInput } from '../../src/sim/config';
 import { Storage } from '../../src/store';
-import { useTestStack } from './suite-stack';
+import { useTestStack, type TestServersOptions } from './suite-stack';
 
 /**
  * `useTestStack` whose worker sends provider batches to the simulator's batch APIs: OpenAI's, and Anthropic's unless
- * `providers` leaves it out. Both clients have their own retries off, as the worker's are (Temporal retries).
+ * `providers` leaves it out; with `server`, on a dev server of its own so configured. Both clients have their own retries off, as the worker's are (Temporal retries).
  *
  * @example
  * const suite = useProviderBatchStack({ providerBatches: { speed: 1000 } });
@@ -17,9 +17,11 @@ import { useTestStack } from './suite-stack';
 export function useProviderBatchStack(
   simulator: SimulatorConfigInput,
   providers: readonly ('openai' | 'anthropic')[] = ['openai', 'anthropic'],
+  server?: TestServersOptions['server'],
 ): ReturnType<typeof useTestStack> {
   return useTestStack({
     simulator,
+    ...(server ? { server } : {}),
     worker: (servers) => {
       const storage = new Storage();
       const baseURL = servers.simulator.baseUrl;

@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import type { BatchEntry, BatchResultLine } from '../../contract/batch';
 import { InvalidInputError } from '../../contract/validation';
+import { FailureType } from '../../contract/failure-types';
 import { inLanes } from '../../contract/in-lanes';
 import {
   assembleSink,
@@ -14,8 +15,15 @@ import {
   sealLane,
   todoFile,
 } from '../../spool';
-import { copyTasks, parseTaskLine, readEntries, scanTaskSource, SourceChanged } from '../../spool/task-source';
-import { decodeLine } from '../../spool/lines';
+import {
+  copyTasks,
+  copyTasksWhere,
+  parseTaskLine,
+  readEntries,
+  scanTaskSource,
+  SourceChanged,
+} from '../../spool/task-source';
+import { decodeLine, linesOf } from '../../spool/lines';
 import { StripeMarks } from '../../spool/stripes';
 import { StorageError, type ObjectStorage } from '../../store';
 import { retrying } from '../../store/retrying-storage';
@@ -30,6 +38,8 @@ import type {
   AssembledSink,
   BatchActivities,
   BatchPage,
+  HandBack,
+  HandBackInput,
   LaneInput,
   LaneLedger,
   LaneResult,
@@ -234,6 +244,9 @@ export function createBatchActivities(
         } catch (error) {
           if (lane.signal.aborted) throw error;
           const failure = failureOf(error);
+          // This worker is cut off from Temporal, which retries the lane elsewhere: its next items would each be sent
+          // only to be aborted a second later, and sent again by the retry. The lane ends here, its other calls first.
+          if (failure.type === FailureType.WorkerLost) throw error;
           const retrying = failure.retryable && attempts < input.maximumAttempts;
           recordLaneCall({
             model: task.model ?? dependencies.defaultModel,
@@ -314,6 +327,21 @@ export function createBatchActivities(
             entries.push({ id, offset, length });
           }
           return entries;
+        }),
+      );
+    },
+
+    /** The items a provider batch handed back, copied from the batch's file into a task file of their own. */
+    async handBackTasks(input: HandBackInput): Promise<HandBack> {
+      return heartbeating(STORAGE_HEARTBEAT_MS, () =>
+        mapped(async () => {
+          const ids = new Set<string>();
+          for await (const line of linesOf(storage, input.retry))
+            if (line.text !== undefined && line.text.trim() !== '') ids.add((JSON.parse(line.text) as BatchEntry).id);
+          const total = await copyTasksWhere(storage, input.source, input.file, (id) => ids.has(id));
+          const fileBytes = (await storage.size(input.file)) ?? 0;
+          const firstPage = await readEntries(storage, input.file, 0, input.firstPageSize, fileBytes);
+          return { total, file: input.file, fileBytes, firstPage };
         }),
       );
     },

@@ -1,6 +1,6 @@
 import { heartbeating } from '../heartbeating';
-import { ApplicationFailure } from '@temporalio/common';
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import type { BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
 import { childOf } from '../../contract/location';
@@ -130,8 +130,9 @@ export function createProviderBatchActivities(
       attempt: number;
       notBefore: number;
     }): Promise<{ id: string; reused: boolean }> {
+      const { cancellationSignal } = Context.current();
       return heartbeating(HEARTBEAT_MS, () =>
-        mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input))),
+        mapped(() => clientOf(input.part.provider).submit(input.part, keyOf(input), cancellationSignal)),
       );
     },
 
@@ -165,6 +166,7 @@ export function createProviderBatchActivities(
       id?: string;
       durationMs: number;
       /** 0 for the first round of provider batches. */ round?: number;
+      refused?: { type: string; message: string };
     }): Promise<PartCollected> {
       return heartbeating(HEARTBEAT_MS, () =>
         mapped(async () => {
@@ -182,6 +184,22 @@ export function createProviderBatchActivities(
           };
           const results = input.id === undefined ? undefined : clientOf(part.provider).results(input.id);
           async function* lines(): AsyncGenerator<string> {
+            if (!results && input.refused) {
+              // Refused whole, nothing of it ran: each item fails naming why (a resume sends them again).
+              const error = { type: input.refused.type, message: input.refused.message };
+              for (const [customId, entry] of entries) {
+                seen.add(customId);
+                collected.failed += 1;
+                const line: BatchResultLine = {
+                  id: entry.id,
+                  status: 'failed',
+                  error,
+                  attempts: (input.round ?? 0) + 1,
+                  durationMs: input.durationMs,
+                };
+                yield `${JSON.stringify(line)}\n`;
+              }
+            }
             if (!results) return;
             for await (const outcome of results) {
               const entry = entries.get(outcome.customId);

@@ -18,6 +18,7 @@ import {
   emptyCounters,
   pageLimit,
   BATCH_PROMPT_CACHE,
+  providerBatchWorkflowId,
   resolveBatchOptions,
   type BatchEntry,
   type BatchInput,
@@ -37,7 +38,7 @@ import { batchProgressQuery } from '../messages';
 import { handOverSignal, slotsFreedSignal, slotsLentSignal, successorSignal, type HandOver } from './messages';
 import { batchWindow, type WindowInput, type WindowResult, type WindowStart } from './window';
 import { sendProviderBatches } from './provider-route';
-import { resolveAutoRoute } from '../../contract/route-options';
+import { hasBudget, PROVIDER_BATCH_BUDGET_REFUSAL, resolveAutoRoute } from '../../contract/route-options';
 import { storageActivities } from './activity-options';
 import { laneShareFor } from './lane-shape';
 import { stripeStarts } from './stripe-plan';
@@ -45,6 +46,10 @@ import { StripeLending } from './slot-ledger';
 import { addCounters } from './counters';
 import { messageChain } from './failures';
 import { DAY_MS, syncCallOptions } from './sync-call';
+import { patched030 } from '../patches';
+
+/** The provider-batch route failed (`fatal` says how): nothing more is sent, and the sink is written from the spool. */
+class RouteFailed extends Error {}
 
 /**
  * A batch: a JSONL task file (local or S3) run with at most `concurrency` calls in flight, every result written once to
@@ -130,6 +135,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   phase = 'running';
   setCurrentDetails(`batch ${batchId}: ${total} items, concurrency ${options.concurrency}`);
 
+  /** The file the windows run: the scanned one, or the provider route's hand-back. */
+  let runs = { file: scan.file, fileBytes: scan.fileBytes };
   const windowId = (window: number) => windowWorkflowId(batchId, info.firstExecutionRunId, window);
   // Stripes side by side, once the route is known: stripe k's windows are k, k + width, k + 2 × width, ...
   let width = 1;
@@ -155,8 +162,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       batchId,
       batchWorkflowId: info.workflowId,
       window,
-      file: scan.file,
-      fileBytes: scan.fileBytes,
+      file: runs.file,
+      fileBytes: runs.fileBytes,
       spool,
       options:
         width > 1
@@ -233,7 +240,18 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
   // it handed back run sync in the windows; flex and the Responses API are options of the sync calls.
   const deadlineMs = parsed.options?.deadlineMs;
   const requested = parsed.options?.route ?? 'sync';
-  const route = requested === 'auto' ? resolveAutoRoute(total, deadlineMs) : requested;
+  // 0.3.0: a budget is never sent as a provider batch (PROVIDER_BATCH_BUDGET_REFUSAL): `auto` goes sync, and
+  // `provider-batch` is refused below (a client of this package refuses it before starting).
+  const budgeted = hasBudget(parsed.options);
+  const route =
+    requested === 'auto' ? (budgeted && patched030() ? 'sync' : resolveAutoRoute(total, deadlineMs)) : requested;
+  if (route === 'provider-batch' && budgeted && patched030()) {
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidInput,
+      message: `batch ${batchId}: ${PROVIDER_BATCH_BUDGET_REFUSAL}`,
+      nonRetryable: true,
+    });
+  }
   routeState.route = route;
   const api = parsed.options?.api;
   // Anthropic's prompt cache lives an hour for a batch's items, whose shared prefix may be minutes apart.
@@ -269,28 +287,54 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     // A resume whose items were all answered already has nothing to send (a first run of nothing fails its scan).
     if (total === 0) first = undefined;
     else if (route === 'provider-batch') {
-      const sent = await sendProviderBatches({
+      const sending = sendProviderBatches({
         batchId,
-        workflowId: `${batchId}/${info.firstExecutionRunId}/provider-batch`,
+        workflowId: providerBatchWorkflowId(batchId, info.firstExecutionRunId),
         file: scan.file,
         spool,
         deadlineAtMs: startedAtMs + (deadlineMs ?? DAY_MS),
         options: parsed.options,
         routeState,
       });
+      // A failed route still has answers in its provider segments: the batch fails once the sink holds them.
+      const sent = patched030()
+        ? await sending.catch((error: unknown) => {
+            if (isCancellation(error)) throw error;
+            fatal ??= { type: 'ProviderBatchFailed', message: messageChain(error) };
+            return undefined;
+          })
+        : await sending;
+      if (sent === undefined) throw new RouteFailed();
       addCounters(counters, { succeeded: sent.succeeded, failed: sent.failed, tokens: sent.tokens, cost: sent.cost });
-      // What expired or failed retryably is sent again sync, in a window of its own.
-      const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
-      first =
-        retries.length === 0
-          ? undefined
-          : {
-              ...first,
-              cursor: scan.fileBytes,
-              firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true },
-              retries: retries.map((entry) => ({ entry, attempts: 0 })),
-              unstarted: 0,
-            };
+      // What expired or failed retryably is sent again sync, in windows of their own.
+      if (patched030()) {
+        // As a task file the windows page through: 0.2.0 carried every entry in one result and the first window's input.
+        const handBack =
+          sent.retry === undefined
+            ? undefined
+            : await io.handBackTasks({
+                source: scan.file,
+                retry: sent.retry,
+                file: childOf(childOf(spool, 'provider'), 'hand-back.jsonl'),
+                firstPageSize: pageLimit(options),
+              });
+        if (handBack !== undefined && handBack.total > 0) {
+          runs = { file: handBack.file, fileBytes: handBack.fileBytes };
+          first = { ...first, cursor: 0, firstPage: handBack.firstPage, unstarted: handBack.total };
+        } else first = undefined;
+      } else {
+        const retries: BatchEntry[] = sent.retry === undefined ? [] : await io.readRetryEntries({ uri: sent.retry });
+        first =
+          retries.length === 0
+            ? undefined
+            : {
+                ...first,
+                cursor: scan.fileBytes,
+                firstPage: { entries: [], nextOffset: scan.fileBytes, eof: true },
+                retries: retries.map((entry) => ({ entry, attempts: 0 })),
+                unstarted: 0,
+              };
+      }
     }
     const stripes = route === 'provider-batch' ? undefined : scan.stripes;
     width = stripes?.length ?? 1;
@@ -313,8 +357,10 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       await condition(() => changed !== seen);
     }
   } catch (error) {
-    if (!isCancellation(error)) throw error;
-    cancelled = true;
+    if (!(error instanceof RouteFailed)) {
+      if (!isCancellation(error)) throw error;
+      cancelled = true;
+    }
   }
   // Every window has ended (a cancelled one after its lanes wrote what they had) before the sink is written.
   await CancellationScope.nonCancellable(() => Promise.all(results));

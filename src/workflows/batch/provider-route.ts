@@ -34,6 +34,8 @@ export async function sendProviderBatches(input: {
           ...(options?.provider ? { provider: options.provider } : {}),
           ...(options?.promptCache ? { promptCache: options.promptCache } : {}),
           ...(options?.api === 'responses' ? { endpoint: '/v1/responses' as const } : {}),
+          // A batch that let `auto` choose the route sends a refused part's items sync rather than fail them.
+          ...(options?.route === 'auto' ? { refusedPartsSync: true } : {}),
           ...(pollSeconds === undefined
             ? {}
             : { pollIntervalMs: pollSeconds * 1000, maxPollIntervalMs: Math.max(pollSeconds * 1000, 1000) }),

@@ -1,4 +1,4 @@
-import { continueAsNew, setHandler } from '@temporalio/workflow';
+import { continueAsNew, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { providerBatchProgressQuery } from './messages';
 import { runProviderBatch } from './run-provider-batch';
 import type { ProviderBatchInput, ProviderBatchProgress, ProviderBatchResult } from './types';
@@ -16,7 +16,13 @@ export async function providerBatch(input: ProviderBatchInput): Promise<Provider
   };
   setHandler(providerBatchProgressQuery, () => latest);
   return runProviderBatch(input, {
-    onProgress: (progress) => (latest = progress),
+    onProgress: (progress) => {
+      latest = progress;
+      // Shown in the UI whoever started the run (a static summary is only ever the starter's); not a command.
+      setCurrentDetails(
+        `provider batches of batch ${input.batchId}: ${progress.collected} of ${progress.parts} parts collected, ${progress.succeeded} answered, ${progress.failed} failed`,
+      );
+    },
     handOver: (carried) => continueAsNew<typeof providerBatch>({ ...input, carried }),
   });
 }

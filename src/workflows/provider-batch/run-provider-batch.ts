@@ -1,6 +1,9 @@
 import {
   ActivityCancellationType,
+  ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
+  log,
   proxyActivities,
   sleep,
   workflowInfo,
@@ -9,6 +12,7 @@ import type { PartCollected, ProviderBatchActivities } from '../../contract/prov
 import type { ProviderBatchStatus } from '../../contract/provider-batch';
 import { progressOf, usageOf, type PartState } from './progress';
 import { inLanes } from '../../contract/in-lanes';
+import { patched030 } from '../patches';
 import type {
   ProviderBatchHooks,
   ProviderBatchInfo,
@@ -78,6 +82,11 @@ export async function runProviderBatch(
     return true;
   };
 
+  // 0.3.0: a part that fails stops the others (a submit still uploading is cancelled, not left to create a batch
+  // nobody watches), and clean-up starts once every part has stopped; one part's clean-up failing skips no other; a part
+  // the provider refuses fails alone.
+  const settles = patched030();
+
   const progress = (): ProviderBatchProgress => progressOf(states, history);
   const changed = () => hooks.onProgress?.(progress());
 
@@ -145,11 +154,16 @@ export async function runProviderBatch(
     }
   }
 
-  async function collect(state: PartState, id: string | undefined): Promise<void> {
+  async function collect(
+    state: PartState,
+    id: string | undefined,
+    refused?: { type: string; message: string },
+  ): Promise<void> {
     state.collected = await long.collectProviderBatch({
       spool: input.spool,
       part: state.part,
       ...(id === undefined ? {} : { id }),
+      ...(refused === undefined ? {} : { refused }),
       durationMs: Date.now() - (state.submittedAt ?? startedAt),
       ...(state.round === 0 ? {} : { round: state.round }),
     });
@@ -164,7 +178,16 @@ export async function runProviderBatch(
       let id = state.id;
       if (id === undefined) {
         if (handingOver) return;
-        ({ id } = await submit(state));
+        try {
+          // Awaited as it is, with no promise between: Anthropic submits chain one after another, and a hop more here
+          // would move this part's first poll after the next part's submit in the run's commands.
+          ({ id } = await submit(state));
+        } catch (error) {
+          // 0.3.0: a part the provider refuses ends alone (its items failed, or sent sync); the others run on.
+          const refused = settles ? refusalOf(error) : undefined;
+          if (refused === undefined) throw error;
+          return collect(state, undefined, options.refusedPartsSync ? undefined : refused);
+        }
         state.id = id;
         state.submittedAt ??= Date.now();
         state.info = {
@@ -200,9 +223,17 @@ export async function runProviderBatch(
     const take = (): PartState | undefined => (next < states.length && !handingOver ? states[next++] : undefined);
     for (; ; round += 1) {
       const open = states.slice(next).filter((state) => !state.collected).length;
-      await inLanes(Math.min(open, options.maxActiveParts ?? 4), take, async (state) => {
-        if (!state.collected) await runPart(state);
-      });
+      const lanes = new CancellationScope();
+      await lanes.run(() =>
+        inLanes(
+          Math.min(open, options.maxActiveParts ?? 4),
+          take,
+          async (state) => {
+            if (!state.collected) await runPart(state);
+          },
+          settles ? { settle: { onFailure: () => lanes.cancel() } } : {},
+        ),
+      );
       if (handingOver) break;
       // What this round handed back goes into new provider batches while the deadline leaves room for them (and for the
       // sync path after them); otherwise, or after the last round, it is handed back to be sent sync.
@@ -224,18 +255,31 @@ export async function runProviderBatch(
     }
   } catch (error) {
     // Cancelled (or failed): no provider batch may run on unwatched, and nothing it answered may be lost.
+    let cleanUpFailure: unknown;
+    // Old runs: the first failure of a part's clean-up ends it (the others' batches left running).
+    const eachPart = settles
+      ? async (work: () => Promise<void>) => work().catch((failure: unknown) => void (cleanUpFailure ??= failure))
+      : (work: () => Promise<void>) => work();
     await CancellationScope.nonCancellable(async () => {
       for (const state of states) {
         if (state.collected) continue;
-        state.id ??= (await short.findProviderBatch(submitInput(state))) ?? undefined;
-        if (state.id !== undefined) await short.cancelProviderBatch({ provider: state.part.provider, id: state.id });
+        await eachPart(async () => {
+          state.id ??= (await short.findProviderBatch(submitInput(state))) ?? undefined;
+          if (state.id !== undefined) await short.cancelProviderBatch({ provider: state.part.provider, id: state.id });
+        });
       }
       for (const state of states) {
         if (state.collected || state.id === undefined) continue;
-        const status = await untilEnded(state, state.id, false);
-        if (status !== HANDED_OVER && status.state === 'ended') await collect(state, state.id);
+        const id = state.id;
+        await eachPart(async () => {
+          const status = await untilEnded(state, id, false);
+          if (status !== HANDED_OVER && status.state === 'ended') await collect(state, id);
+        });
       }
     });
+    // The run ends with what ended it; a part its clean-up could not reach is said here (its batch may still run).
+    if (cleanUpFailure !== undefined)
+      log.warn('a provider batch could not be cancelled or collected', { error: String(cleanUpFailure) });
     throw error;
   }
   if (handingOver && hooks.handOver) {
@@ -266,6 +310,13 @@ export async function runProviderBatch(
     ...(retry === undefined ? {} : { retry }),
     ...(hooks.handOver ? { runs } : {}),
   };
+}
+
+/** The provider's refusal of a part (ProviderBatchRefused, never retried), or undefined for any other failure. */
+function refusalOf(error: unknown): { type: string; message: string } | undefined {
+  const cause = error instanceof ActivityFailure ? error.cause : undefined;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== 'ProviderBatchRefused') return undefined;
+  return { type: cause.type, message: cause.message };
 }
 
 function pick<T extends object, K extends keyof T>(object: T, keys: K[]): Partial<Pick<T, K>> {

@@ -45,6 +45,12 @@ export interface ProviderBatchRouteOptions {
    * history small; a run also continues as new when Temporal suggests it. Default 300 (about 3,500 events).
    */
   maxPollsPerRun?: number;
+  /**
+   * A part the provider refuses (HTTP 4xx when it is uploaded or created, e.g. a model not available for batch): its
+   * items end as failed lines naming the provider's error (false, the default), or go back in `retry` to be sent sync
+   * (true: a batch whose route is `auto`). Either way the other parts run on.
+   */
+  refusedPartsSync?: boolean;
 }
 
 /** The one argument of `providerBatch`. */
