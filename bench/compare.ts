@@ -1008,8 +1008,8 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
   const steps = (agents: number) => agents * (AGENT_TOOL_STEPS + 1);
   const toolRuns = (agents: number) => agents * AGENT_TOOL_STEPS * 2;
   const chunks = (agents: number) =>
-    Array.from({ length: Math.ceil(agents / 1000) }, (_, chunk) =>
-      Array.from({ length: Math.min(1000, agents - chunk * 1000) }, (__, index) => chunk * 1000 + index),
+    Array.from({ length: Math.ceil(agents / 500) }, (_, chunk) =>
+      Array.from({ length: Math.min(500, agents - chunk * 500) }, (__, index) => chunk * 500 + index),
     );
   const RPCS = ['GetWorkflowExecutionHistory', 'DescribeWorkflowExecution', 'PollWorkflowTaskQueue'];
   /** Runs `work` on `worker` and checks and measures what it did, the histories of `workflowIds` after it. */
