@@ -5,6 +5,7 @@
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
  *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f,g] [--quick] [--big] [--big-items N] [--agents N]
+ *     [--agents-contenders ours,plain,asyncio]
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
@@ -46,11 +47,13 @@ const { values: flags } = parseArgs({
     big: { type: 'boolean', default: false },
     'big-items': { type: 'string', default: '100000' },
     agents: { type: 'string', default: '200' },
+    'agents-contenders': { type: 'string', default: 'ours,plain,asyncio' },
   },
 });
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
 const BIG_ITEMS = Number(flags['big-items']);
 const AGENTS = Number(flags.agents);
+const AGENT_CONTENDERS = new Set(flags['agents-contenders'].split(',').map((name) => name.trim()));
 const SCENARIOS = new Set(
   (flags.only ?? (flags.big ? 'a,b,c,d,e,f,g' : 'a,b,c,e,g')).split(',').map((name) => name.trim()),
 );
@@ -348,6 +351,8 @@ interface Sample {
   value: number;
   rssMb?: number;
   note?: string;
+  /** Figures the goals read besides the metric (scenario g: worker CPU seconds, actions per model step). */
+  figures?: Record<string, number>;
 }
 
 interface Contender {
@@ -987,9 +992,29 @@ function inFlightFigures(simulator: Simulator): string {
   return `in flight ${mean.toFixed(0)} / ${Math.max(0, ...timeline)}`;
 }
 
+/** What the agents left in our worker: its RSS and a batch's speed on it before and after them (scenario g). */
+const afterAgents: string[] = [];
+
+/**
+ * A 1,000-item batch of 200 ms calls at concurrency 50 on `worker` (ideal 4.0 s), and the worker's RSS (launcher and
+ * child) a few seconds after it: what scenario g measures on our worker before the agents and again after them.
+ */
+async function batchCheck(harness: Harness, fanout: FanoutClient, worker: WorkerProcess) {
+  const latency = AGENT_STEP_MS;
+  harness.simulator.configure({ latency: { minMs: 200, maxMs: 200 } });
+  try {
+    const run = await oursBatch(harness, fanout, worker, writeTasks('after-agents', 1000), 1000, 50, 180_000);
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    const rssMb = processTree(worker.pid).reduce((sum, pid) => sum + readStatus(pid, 'VmRSS'), 0);
+    return { ratio: run.wallMs / 4000, rssMb };
+  } finally {
+    harness.simulator.configure({ latency: { minMs: latency, maxMs: latency } });
+  }
+}
+
 /**
  * (g) AGENTS agents at once, each five model steps of 1 s whose first four ask for two parallel 300 ms tool calls (ideal
- * 6.2 s): ours (`fanout worker`, agents as a fan-out's children; fan-outs of at most 1,000), a plain-SDK agent loop
+ * 6.2 s): ours (`fanout worker`, agents as a fan-out's children; fan-outs of at most 500, a run's most in flight), a plain-SDK agent loop
  * (bench/plain: the transcript in workflow state, each model call and tool call an activity, agents as child workflows)
  * and an asyncio loop. Model requests and tool runs are counted exactly in every run; worker CPU, billed actions per
  * model step, frontend RPCs per agent and history bytes per agent are in the notes.
@@ -1047,103 +1072,112 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
       wallMs: run.wallMs,
       value: run.wallMs / AGENT_IDEAL_MS,
       rssMb: run.rssMb,
+      figures: { cpuSeconds: cpu, actionsPerStep: (after.actions - before.actions) / steps(agents) },
       note: `worker CPU ${cpu.toFixed(1)} s; ${((after.actions - before.actions) / steps(agents)).toFixed(2)} actions per model step; RPCs per agent: ${rpcs}; history ${(histories.bytes / agents / 1024).toFixed(1)} KB per agent; ${inFlight}; ${requests} model requests, ${tools} tool runs`,
     };
   };
   try {
-    return await measure(
+    const before = await batchCheck(harness, fanout, ours);
+    const result = await measure(
       'g',
       `${AGENTS.toLocaleString('en-US')} agents at once, 5 model steps of 1 s, the first 4 asking for 2 parallel tool calls of 300 ms (ideal ${(AGENT_IDEAL_MS / 1000).toFixed(1)} s)`,
       'wall / ideal',
       false,
-      [
-        {
-          name: 'ours: startParallel (agents as children of fan-outs of at most 1,000), `fanout worker` defaults',
-          run: (size) =>
-            measured(ours, count(size), async () => {
-              const handles = await Promise.all(
-                chunks(count(size)).map((indexes) =>
-                  fanout.startParallel(
-                    indexes.map((index) => ({ id: `agent-${index}`, prompt: agentPrompt(index), tools: ['wait'] })),
+      (
+        [
+          {
+            name: 'ours: startParallel (agents as children of fan-outs of at most 500), `fanout worker` defaults',
+            run: (size) =>
+              measured(ours, count(size), async () => {
+                const handles = await Promise.all(
+                  chunks(count(size)).map((indexes) =>
+                    fanout.startParallel(
+                      indexes.map((index) => ({ id: `agent-${index}`, prompt: agentPrompt(index), tools: ['wait'] })),
+                    ),
                   ),
-                ),
-              );
-              const results = await Promise.all(
-                handles.map((handle) =>
-                  withDeadline(handle.result(), 600_000, () => handle.workflow.terminate('benchmark deadline')),
-                ),
-              );
-              const all = results.flatMap((result) => result.results);
-              const failed = all.filter((result) => result.status !== 'ok');
-              if (failed.length > 0)
-                throw new Error(`${failed.length} agents did not succeed: ${failed[0].error?.message}`);
-              return {
-                workflowIds: handles.map((handle) => handle.workflowId),
-                steps: all.reduce((sum, result) => sum + (result.steps ?? 0), 0),
-              };
-            }),
-        },
-        {
-          name: 'plain SDK: plainAgents (a child workflow per agent, transcript in workflow state), 500 activity slots',
-          run: (size) =>
-            measured(plain, count(size), async () => {
-              const runs = chunks(count(size)).map((indexes) => ({
-                workflowId: `plain-agents-${Date.now()}-${indexes[0]}`,
-                prompts: indexes.map(agentPrompt),
-              }));
-              const results = await withDeadline(
-                Promise.all(
-                  runs.map((run) =>
-                    runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
+                );
+                const results = await Promise.all(
+                  handles.map((handle) =>
+                    withDeadline(handle.result(), 600_000, () => handle.workflow.terminate('benchmark deadline')),
                   ),
-                ),
-                600_000,
-                async () => undefined,
-              );
-              const all = results.flat();
-              return {
-                workflowIds: runs.map((run) => run.workflowId),
-                steps: all.reduce((sum, result) => sum + result.steps, 0),
-                toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
-              };
-            }),
-        },
-        ...(harness.python === undefined
-          ? []
-          : [
-              {
-                name: 'asyncio loop (Python, openai client), every agent at once',
-                run: async (size: 'warm-up' | 'measured'): Promise<Sample> => {
-                  harness.simulator.reset();
-                  const agents = count(size);
-                  const promptFile = path.join(directory, `agent-prompts-${agents}.json`);
-                  writeFileSync(
-                    promptFile,
-                    JSON.stringify(Array.from({ length: agents }, (_, index) => agentPrompt(index))),
-                  );
-                  const result = await runPython<{
-                    wallMs: number;
-                    ok: number;
-                    steps: number;
-                    toolCalls: number;
-                    peakRssMb: number;
-                  }>(harness, 'agent_loop.py', ['--prompt-file', promptFile, '--max-steps', '10']);
-                  const requests = harness.simulator.log().length;
-                  if (result.ok !== agents || requests !== steps(agents) || result.toolCalls !== toolRuns(agents))
-                    throw new Error(
-                      `asyncio: ${result.ok} of ${agents} agents, ${requests} requests, ${result.toolCalls} tool runs`,
+                );
+                const all = results.flatMap((result) => result.results);
+                const failed = all.filter((result) => result.status !== 'ok');
+                if (failed.length > 0)
+                  throw new Error(`${failed.length} agents did not succeed: ${failed[0].error?.message}`);
+                return {
+                  workflowIds: handles.map((handle) => handle.workflowId),
+                  steps: all.reduce((sum, result) => sum + (result.steps ?? 0), 0),
+                };
+              }),
+          },
+          {
+            name: 'plain SDK: plainAgents (a child workflow per agent, transcript in workflow state), 500 activity slots',
+            run: (size) =>
+              measured(plain, count(size), async () => {
+                const runs = chunks(count(size)).map((indexes) => ({
+                  workflowId: `plain-agents-${Date.now()}-${indexes[0]}`,
+                  prompts: indexes.map(agentPrompt),
+                }));
+                const results = await withDeadline(
+                  Promise.all(
+                    runs.map((run) =>
+                      runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
+                    ),
+                  ),
+                  600_000,
+                  async () => undefined,
+                );
+                const all = results.flat();
+                return {
+                  workflowIds: runs.map((run) => run.workflowId),
+                  steps: all.reduce((sum, result) => sum + result.steps, 0),
+                  toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
+                };
+              }),
+          },
+          ...(harness.python === undefined
+            ? []
+            : [
+                {
+                  name: 'asyncio loop (Python, openai client), every agent at once',
+                  run: async (size: 'warm-up' | 'measured'): Promise<Sample> => {
+                    harness.simulator.reset();
+                    const agents = count(size);
+                    const promptFile = path.join(directory, `agent-prompts-${agents}.json`);
+                    writeFileSync(
+                      promptFile,
+                      JSON.stringify(Array.from({ length: agents }, (_, index) => agentPrompt(index))),
                     );
-                  return {
-                    wallMs: result.wallMs,
-                    value: result.wallMs / AGENT_IDEAL_MS,
-                    rssMb: result.peakRssMb,
-                    note: `${inFlightFigures(harness.simulator)}; ${requests} model requests, ${result.toolCalls} tool runs`,
-                  };
+                    const result = await runPython<{
+                      wallMs: number;
+                      ok: number;
+                      steps: number;
+                      toolCalls: number;
+                      peakRssMb: number;
+                    }>(harness, 'agent_loop.py', ['--prompt-file', promptFile, '--max-steps', '10']);
+                    const requests = harness.simulator.log().length;
+                    if (result.ok !== agents || requests !== steps(agents) || result.toolCalls !== toolRuns(agents))
+                      throw new Error(
+                        `asyncio: ${result.ok} of ${agents} agents, ${requests} requests, ${result.toolCalls} tool runs`,
+                      );
+                    return {
+                      wallMs: result.wallMs,
+                      value: result.wallMs / AGENT_IDEAL_MS,
+                      rssMb: result.peakRssMb,
+                      note: `${inFlightFigures(harness.simulator)}; ${requests} model requests, ${result.toolCalls} tool runs`,
+                    };
+                  },
                 },
-              },
-            ]),
-      ],
+              ]),
+        ] as Contender[]
+      ).filter((contender) => AGENT_CONTENDERS.has(contender.name.split(/[ :]/)[0].replace('SDK', ''))),
     );
+    const after = await batchCheck(harness, fanout, ours);
+    afterAgents.push(
+      `Our worker before and after the agents (1,000 x 200 ms batch at 50, ideal 4.0 s; RSS of launcher and worker 5 s after it): wall / ideal ${before.ratio.toFixed(2)} before, ${after.ratio.toFixed(2)} after (${((after.ratio / before.ratio - 1) * 100).toFixed(0)}%); RSS ${before.rssMb.toFixed(0)} MB before, ${after.rssMb.toFixed(0)} MB after (${((after.rssMb / before.rssMb - 1) * 100).toFixed(0)}%).`,
+    );
+    return result;
   } finally {
     await fanout.close();
     await Promise.all([ours.stop(), plain.stop()]);
@@ -1185,6 +1219,16 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
   lines.push(
     `- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`,
   );
+  const oursG = value('g', 'ours');
+  const plainG = value('g', 'plain SDK');
+  const asyncioG = value('g', 'asyncio');
+  if (oursG) {
+    const cpu = (sample: Sample | undefined) => sample?.figures?.cpuSeconds;
+    lines.push(
+      `- (g) agents: wall ≤ the plain loop's and ≤ 1.30 × asyncio: ours ${oursG.value.toFixed(2)} ×, plain ${plainG?.value.toFixed(2) ?? '–'} ×, asyncio ${asyncioG?.value.toFixed(2) ?? '–'} × → ${verdict(plainG && asyncioG ? oursG.value <= plainG.value && oursG.value <= asyncioG.value * 1.3 : undefined)}`,
+      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step: ${oursG.figures?.actionsPerStep.toFixed(2) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
+    );
+  }
   const big = results.get('d');
   const oursD = big ? medianSample(big.rows[0]) : undefined;
   lines.push(
@@ -1226,6 +1270,7 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
     'line by line after each run. Compare within this run only: the machine is shared.',
     '',
     ...tables.flatMap((table) => [table, '']),
+    ...afterAgents.flatMap((line) => [line, '']),
     ...(timelines.length > 0
       ? ['Calls in flight at the simulator over each measured run (long calls):', '', '```', ...timelines, '```', '']
       : []),
