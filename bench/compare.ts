@@ -1279,11 +1279,16 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
   ].join('\n');
 }
 
+/**
+ * Writes the section between its markers: `compare`, or `compare-agents` for a run of the agents at scale alone
+ * (`--only g`), so that it does not replace the other scenarios' tables.
+ */
 function writeSection(section: string): void {
   const target = path.join(ROOT, 'docs', 'BENCHMARKS.md');
-  const block = `<!-- compare:start -->\n${section}\n<!-- compare:end -->`;
+  const name = SCENARIOS.size === 1 && SCENARIOS.has('g') ? 'compare-agents' : 'compare';
+  const block = `<!-- ${name}:start -->\n${section}\n<!-- ${name}:end -->`;
   const existing = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
-  const pattern = /<!-- compare:start -->[\s\S]*?<!-- compare:end -->/;
+  const pattern = new RegExp(`<!-- ${name}:start -->[\\s\\S]*?<!-- ${name}:end -->`);
   writeFileSync(
     target,
     pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`,

@@ -37,8 +37,12 @@ export const FANOUT_WORKER_DEFAULTS = {
   heartbeatThrottleMs: 2000,
   /** How long in-flight agent calls may finish after shutdown starts, ms (FANOUT_SHUTDOWN_GRACE_MS). */
   shutdownGraceMs: 30_000,
-  /** Workflows kept in memory between their workflow tasks (FANOUT_MAX_CACHED_WORKFLOWS). */
-  maxCachedWorkflows: 2000,
+  /**
+   * Workflows kept in memory between their workflow tasks (FANOUT_MAX_CACHED_WORKFLOWS): room for 200 agents and their
+   * runs. A cached agent holds 1-2 MB of its workflow thread's heap (every workflow has its own instances of the
+   * bundle's modules), for which `fanout worker` sizes its workflow threads' heap cap (src/cli/heap-cap.ts).
+   */
+  maxCachedWorkflows: 250,
 } as const;
 
 /** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
@@ -73,8 +77,9 @@ export interface FanoutWorkerOptions {
   /**
    * Workflows this worker keeps in memory between their workflow tasks (the SDK's sticky cache). A workflow that falls
    * out of it is replayed from its whole history at its next task: an agent per workflow means hundreds running at
-   * once, and the SDK's default, derived from the heap limit, is 60 under `fanout worker`'s capped heap. Env
-   * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (2000).
+   * once, and the SDK's default, derived from the heap limit, is 60 under `fanout worker`'s capped heap (which gives
+   * the workflow threads room for the cache: src/cli/heap-cap.ts). Env
+   * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (250).
    */
   maxCachedWorkflows?: number;
   /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
@@ -163,6 +168,11 @@ function workerIdentity(environment: Environment = process.env): string {
 /** The options without keys set to undefined, which the native layer rejects. */
 function definedOnly<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/** Workflows a worker caches: FANOUT_MAX_CACHED_WORKFLOWS (0 or more), else `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows`. */
+export function maxCachedWorkflowsFromEnvironment(environment: Environment = process.env): number {
+  return countFromEnvironment('FANOUT_MAX_CACHED_WORKFLOWS', environment) ?? FANOUT_WORKER_DEFAULTS.maxCachedWorkflows;
 }
 
 /**
@@ -260,10 +270,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
       maximum: activityPollers,
       initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers),
     },
-    maxCachedWorkflows:
-      options.maxCachedWorkflows ??
-      countFromEnvironment('FANOUT_MAX_CACHED_WORKFLOWS') ??
-      FANOUT_WORKER_DEFAULTS.maxCachedWorkflows,
+    maxCachedWorkflows: options.maxCachedWorkflows ?? maxCachedWorkflowsFromEnvironment(),
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
     maxEagerActivityReservationsPerWorkflowTask: eager,
