@@ -481,7 +481,8 @@ it('fanout demo --trace starts a Jaeger, traces the demo into it and prints the 
     'fact-checker',
     'researcher',
   ]);
-  for (const chat of chats) expect(chat).toMatch(/^ {10}chat \S+ .* in=\d+ out=\d+ \$=[\d.e-]+ attempt=1$/);
+  for (const chat of chats)
+    expect(chat).toMatch(/^ {10}chat \S+ .* in=\d+ out=\d+ (cached=\d+ )?\$=[\d.e-]+ attempt=1$/);
   // The Jaeger the demo started is gone with it.
   await expect(fetch(`${(api as RegExpExecArray)[1]}/api/services`)).rejects.toThrow();
 });

@@ -46,7 +46,9 @@ export function formatTraceTree(trace: JaegerTrace): string {
   const visit = (span: JaegerSpan, depth: number) => {
     const figures = SHOWN.flatMap(([key, label]) => {
       const value = tagOf(span, key);
-      return value === undefined ? [] : [`${label}=${String(value)}`];
+      // No cached tokens is said by their absence (a provider reports 0 on every call it served from no cache).
+      if (value === undefined || (label === 'cached' && value === 0)) return [];
+      return [`${label}=${String(value)}`];
     });
     lines.push(
       `${'  '.repeat(depth)}${span.operationName}  ${milliseconds(span.duration)}${figures.length > 0 ? `  ${figures.join(' ')}` : ''}`,
