@@ -24,11 +24,9 @@ async function bundle(dist, workflowInterceptorModules) {
 
 async function main() {
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', 'dist'));
-  // Every bundle tells the worker's watchdog about its calls (src/workflows/call-notices.ts).
-  const notices = require.resolve(path.join(dist, 'workflows', 'call-notices'));
-  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, [notices]));
+  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, []));
   const traced = require.resolve(path.join(dist, 'telemetry', 'workflow-interceptors'));
-  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [notices, traced]));
+  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [traced]));
 }
 
 main().catch((error) => {
