@@ -353,8 +353,13 @@ async function sendChatAttempt(
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
+        // The byte-stable messages and tools made once above (requestParams makes the same for the answer cache's key).
         const params = {
-          ...requestParams(chat),
+          model,
+          messages,
+          ...(tools === undefined ? {} : { tools }),
+          ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
+          ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
           ...(flex ? { service_tier: 'flex' as const } : {}),
           // OpenAI's cache routing key (Anthropic's cache is marked in the request by anthropic-messages.ts instead).
           ...(promptCacheKey === undefined || target.provider !== 'openai' ? {} : { prompt_cache_key: promptCacheKey }),

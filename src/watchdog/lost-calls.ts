@@ -90,7 +90,11 @@ export class LostCalls {
           const note: LostAttemptNote = {
             lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
           };
-          await client.activity.heartbeat(id, note).catch(() => undefined);
+          try {
+            await client.activity.heartbeat(id, note);
+          } catch {
+            // Only the retry's trace loses by it: the call is failed all the same.
+          }
           await client.activity.fail(
             id,
             ApplicationFailure.create({
