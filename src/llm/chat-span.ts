@@ -4,7 +4,6 @@ import type { ChatCompletion, ChatCompletionMessageParam } from 'openai/resource
 import { FailureType } from '../contract/failure-types';
 import { lostAttemptOf } from '../contract/lost-attempt';
 import { priceOf } from '../pricing/price-of';
-import { usageFromChat } from './token-usage';
 import type { PriceTable } from '../pricing/price-table';
 import {
   GenAiAttribute,
@@ -184,7 +183,11 @@ function describeAnswer(
     usage && chat.prices
       ? priceOf(
           responseModel,
-          usageFromChat(usage),
+          {
+            promptTokens: usage.prompt_tokens ?? 0,
+            completionTokens: usage.completion_tokens ?? 0,
+            totalTokens: usage.total_tokens ?? 0,
+          },
           chat.prices,
           // As the results price it (withCost): the tier the provider says it served.
           completion.service_tier === 'flex' ? 'flex' : 'standard',

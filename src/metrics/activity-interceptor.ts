@@ -19,9 +19,8 @@ export interface LaneCall {
   failureType?: string;
   attempt: number;
   seconds: number;
-  usage?: { promptTokens: number; completionTokens: number; totalTokens: number; cachedPromptTokens?: number };
+  usage?: { promptTokens: number; completionTokens: number; totalTokens: number };
   costUsd?: number;
-  cacheSavingsUsd?: number;
   unpriced?: boolean;
 }
 
@@ -132,7 +131,6 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
                 seconds: seconds(),
                 ...(answer.usage ? { usage: answer.usage } : {}),
                 ...(answer.costUsd === undefined ? {} : { costUsd: answer.costUsd }),
-                ...(answer.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: answer.cacheSavingsUsd }),
                 ...(answer.unpriced ? { unpriced: true } : {}),
               });
               if (target) syncPacer(target);

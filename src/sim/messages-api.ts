@@ -1,4 +1,4 @@
-import type { CacheUsage } from './anthropic-prompt-cache';
+import type { CacheUsage } from './prompt-cache';
 
 /**
  * The simulator's Anthropic Messages API (`POST /v1/messages`): a request is answered by the same machinery as a chat

@@ -4,10 +4,8 @@ import { chatCompletion, type SimulatedRequest, type SimulatorState } from './ch
 import { simulatorConfigSchema, type SimulatorConfig, type SimulatorConfigInput } from './config';
 import { readBody, sendJson } from './http';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
-import { AnthropicPromptCache, minimumCacheableTokens } from './anthropic-prompt-cache';
+import { minimumCacheableTokens, SimulatedPromptCache } from './prompt-cache';
 import { SimulatedRateLimiter, type RateLimiterSnapshot } from './rate-limits';
-import { cacheIdleMs } from './config';
-import { SimulatedPromptCache } from './prompt-cache';
 
 export type { SimulatedRequest } from './chat-completion';
 
@@ -59,17 +57,15 @@ export async function startSimulator(
     maxInFlight: 0,
     seq: 0,
     rateLimited: 0,
-    anthropicCache: new AnthropicPromptCache(),
+    promptCache: new SimulatedPromptCache(),
     providerBatches: createProviderBatches({
       config: () => state.config.providerBatches,
       seed: () => state.config.seed,
       promptCache: () => ({
-        cache: state.anthropicCache,
+        cache: state.promptCache,
         minimumTokens: (model) => minimumCacheableTokens(model, state.config.cacheMinimumTokens),
       }),
-      cacheIdleMs: () => cacheIdleMs(state.config),
     }),
-    promptCache: new SimulatedPromptCache(() => cacheIdleMs(state.config)),
   };
 
   /** Counters and log are kept; rate-limit buckets start full. */
@@ -108,7 +104,6 @@ export async function startSimulator(
     state.limiter = limiterFor(state.config);
     state.providerBatches.reset();
     state.promptCache.clear();
-    state.anthropicCache.clear();
   }
 
   const server: Server = createServer((request, response) => {

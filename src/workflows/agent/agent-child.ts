@@ -85,12 +85,7 @@ export async function runAgentChild(
     usage: outcome.usage,
     attempt: 1,
     durationMs: Date.now() - startedAt,
-    ...(outcome.unpriced
-      ? { unpriced: true }
-      : {
-          costUsd: outcome.costUsd,
-          ...(outcome.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: outcome.cacheSavingsUsd }),
-        }),
+    ...(outcome.unpriced ? { unpriced: true } : { costUsd: outcome.costUsd }),
     steps: outcome.steps,
     ...(outcome.transcript === undefined ? {} : { transcriptRef: outcome.transcript }),
   };
