@@ -220,6 +220,17 @@ export interface BatchClientOptions {
 }
 
 /** Starts, resumes, reads and recovers batches; `FanoutClient`'s batch methods are these. */
+/** A workflow's status name, undefined when there is no such workflow. */
+function statusOf(handle: { describe(): Promise<{ status: { name: string } }> }): Promise<string | undefined> {
+  return handle.describe().then(
+    (description) => description.status.name,
+    (error: unknown) => {
+      if (error instanceof WorkflowNotFoundError) return undefined;
+      throw error;
+    },
+  );
+}
+
 export class BatchClient {
   constructor(private readonly options: BatchClientOptions) {}
 
@@ -347,13 +358,7 @@ export class BatchClient {
     const deadline = Date.now() + waitMs;
     const handle = this.options.client.workflow.getHandle(workflowId);
     for (;;) {
-      const status = await handle.describe().then(
-        (description) => description.status.name,
-        (error: unknown) => {
-          if (error instanceof WorkflowNotFoundError) return undefined;
-          throw error;
-        },
-      );
+      const status = await statusOf(handle);
       if (status !== 'RUNNING' || Date.now() >= deadline) return status;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
@@ -372,13 +377,7 @@ export class BatchClient {
     for (let window = 0, missing = 0; missing < stripes; window += 1) {
       const handle = this.options.client.workflow.getHandle(windowWorkflowId(batchId, firstRunId, window));
       for (;;) {
-        const status = await handle.describe().then(
-          (description) => description.status.name,
-          (error: unknown) => {
-            if (error instanceof WorkflowNotFoundError) return undefined;
-            throw error;
-          },
-        );
+        const status = await statusOf(handle);
         if (status === undefined) {
           missing += 1;
           break;

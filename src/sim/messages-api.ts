@@ -1,4 +1,4 @@
-import type { CacheUsage } from './prompt-cache';
+import { anthropicUsageOf, type CacheUsage } from './prompt-cache';
 
 /**
  * The simulator's Anthropic Messages API (`POST /v1/messages`): a request is answered by the same machinery as a chat
@@ -86,7 +86,6 @@ export function chatReplyAsMessage(reply: Record<string, unknown>, cache: CacheU
     }
     content.push({ type: 'tool_use', id: call.id, name: call.function.name, input });
   }
-  const written = cache.write5mTokens + cache.write1hTokens;
   return {
     id: `msg_sim_${String(reply.id)}`,
     type: 'message',
@@ -95,16 +94,7 @@ export function chatReplyAsMessage(reply: Record<string, unknown>, cache: CacheU
     content,
     stop_reason: STOP_REASONS[choice?.finish_reason ?? ''] ?? 'end_turn',
     stop_sequence: null,
-    usage: {
-      input_tokens: cache.totalTokens - cache.readTokens - written,
-      cache_creation_input_tokens: written,
-      cache_read_input_tokens: cache.readTokens,
-      cache_creation: {
-        ephemeral_5m_input_tokens: cache.write5mTokens,
-        ephemeral_1h_input_tokens: cache.write1hTokens,
-      },
-      output_tokens: usage?.completion_tokens ?? 0,
-    },
+    usage: anthropicUsageOf(cache, usage?.completion_tokens ?? 0),
   };
 }
 

@@ -142,3 +142,21 @@ export class SimulatedPromptCache {
     this.entries.clear();
   }
 }
+
+/**
+ * Anthropic's `usage` for an answer whose request read and wrote the cache as `cache` says: its `input_tokens` leave out
+ * the tokens read from and written to the cache, which have fields of their own.
+ */
+export function anthropicUsageOf(cache: CacheUsage, outputTokens: number) {
+  const written = cache.write5mTokens + cache.write1hTokens;
+  return {
+    input_tokens: cache.totalTokens - cache.readTokens - written,
+    cache_creation_input_tokens: written,
+    cache_read_input_tokens: cache.readTokens,
+    cache_creation: {
+      ephemeral_5m_input_tokens: cache.write5mTokens,
+      ephemeral_1h_input_tokens: cache.write1hTokens,
+    },
+    output_tokens: outputTokens,
+  };
+}

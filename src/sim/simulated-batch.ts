@@ -1,5 +1,5 @@
 import { countTokens, quotedPrompt } from './prompt-text';
-import type { CacheUsage } from './prompt-cache';
+import { anthropicUsageOf, type CacheUsage } from './prompt-cache';
 
 /** A simulated batch item's end: answered, never run before the window closed, or answered with an error. */
 export type ItemFate = 'ok' | 'expired' | 'error-500' | 'error-400';
@@ -157,18 +157,8 @@ export function anthropicResult(
 ): Record<string, unknown> {
   if (isAnswered(item, at)) {
     const { output, promptTokens, completionTokens } = answerOf(item);
-    const written = cache === undefined ? 0 : cache.write5mTokens + cache.write1hTokens;
     const usage = cache
-      ? {
-          input_tokens: cache.totalTokens - cache.readTokens - written,
-          cache_creation_input_tokens: written,
-          cache_read_input_tokens: cache.readTokens,
-          cache_creation: {
-            ephemeral_5m_input_tokens: cache.write5mTokens,
-            ephemeral_1h_input_tokens: cache.write1hTokens,
-          },
-          output_tokens: completionTokens,
-        }
+      ? anthropicUsageOf(cache, completionTokens)
       : { input_tokens: promptTokens, output_tokens: completionTokens };
     return {
       custom_id: item.customId,
