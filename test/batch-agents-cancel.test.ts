@@ -11,11 +11,11 @@ const directory = batchDirectory();
 it('a cancelled batch leaves no sub-agent call running: the lead waits for every sub-agent of a spawn to end', async () => {
   const { simulator } = suite.servers;
   const { client } = await agentBatchClient(suite, 'review-spawn-cancel');
-  // Two sub-agents: one in a tool call a cancel cannot stop (8 s), one in a slow call a cancel stops at once.
+  // Two sub-agents: one in a tool call a cancel cannot stop (8 s), one in a slow call (20 s) a cancel stops at once.
   const spawn = JSON.stringify({
     tasks: [
       { prompt: 'hold [[tool:stubborn {"ms":8000}]]', tools: ['stubborn'] },
-      { prompt: 'wait [[tool:search {"q":"x","ms":60000}]]', tools: ['search'] },
+      { prompt: 'wait [[tool:search {"q":"x","ms":20000}]]', tools: ['search'] },
     ],
   });
   const source = writeJsonl(directory, 'review-spawn', [

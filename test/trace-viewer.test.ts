@@ -91,8 +91,20 @@ it("opens a run's trace in a real trace viewer's UI (Arize Phoenix): the agent, 
     for (const name of ['RunWorkflow:fanOut', 'invoke_agent lead', 'execute_tool spawn_agents'])
       await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
     // Open the agent's span: its attributes (tokens, cost, steps) show beside the tree.
-    await page.getByText('invoke_agent lead', { exact: true }).first().click();
-    await page.getByText('fanout.cost_usd').first().waitFor({ timeout: 30_000 });
+    // A click before the page is live does nothing, so it is repeated until the attributes show (the page also holds
+    // hidden copies of attribute names: only a visible one counts).
+    const costShown = page.getByText('fanout.cost_usd').filter({ visible: true }).first();
+    await waitFor(
+      "the agent span's attributes",
+      async () => {
+        await page.getByText('invoke_agent lead', { exact: true }).first().click();
+        return costShown.waitFor({ timeout: 5000 }).then(
+          () => true,
+          () => false,
+        );
+      },
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     const text = await page.innerText('body');
     expect(text).toContain('execute_tool search');
     expect(text).toMatch(/chat \S+/);
