@@ -1,11 +1,12 @@
 /**
- * The answer cache across runs (issue 32, point 4; run by `npm run bench`): a 1,000-item batch run once under
- * `--cache read-write`, then run again with 1% of its prompts edited, side by side in one run. Counts the provider's
- * requests per run at the simulator (in its own process, calls of 1-3 s), and compares dollars and wall. Goals: calls
- * of the re-run equal to the edited items exactly, dollars at most 1.5% and wall at most 20% of the first run's. Writes
- * its section of docs/BENCHMARKS.md between `<!-- answer-cache:start -->` and `<!-- answer-cache:end -->`.
+ * The answer cache across runs (issue 32, point 4; run by `npm run bench`): the issue's batch (10,000 items over 20
+ * different 2,000-token system prompts, shuffled, 150-token questions) run once under `--cache read-write`, then run
+ * again with 1% of its prompts edited, side by side in one run. Counts the provider's requests per run at the
+ * simulator (in its own process, calls of 1-3 s), and compares dollars and wall. Goals: calls of the re-run equal to the
+ * edited items exactly, dollars at most 1.5% and wall at most 20% of the first run's. Writes its section of
+ * docs/BENCHMARKS.md between `<!-- answer-cache:start -->` and `<!-- answer-cache:end -->`.
  *
- * `tsx bench/answer-cache.ts [--items N] [--concurrency C]` (defaults 1000 and 50, the batch's default concurrency).
+ * `tsx bench/answer-cache.ts [--items N] [--concurrency C]` (defaults 10000 and 100).
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -25,8 +26,10 @@ function flag(name: string, fallback: number): number {
   return at < 0 ? fallback : Number(process.argv[at + 1]);
 }
 
-const ITEMS = flag('items', 1000);
-const CONCURRENCY = flag('concurrency', 50);
+const ITEMS = flag('items', 10_000);
+const CONCURRENCY = flag('concurrency', 100);
+/** Different system prompts, each about 2,000 tokens (some 8,000 characters). */
+const SYSTEM_PROMPTS = 20;
 const EDITED = Math.max(1, Math.round(ITEMS / 100));
 const LATENCY = '1000-3000';
 
@@ -34,16 +37,31 @@ const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-cache-'));
 // The worker's payload store (and so the cache's default home) in the benchmark's own directory.
 process.env.FANOUT_STORE = path.join(directory, 'store');
 
-/** A prompt of a realistic length (some 120 tokens): a question over a short document. */
+/** System prompt `n` of SYSTEM_PROMPTS: a handbook of some 2,000 tokens. */
+function systemPrompt(n: number): string {
+  const paragraph = `Handbook ${n}, section on reviews: answer from the documents given, cite the quarter, keep to three points, and say when the figures disagree. `;
+  return paragraph.repeat(60);
+}
+
+/** A question of some 150 tokens about item `index`. */
 function prompt(index: number, edited: boolean): string {
-  const document = `Quarterly report ${index}: revenue grew in three regions, costs rose with the new data centre, and the board asked for a plan to reach margin targets by the end of next year. `;
-  return `${document.repeat(3)}Question ${index}: what are the three main risks${edited ? ', ranked by likelihood' : ''}?`;
+  const context = `Quarterly report ${index}: revenue grew in three regions, costs rose with the new data centre, and the board asked for a plan. `;
+  return `${context.repeat(4)}Question ${index}: what are the three main risks${edited ? ', ranked by likelihood' : ''}?`;
+}
+
+/** Which system prompt item `index` uses: shuffled over the file (a fixed permutation, the same in both runs). */
+function systemOf(index: number): number {
+  return (index * 7919 + 13) % SYSTEM_PROMPTS;
 }
 
 function writeTasks(name: string, edited: ReadonlySet<number>): string {
   const file = path.join(directory, `${name}.jsonl`);
   const lines = Array.from({ length: ITEMS }, (_, index) =>
-    JSON.stringify({ id: `q-${index}`, prompt: prompt(index, edited.has(index)) }),
+    JSON.stringify({
+      id: `q-${index}`,
+      system: systemPrompt(systemOf(index)),
+      prompt: prompt(index, edited.has(index)),
+    }),
   );
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
@@ -109,7 +127,7 @@ async function main(): Promise<void> {
   const section = `## Answer cache: a batch re-run with 1% of its prompts edited
 
 Command: \`tsx bench/answer-cache.ts\` (in \`npm run bench\`). Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${os.cpus().length} cores, Node ${process.version}, load average ${loadAtStart.toFixed(1)} at the start and ${loadAtEnd.toFixed(1)} at the end.
-A ${ITEMS.toLocaleString('en-US')}-item batch (prompts of about 120 tokens, gpt-4o-mini at the built-in prices), concurrency ${CONCURRENCY}, calls of
+A ${ITEMS.toLocaleString('en-US')}-item batch (${SYSTEM_PROMPTS} system prompts of about 2,000 tokens, shuffled over the items, and questions of about 150 tokens; gpt-4o-mini at the built-in prices), concurrency ${CONCURRENCY}, calls of
 ${LATENCY.replace('-', '-')} ms spread per item (the simulator in its own process), the worker in the benchmark's process, its store and the cache
 on the local disk; run once under \`--cache read-write\`, then again (a new batch, the same ids) with ${EDITED} prompts edited, one after the other.
 
