@@ -7,7 +7,7 @@ import type { ChatCompletionMessageParam } from 'openai/resources/chat/completio
 import type { AgentTask } from '../src/contract/agent-task';
 import { anthropicAsChat, anthropicRequest, usageOf } from '../src/llm/anthropic-messages';
 import { deadlineSignal } from '../src/llm/cancellation';
-import { tokenUsageOf } from '../src/llm/token-usage';
+import { usageFromChat } from '../src/llm/token-usage';
 import { requestLine } from '../src/provider-batch/plan-parts';
 import { readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
 import type { SimulatedRequest } from '../src/sim/simulator';
@@ -286,11 +286,11 @@ describe("Anthropic's Message Batches with a shared system prompt", () => {
       const reads = usages.filter((usage) => usage.cache_read_input_tokens === 1100);
       expect([writes.length, reads.length]).toEqual([1, 2]);
       // What the run reports of an item: every input token, of which the cache's.
-      expect(tokenUsageOf(usageOf(reads[0], '1h'))).toMatchObject({
+      expect(usageFromChat(usageOf(reads[0], '1h'))).toMatchObject({
         promptTokens: 1100 + reads[0].input_tokens,
         cachedPromptTokens: 1100,
       });
-      expect(tokenUsageOf(usageOf(writes[0], '1h'))).toMatchObject({ cacheWrite1hTokens: 1100 });
+      expect(usageFromChat(usageOf(writes[0], '1h'))).toMatchObject({ cacheWrite1hTokens: 1100 });
     } finally {
       simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
     }
