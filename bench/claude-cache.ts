@@ -3,10 +3,11 @@
  * path. One agent of BENCH_CLAUDE_STEPS model steps (default 50: a tool call on every step but the last, which
  * answers) on a simulated Claude model through the simulator's `/v1/messages`, with a ~3,000-token system prompt and
  * tools and ~400 tokens added per step (the tool's answer), run twice on one dev server and worker: `promptCache: "off"`
- * (no breakpoint) and the default (`5m`: breakpoints placed by anthropic-messages.ts). Each run is billed from the
- * provider's own usage (the simulator's counts, checked against the run's result) at Anthropic's list price and cache
- * ratios: reads 0.1x the input price, 5-minute writes 1.25x, 1-hour writes 2x. Writes its section of
- * docs/BENCHMARKS.md between `<!-- claude-cache:start -->` and `<!-- claude-cache:end -->`.
+ * (no breakpoint) and the default (`5m`: breakpoints placed by anthropic-messages.ts). Each run's bill is the cost it
+ * reports (the worker's price table), checked against the bill recomputed here from the provider's own usage (the
+ * simulator's counts) at Anthropic's list price and cache ratios: reads 0.1x the input price, 5-minute writes 1.25x,
+ * 1-hour writes 2x. Writes its section of docs/BENCHMARKS.md between `<!-- claude-cache:start -->` and
+ * `<!-- claude-cache:end -->`.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -43,19 +44,21 @@ interface Row {
   requests: number;
   breakpoints: number;
   usage: TokenUsage;
+  /** What the run reports it cost (the worker's price table). */
   billUsd: number;
   seconds: number;
 }
 
-/** The bill of one call's usage at the model's list price and Anthropic's cache ratios. */
-function bill(usage: TokenUsage): number {
+/**
+ * The bill of one call from the usage the provider reported (the simulator's own counts) at the model's list price and
+ * Anthropic's cache ratios, independently of the price table.
+ */
+function providerBill(call: SimulatedRequest): number {
   const price = BUILT_IN_PRICES[MODEL];
-  const read = usage.cachedPromptTokens ?? 0;
-  const write5m = usage.cacheWrite5mTokens ?? 0;
-  const write1h = usage.cacheWrite1hTokens ?? 0;
-  const uncached = usage.promptTokens - read - write5m - write1h;
-  const inputUnits = uncached + read * RATIO.read + write5m * RATIO.write5m + write1h * RATIO.write1h;
-  return (inputUnits * price.inputPerMillion + usage.completionTokens * price.outputPerMillion) / 1_000_000;
+  const { totalTokens = 0, readTokens = 0, write5mTokens = 0, write1hTokens = 0 } = call.cache ?? {};
+  const uncached = totalTokens - readTokens - write5mTokens - write1hTokens;
+  const inputUnits = uncached + readTokens * RATIO.read + write5mTokens * RATIO.write5m + write1hTokens * RATIO.write1h;
+  return (inputUnits * price.inputPerMillion + (call.usage?.completion_tokens ?? 0) * price.outputPerMillion) / 1e6;
 }
 
 async function main(): Promise<void> {
@@ -108,16 +111,20 @@ async function main(): Promise<void> {
         throw new Error(
           `${label}: the run reports ${JSON.stringify(result.usage)}, the provider ${JSON.stringify(provider)}`,
         );
+      // And the cost it reports is the provider's bill.
+      const billUsd = calls.reduce((sum, call) => sum + providerBill(call), 0);
+      if (result.costUsd === undefined || Math.abs(result.costUsd - billUsd) > 1e-8)
+        throw new Error(`${label}: the run reports $${result.costUsd}, the provider's usage bills $${billUsd}`);
       rows.push({
         label,
         promptCache,
         requests: calls.length,
         breakpoints: calls.reduce((sum, call) => sum + (call.cache?.breakpoints ?? 0), 0),
         usage: result.usage,
-        billUsd: bill(result.usage),
+        billUsd: result.costUsd,
         seconds,
       });
-      console.error(`claude-cache: ${label}: $${bill(result.usage).toFixed(4)}, ${seconds.toFixed(1)} s`);
+      console.error(`claude-cache: ${label}: $${result.costUsd.toFixed(4)}, ${seconds.toFixed(1)} s`);
     }
   } finally {
     worker.shutdown();
@@ -140,10 +147,9 @@ async function main(): Promise<void> {
 \`${MODEL}\` through the simulator's Anthropic Messages API (\`/v1/messages\`), a ${SYSTEM_WORDS.toLocaleString('en-US')}-token system prompt plus
 its tool, a tool call on every step but the last, each adding ~${NOTE_WORDS + 10} tokens (the call and its ${NOTE_WORDS}-word answer); the same
 run with \`promptCache: "off"\` and with the default (\`5m\`), one after the other on one dev server and worker. Tokens
-are the provider's own counts (the simulator's, equal to what the run reports); dollars are priced here at
-\`${MODEL}\`'s list price ($${BUILT_IN_PRICES[MODEL].inputPerMillion} / $${BUILT_IN_PRICES[MODEL].outputPerMillion} per million) with Anthropic's cache ratios
-(reads 0.1x the input price, 5-minute writes 1.25x, 1-hour writes 2x), as the price table does not have them yet (the
-\`pricing\` branch of issue 32 adds them).
+are the provider's own counts (the simulator's, equal to what the run reports); dollars are the cost the run reports
+(the built-in price table: \`${MODEL}\` at $${BUILT_IN_PRICES[MODEL].inputPerMillion} / $${BUILT_IN_PRICES[MODEL].outputPerMillion} per million, cache reads 0.1x the input price,
+5-minute writes 1.25x, 1-hour writes 2x), equal to the bill recomputed from the provider's usage at those rates.
 
 | run | requests | breakpoints | input tokens | read from cache | written (5 min) | uncached input | output tokens | billed $ | of uncached | wall (s) |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |

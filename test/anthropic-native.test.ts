@@ -7,9 +7,10 @@ import type { ChatCompletionMessageParam } from 'openai/resources/chat/completio
 import type { AgentTask } from '../src/contract/agent-task';
 import { anthropicAsChat, anthropicRequest, usageOf } from '../src/llm/anthropic-messages';
 import { deadlineSignal } from '../src/llm/cancellation';
-import { tokenUsageOf } from '../src/llm/token-usage';
+import { usageFromChat } from '../src/llm/token-usage';
 import { requestLine } from '../src/provider-batch/plan-parts';
 import { readRateLimitHeaders } from '../src/pacing/rate-limit-headers';
+import { anthropicUsageOf } from '../src/sim/anthropic-prompt-cache';
 import type { SimulatedRequest } from '../src/sim/simulator';
 import { useAgentStack } from './support/agents';
 import { batchDirectory, readSink } from './support/batch-files';
@@ -129,6 +130,48 @@ describe('Claude through the Messages API', () => {
     expect(results[1].usage).toMatchObject({ cachedPromptTokens: 1100, promptTokens: second?.totalTokens });
     expect(short).toMatchObject({ readTokens: 0, write5mTokens: 0, write1hTokens: 0 });
     expect(results[2].usage).not.toHaveProperty('cacheWrite5mTokens');
+  });
+
+  it("bills cache reads at 0.1x input and writes at 1.25x (5 minutes) and 2x (1 hour), as recomputed from the provider's usage", async () => {
+    const base = { model: 'claude-sonnet-4-5', prompt: 'Dig [[repeat 2 tool:search {"q":"a"}]]', tools: ['search'] };
+    const tasks: AgentTask[] = [
+      { ...base, id: uniqueName('bill-5m'), system: systemOf('bill-5m', 1300), promptCache: '5m' },
+      { ...base, id: uniqueName('bill-1h'), system: systemOf('bill-1h', 1300), promptCache: '1h' },
+    ];
+    const { results } = await (await suite.stack.client.startParallel(tasks)).result();
+    expect(results.map((result) => result.status)).toEqual(['ok', 'ok']);
+    // claude-sonnet-4-5 (the built-in prices): $3 input, $15 output per million; reads $0.30, writes $3.75 / $6.
+    const bill = (calls: SimulatedRequest[], read: number, write5m: number, write1h: number) =>
+      calls.reduce((sum, call) => {
+        // The usage the simulator's /v1/messages answered with, from its own cache counts.
+        const usage = anthropicUsageOf(
+          call.cache as NonNullable<SimulatedRequest['cache']>,
+          call.usage?.completion_tokens ?? 0,
+        );
+        return (
+          sum +
+          (usage.input_tokens * 3 +
+            usage.cache_read_input_tokens * read +
+            usage.cache_creation.ephemeral_5m_input_tokens * write5m +
+            usage.cache_creation.ephemeral_1h_input_tokens * write1h +
+            usage.output_tokens * 15) /
+            1e6
+        );
+      }, 0);
+    for (const [index, task] of tasks.entries()) {
+      const calls = nativeCalls(task.id);
+      expect(calls).toHaveLength(3);
+      const counts = providerCounts(calls);
+      // Every rate is in the bill: the first step writes the prefix, the later ones read it and write their growth.
+      expect(counts.cachedPromptTokens).toBeGreaterThan(2 * 1300);
+      expect(task.promptCache === '5m' ? counts.cacheWrite5mTokens : counts.cacheWrite1hTokens).toBeGreaterThan(1300);
+      expect(results[index].costUsd).toBeCloseTo(bill(calls, 0.3, 3.75, 6), 9);
+      // Against the same tokens all billed as input: what the cache saved (reads) less what writing cost above input.
+      expect((results[index].costUsd ?? NaN) + (results[index].cacheSavingsUsd ?? NaN)).toBeCloseTo(
+        bill(calls, 3, 3, 3),
+        9,
+      );
+    }
   });
 
   it('returns a validated structured answer from Claude', async () => {
@@ -286,11 +329,11 @@ describe("Anthropic's Message Batches with a shared system prompt", () => {
       const reads = usages.filter((usage) => usage.cache_read_input_tokens === 1100);
       expect([writes.length, reads.length]).toEqual([1, 2]);
       // What the run reports of an item: every input token, of which the cache's.
-      expect(tokenUsageOf(usageOf(reads[0], '1h'))).toMatchObject({
+      expect(usageFromChat(usageOf(reads[0], '1h'))).toMatchObject({
         promptTokens: 1100 + reads[0].input_tokens,
         cachedPromptTokens: 1100,
       });
-      expect(tokenUsageOf(usageOf(writes[0], '1h'))).toMatchObject({ cacheWrite1hTokens: 1100 });
+      expect(usageFromChat(usageOf(writes[0], '1h'))).toMatchObject({ cacheWrite1hTokens: 1100 });
     } finally {
       simulator.configure({ latency: { minMs: 20, maxMs: 20 } });
     }

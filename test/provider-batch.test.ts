@@ -1,6 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
+import OpenAI from 'openai';
 import type { BatchResultLine } from '../src/contract/batch';
 import { BUILT_IN_PRICES, priceOf } from '../src/pricing';
 import type { SimulatorConfigInput } from '../src/sim/config';
@@ -100,6 +101,64 @@ it('answers every item exactly once through OpenAI batches split by part, at hal
   expect(stats).toMatchObject({ batchesCreated: 3, filesUploaded: 3, itemsAnswered: 25 });
   // No chat completion was sent: every answer came through the batch API.
   expect(suite.servers.simulator.log()).toHaveLength(0);
+});
+
+it('prices items the provider served from its prompt cache at the cached price, the batch discount stacked, from its own output', async () => {
+  const directory = batchDirectory();
+  // Two system prompts of 1,100 words (the simulator's tokens), shared by 20 items each.
+  const systems = ['a', 'b'].map((seed) => Array.from({ length: 1100 }, (_, index) => `${seed}${index}`).join(' '));
+  const tasks = Array.from({ length: 40 }, (_, index) => ({
+    id: `cached-${index}`,
+    system: systems[index % 2],
+    prompt: `question ${index}`,
+    model: 'gpt-4.1-mini',
+  }));
+  const { handle } = await start({ source: writeTaskFile(directory, tasks) });
+  const result = (await handle.result()) as ProviderBatchResult;
+  expect(result).toMatchObject({ succeeded: 40, failed: 0 });
+
+  // The provider's own output file, read back from it: every bill recomputed from its usage fields.
+  const openai = new OpenAI({ baseURL: suite.servers.simulator.baseUrl, apiKey: 'test-key', maxRetries: 0 });
+  const usages = new Map<string, { prompt_tokens: number; completion_tokens: number; cached: number }>();
+  for (const info of result.providerBatches) {
+    const batch = await openai.batches.retrieve(info.id);
+    const output = await (await openai.files.content(batch.output_file_id as string)).text();
+    for (const text of output.split('\n').filter(Boolean)) {
+      const line = JSON.parse(text) as {
+        custom_id: string;
+        response: {
+          body: {
+            usage: {
+              prompt_tokens: number;
+              completion_tokens: number;
+              prompt_tokens_details?: { cached_tokens: number };
+            };
+          };
+        };
+      };
+      const usage = line.response.body.usage;
+      usages.set(line.custom_id, { ...usage, cached: usage.prompt_tokens_details?.cached_tokens ?? 0 });
+    }
+  }
+  expect(usages.size).toBe(40);
+  // Its batch (its own cache) missed each prefix once at most, and served 1,024 of 1,102 prompt tokens after that.
+  const cachedItems = [...usages.values()].filter((usage) => usage.cached === 1024);
+  expect(cachedItems.length).toBeGreaterThanOrEqual(38);
+  // gpt-4.1-mini at batch prices: $0.20 input, $0.05 cached input, $0.80 output per million.
+  const bill = (usage: { prompt_tokens: number; completion_tokens: number; cached: number }) =>
+    ((usage.prompt_tokens - usage.cached) * 0.2 + usage.cached * 0.05 + usage.completion_tokens * 0.8) / 1e6;
+  const lines = linesOf(result);
+  // Custom ids are the task ids here (they fit the provider's rules).
+  for (const line of lines) {
+    const usage = usages.get(line.id);
+    expect([line.id, line.usage?.cachedPromptTokens ?? 0]).toEqual([line.id, usage?.cached]);
+    expect(line.costUsd).toBeCloseTo(bill(usage as NonNullable<typeof usage>), 12);
+  }
+  const billed = [...usages.values()].reduce((sum, usage) => sum + bill(usage), 0);
+  expect(result.cost.usd).toBeCloseTo(billed, 9);
+  expect(result.tokens.cached).toBe([...usages.values()].reduce((sum, usage) => sum + usage.cached, 0));
+  // What caching saved, at the batch price: the cached tokens' input price less their cached price.
+  expect(result.cost.cacheSavingsUsd).toBeCloseTo(((result.tokens.cached ?? 0) * (0.2 - 0.05)) / 1e6, 9);
 });
 
 it('hands expired and retryably errored items back for a sync retry, and writes items that failed for good once', async () => {

@@ -20,9 +20,15 @@ export function formatCost(cost: RunCost | undefined): string {
   const cached = cost.cachedCalls
     ? `; ${cost.cachedCalls} answered from the answer cache (${formatUsd(cost.savedUsd ?? 0)} saved)`
     : '';
-  if (cost.unpricedCalls === 0) return `${formatUsd(cost.usd)}${cached}`;
+  const saved = cost.cacheSavingsUsd === undefined ? '' : ` (prompt caching saved ${formatUsd(cost.cacheSavingsUsd)})`;
+  if (cost.unpricedCalls === 0) return `${formatUsd(cost.usd)}${saved}${cached}`;
   const unpriced = `${cost.unpricedCalls} unpriced call${cost.unpricedCalls === 1 ? '' : 's'}`;
-  return `${cost.usd > 0 ? `${formatUsd(cost.usd)} + ${unpriced} (cost unknown)` : `unknown (${unpriced})`}${cached}`;
+  return `${cost.usd > 0 ? `${formatUsd(cost.usd)} + ${unpriced} (cost unknown)${saved}` : `unknown (${unpriced})`}${cached}`;
+}
+
+/** Tokens in words: the total, and the prompt tokens served from a provider's cache when there were any. */
+export function formatTokens(tokens: { total: number; cached?: number }): string {
+  return tokens.cached === undefined ? `${tokens.total}` : `${tokens.total} (${tokens.cached} prompt tokens cached)`;
 }
 
 function agentCost(agent: AgentResult): string {
@@ -71,7 +77,7 @@ export function formatRunReport(result: FanOutResult, options: { outputWidth?: n
     '',
     `agents: ${m.total}  ok: ${m.succeeded}  failed: ${m.failed}  cancelled: ${m.cancelled}${m.skipped ? `  skipped: ${m.skipped}` : ''}  success rate: ${(m.successRate * 100).toFixed(1)}%`,
     `wall: ${seconds(m.wallMs)}  slowest agent: ${seconds(m.slowestTaskMs)}  sum of agents: ${seconds(m.sumTaskMs)}  parallelism efficiency: ${m.parallelismEfficiency.toFixed(2)}x`,
-    `task time: mean ${seconds(m.meanTaskMs)}  p50 ${seconds(m.p50TaskMs)}  p95 ${seconds(m.p95TaskMs)}  tokens: ${m.tokens.total} (prompt ${m.tokens.prompt}, completion ${m.tokens.completion})`,
+    `task time: mean ${seconds(m.meanTaskMs)}  p50 ${seconds(m.p50TaskMs)}  p95 ${seconds(m.p95TaskMs)}  tokens: ${m.tokens.total} (prompt ${m.tokens.prompt}${m.tokens.cached === undefined ? '' : `, of which cached ${m.tokens.cached}`}, completion ${m.tokens.completion})`,
     `cost: ${formatCost(m.cost)}`,
   ];
   if (result.stoppedBy) lines.push(`stopped early: ${result.stoppedBy}`);

@@ -1,3 +1,4 @@
+import { addCacheSavings, addTokens } from '../contract/metrics';
 import path from 'node:path';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import {
@@ -89,14 +90,11 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
   if (route) {
     progress.succeeded += route.succeeded;
     progress.failed += route.failed;
-    if (route.tokens) {
-      progress.tokens.prompt += route.tokens.prompt;
-      progress.tokens.completion += route.tokens.completion;
-      progress.tokens.total += route.tokens.total;
-    }
+    if (route.tokens) addTokens(progress.tokens, route.tokens);
     if (progress.cost && route.cost) {
       progress.cost.usd += route.cost.usd;
       progress.cost.unpricedCalls += route.cost.unpricedCalls;
+      addCacheSavings(progress.cost, route.cost.cacheSavingsUsd);
     }
     progress.providerBatches = route.providerBatches.map(({ provider, id, status, counts }) => ({
       provider,
@@ -114,12 +112,11 @@ async function progressOf(client: Client, workflow: WorkflowHandle): Promise<Bat
     if (!window) continue;
     progress.succeeded += window.counters.succeeded;
     progress.failed += window.counters.failed;
-    progress.tokens.prompt += window.counters.tokens.prompt;
-    progress.tokens.completion += window.counters.tokens.completion;
-    progress.tokens.total += window.counters.tokens.total;
+    addTokens(progress.tokens, window.counters.tokens);
     if (progress.cost) {
       progress.cost.usd += window.counters.cost.usd;
       progress.cost.unpricedCalls += window.counters.cost.unpricedCalls;
+      addCacheSavings(progress.cost, window.counters.cost.cacheSavingsUsd);
     }
     progress.inFlight += window.inFlight;
     progress.historyLength = Math.max(progress.historyLength, window.historyLength);

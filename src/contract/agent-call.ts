@@ -55,6 +55,11 @@ export interface AgentCallResult {
   cached?: boolean;
   /** For a cached answer: what the provider billed for it when it was answered, US dollars (from its usage then). */
   savedUsd?: number;
+  /**
+   * What the provider's prompt cache saved on the call against its prompt billed uncached, US dollars (`costUsd` is
+   * already net of it); present when the provider reported cache tokens and the model has a price.
+   */
+  cacheSavingsUsd?: number;
   /** The tier the provider says served the call (`flex`, `default` ...), when it said; a flex call is priced at flex prices. */
   serviceTier?: string;
   /** The worker's pacing for the call's provider + model, when it moved or was last reported over 5 s ago. */

@@ -122,6 +122,8 @@ export interface AgentStepBase {
   cached?: boolean;
   /** What that call would have cost, US dollars. */
   savedUsd?: number;
+  /** See AgentCallResult. */
+  cacheSavingsUsd?: number;
   attempt: number;
   durationMs: number;
   /** Benchmark only: the transcript inline (see AgentStepInput.inlineMessages). */
@@ -212,6 +214,8 @@ export interface AgentSpend {
   usage: TokenUsage;
   costUsd: number;
   unpricedSteps: number;
+  /** What prompt caches saved on its steps (see AgentCallResult); absent while nothing was. */
+  cacheSavingsUsd?: number;
 }
 
 /** Tokens and dollars an agent of a batch had spent in the batch's earlier runs, when it went on from its saved place. */

@@ -66,6 +66,11 @@ export const agentTaskSchema = z.strictObject({
   /** Most tokens the completion may produce. */
   maxTokens: z.number().int().min(1).max(1_000_000).optional(),
   /**
+   * OpenAI's `prompt_cache_key`: calls with the same key (and model and prefix) share the provider's prompt cache.
+   * Default: a digest of the task's system prompt and tools, so tasks that share them share a cache.
+   */
+  promptCacheKey: z.string().min(1).max(256).optional(),
+  /**
    * Set by the client when the prompt is large: the task's `{ system, prompt }` as JSON in the payload store. `prompt`
    * then holds a short placeholder (what the Temporal UI shows) and the activity reads the real text from the store.
    */
@@ -162,6 +167,8 @@ export interface AgentResult {
   cached?: boolean;
   /** What the cached answer would have cost, US dollars (see AgentCallResult). */
   savedUsd?: number;
+  /** What the provider's prompt cache saved on it, US dollars (see AgentCallResult). */
+  cacheSavingsUsd?: number;
   model?: string;
   finishReason?: string | null;
   /** For an agent with tools: model steps taken and the transcript in the payload store (`fanout results --json` shows it). */

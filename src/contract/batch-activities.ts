@@ -1,4 +1,3 @@
-import type { RunCost } from './metrics';
 import type { AnswerCacheSettings } from './answer-cache';
 /*
  * What the batch workflows and their activities exchange: the activities' inputs and results, and the activities
@@ -8,6 +7,7 @@ import type { BatchEntry, BatchResultLine } from './batch';
 import type { AgentTask, ModelProvider, PromptCache } from './agent-task';
 import type { AgentBatchItem, SavedPlace } from './agent-loop';
 import type { PacingReport } from './pacing';
+import type { RunCost, TokenCounts } from './metrics';
 
 export interface ScanResult {
   /** Items this batch (or this resume) runs. */
@@ -66,9 +66,11 @@ export interface LaneRetry {
 export interface LaneResult {
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   costUsd: number;
   unpricedCalls: number;
+  /** See RunCost.cacheSavingsUsd. */
+  cacheSavingsUsd?: number;
   /** Items to run again, each as a lane of its own, with the attempts they have left. */
   retry: LaneRetry[];
   /** Items not run because the lane was cancelled: a resume runs them. */
@@ -132,7 +134,7 @@ export interface LaneLedger {
 export interface SinkCounts {
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   cost: RunCost;
 }
 

@@ -1,7 +1,7 @@
 import type { PacingStatus } from './pacing';
 import { z } from 'zod';
 import type { AgentResult, PromptCache } from './agent-task';
-import type { RunCost } from './metrics';
+import type { RunCost, TokenCounts } from './metrics';
 import { parseLocation } from './location';
 import { runOptionsSchema } from './run-options';
 import { routeOptionsSchema } from './route-options';
@@ -127,7 +127,7 @@ export type BatchResultLine = Omit<AgentResult, 'name' | 'status' | 'finishReaso
 export interface BatchCounters {
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   cost: RunCost;
 }
 
@@ -156,7 +156,7 @@ export interface BatchProgress {
   alreadyOk: number;
   callsPerSecond: number;
   etaSeconds: number | null;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   /** Spend of the items answered so far (absent from a batch whose workflow code predates costs). */
   cost?: RunCost;
   runs: number;
@@ -191,7 +191,7 @@ export interface BatchSummary {
   alreadyOk: number;
   /** Items never run because the batch stopped early (fail-fast, budget). */
   notRun: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   /** Spend of the items this batch (or this resume) answered (absent from a batch whose workflow code predates costs). */
   cost?: RunCost;
   wallMs: number;

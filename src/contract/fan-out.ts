@@ -46,6 +46,8 @@ export interface RunProgress {
   pending: number;
   /** Spend of the calls answered so far. */
   cost: RunCost;
+  /** Of their prompt tokens, those providers served from their prompt caches; absent while there are none. */
+  cachedTokens?: number;
   /** The workers' pacing of the run's calls: each worker's concurrency limit per model, and its last moves. */
   pacing?: PacingStatus;
   /** `agentWorkflowId`: the child workflow of a task with tools (its steps, tool calls and approvals). */

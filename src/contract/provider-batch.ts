@@ -1,3 +1,4 @@
+import type { RunCost, TokenCounts } from './metrics';
 /*
  * What the providerBatch workflow and its activities exchange, and the activities as the workflow calls them
  * (createProviderBatchActivities implements them). Prompts never travel here: parts are files in the store.
@@ -77,8 +78,8 @@ export interface PartCollected {
   succeeded: number;
   failed: number;
   retried: number;
-  tokens: { prompt: number; completion: number; total: number };
-  cost: { usd: number; unpricedCalls: number };
+  tokens: TokenCounts;
+  cost: RunCost;
   /** What the answered items would have cost at the standard price. */
   standardUsd: number;
 }

@@ -4,6 +4,7 @@ import type { ChatCompletion, ChatCompletionMessageParam } from 'openai/resource
 import { FailureType } from '../contract/failure-types';
 import { lostAttemptOf } from '../contract/lost-attempt';
 import { priceOf } from '../pricing/price-of';
+import { usageFromChat } from './token-usage';
 import type { PriceTable } from '../pricing/price-table';
 import {
   GenAiAttribute,
@@ -183,11 +184,7 @@ function describeAnswer(
     usage && chat.prices
       ? priceOf(
           responseModel,
-          {
-            promptTokens: usage.prompt_tokens ?? 0,
-            completionTokens: usage.completion_tokens ?? 0,
-            totalTokens: usage.total_tokens ?? 0,
-          },
+          usageFromChat(usage),
           chat.prices,
           // As the results price it (withCost): the tier the provider says it served.
           completion.service_tier === 'flex' ? 'flex' : 'standard',

@@ -27,6 +27,7 @@ export async function responsesAsChat(
         ...(params.service_tier === undefined || params.service_tier === null
           ? {}
           : { service_tier: params.service_tier }),
+        ...(params.prompt_cache_key === undefined ? {} : { prompt_cache_key: params.prompt_cache_key }),
       },
       options,
     )
@@ -55,6 +56,8 @@ export async function responsesAsChat(
             prompt_tokens: data.usage.input_tokens,
             completion_tokens: data.usage.output_tokens,
             total_tokens: data.usage.total_tokens,
+            // Carried over as Chat Completions reports them, so one reader (usageFromChat) prices both APIs.
+            prompt_tokens_details: { cached_tokens: data.usage.input_tokens_details?.cached_tokens ?? 0 },
           },
         }
       : {}),
@@ -71,13 +74,26 @@ export function responsesRequestAsChat(body: Record<string, unknown>): Record<st
   else if (Array.isArray(input))
     for (const item of input as { role?: string; content?: unknown }[])
       messages.push({ role: item.role ?? 'user', content: item.content });
-  return { model: body.model, messages, max_tokens: body.max_output_tokens, service_tier: body.service_tier };
+  return {
+    model: body.model,
+    messages,
+    max_tokens: body.max_output_tokens,
+    service_tier: body.service_tier,
+    prompt_cache_key: body.prompt_cache_key,
+  };
 }
 
 /** The simulator's side: a chat completion it answered, as a Responses API response. */
 export function chatReplyAsResponse(reply: Record<string, unknown>): Record<string, unknown> {
   const choice = (reply.choices as { message?: { content?: string }; finish_reason?: string }[] | undefined)?.[0];
-  const usage = reply.usage as { prompt_tokens: number; completion_tokens: number; total_tokens: number } | undefined;
+  const usage = reply.usage as
+    | {
+        prompt_tokens: number;
+        completion_tokens: number;
+        total_tokens: number;
+        prompt_tokens_details?: { cached_tokens?: number };
+      }
+    | undefined;
   return {
     id: `resp_${String(reply.id)}`,
     object: 'response',
@@ -98,7 +114,7 @@ export function chatReplyAsResponse(reply: Record<string, unknown>): Record<stri
       input_tokens: usage.prompt_tokens,
       output_tokens: usage.completion_tokens,
       total_tokens: usage.total_tokens,
-      input_tokens_details: { cached_tokens: 0 },
+      input_tokens_details: { cached_tokens: usage.prompt_tokens_details?.cached_tokens ?? 0 },
       output_tokens_details: { reasoning_tokens: 0 },
     },
   };

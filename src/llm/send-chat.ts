@@ -12,6 +12,7 @@ import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from './responses-api';
 import { anthropicAsChat, type MessagesClient } from './anthropic-messages';
 import { providerOfCall, type ModelProvider, type PromptCache } from '../contract/agent-task';
+import { promptCacheKeyOf, stableMessages, stableTools } from './stable-request';
 import { inChatSpan } from './chat-span';
 import type { PriceTable } from '../pricing/price-table';
 import { FailureType } from '../contract/failure-types';
@@ -155,6 +156,11 @@ export interface ChatRequest {
   tools?: ChatCompletionTool[];
   temperature?: number;
   maxTokens?: number;
+  /**
+   * OpenAI's `prompt_cache_key`: requests with the same key and prefix share the provider's prompt cache. Default: a
+   * digest of the stable prefix (tools and system prompt; promptCacheKeyOf), none without one.
+   */
+  promptCacheKey?: string;
   /** Headers sent besides the correlation headers (an agent step's `x-fanout-step`). Default none. */
   headers?: Record<string, string>;
   /** The API the call speaks. Default: by model name (`providerOfCall`). */
@@ -258,10 +264,12 @@ function isCompletion(value: unknown): value is ChatCompletion {
 
 /** The request's body, less the tier: what decides its answer, and what is sent (with the tier added). */
 function requestParams(chat: ChatRequest): ChatCompletionCreateParamsNonStreaming {
+  // Byte-stable (stable-request.ts): the same conversation and tools are the same bytes at every step and on every
+  // worker, so the provider's prompt cache sees the same prefix and the answer cache the same key.
   return {
     model: chat.model,
-    messages: chat.messages,
-    ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: chat.tools }),
+    messages: stableMessages(chat.messages),
+    ...(chat.tools === undefined || chat.tools.length === 0 ? {} : { tools: stableTools(chat.tools) }),
     ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
     ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
   };
@@ -302,7 +310,13 @@ async function sendChatAttempt(
   const waitBudget = deadlineSignal(signal, Math.max(1, rateLimitWaitMs));
   const waitSignal = waitBudget.signal;
 
-  const messages = chat.messages;
+  // Byte-stable (stable-request.ts): the provider's prompt cache matches prefixes byte for byte.
+  const messages = stableMessages(chat.messages);
+  const tools = chat.tools === undefined || chat.tools.length === 0 ? undefined : stableTools(chat.tools);
+  // FANOUT_PROMPT_CACHE_KEY=off: only a task's own key is sent (an OpenAI-compatible server that refuses unknown fields).
+  const promptCacheKey =
+    chat.promptCacheKey ??
+    (process.env.FANOUT_PROMPT_CACHE_KEY?.trim() === 'off' ? undefined : promptCacheKeyOf(messages, tools));
   const { promptTokens, reservedTokens } = estimateRequestTokens(
     messages,
     chat.maxTokens,
@@ -339,7 +353,17 @@ async function sendChatAttempt(
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
       try {
-        const params = { ...requestParams(chat), ...(flex ? { service_tier: 'flex' as const } : {}) };
+        // The byte-stable messages and tools made once above (requestParams makes the same for the answer cache's key).
+        const params = {
+          model,
+          messages,
+          ...(tools === undefined ? {} : { tools }),
+          ...(chat.temperature === undefined ? {} : { temperature: chat.temperature }),
+          ...(chat.maxTokens === undefined ? {} : { max_tokens: chat.maxTokens }),
+          ...(flex ? { service_tier: 'flex' as const } : {}),
+          // OpenAI's cache routing key (Anthropic's cache is marked in the request by anthropic-messages.ts instead).
+          ...(promptCacheKey === undefined || target.provider !== 'openai' ? {} : { prompt_cache_key: promptCacheKey }),
+        };
         const { data: completion, response } = await sendRequest(
           target,
           call.api,

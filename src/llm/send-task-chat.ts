@@ -1,6 +1,6 @@
 import type { AgentCallResult } from '../contract/agent-call';
 import type { AgentTask } from '../contract/agent-task';
-import { tokenUsageOf } from './token-usage';
+import { usageFromChat } from './token-usage';
 import { sendChat, type ChatCallOptions, type ChatDependencies } from './send-chat';
 
 /**
@@ -27,17 +27,18 @@ export async function sendTaskChat(
     ...(task.promptCache === undefined ? {} : { promptCache: task.promptCache }),
     ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
     ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+    ...(task.promptCacheKey === undefined ? {} : { promptCacheKey: task.promptCacheKey }),
   };
   const { completion, choice, attempt, durationMs, pacing, cached } = await sendChat(request, dependencies, {
     ...call,
     ...((task.cache ?? call.cache) ? { cache: task.cache ?? call.cache } : {}),
   });
-  const usage = completion.usage;
+  const usage = usageFromChat(completion.usage);
   return {
     output: choice.message.content ?? '',
     finishReason: choice.finish_reason ?? null,
     model: completion.model ?? model,
-    usage: tokenUsageOf(usage),
+    usage,
     attempt,
     durationMs,
     ...(completion.service_tier ? { serviceTier: completion.service_tier } : {}),

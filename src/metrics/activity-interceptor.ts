@@ -19,8 +19,9 @@ export interface LaneCall {
   failureType?: string;
   attempt: number;
   seconds: number;
-  usage?: { promptTokens: number; completionTokens: number; totalTokens: number };
+  usage?: { promptTokens: number; completionTokens: number; totalTokens: number; cachedPromptTokens?: number };
   costUsd?: number;
+  cacheSavingsUsd?: number;
   unpriced?: boolean;
 }
 
@@ -131,6 +132,7 @@ export function agentMetricsInterceptor(options: AgentMetricsOptions = {}): Acti
                 seconds: seconds(),
                 ...(answer.usage ? { usage: answer.usage } : {}),
                 ...(answer.costUsd === undefined ? {} : { costUsd: answer.costUsd }),
+                ...(answer.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: answer.cacheSavingsUsd }),
                 ...(answer.unpriced ? { unpriced: true } : {}),
               });
               if (target) syncPacer(target);

@@ -11,13 +11,21 @@ export const AgentMetricName = {
   retries: 'fanout_agent_call_retries',
   /** Counter: HTTP 429 answers from the provider, whether waited out inside the attempt or failing it. */
   rateLimited: 'fanout_provider_rate_limited',
-  /** Counter: tokens by model and kind (prompt, completion) of successful calls. */
+  /**
+   * Counter: tokens by model and kind (prompt, completion) of successful calls; `cached_prompt` counts the part of
+   * `prompt` a provider served from its prompt cache.
+   */
   tokens: 'fanout_tokens',
   /**
    * Counter: US dollars of successful calls from the worker's price table (src/pricing), in millionths: the SDK's
    * counters hold whole numbers. Divide by 1e6 for dollars.
    */
   costMicroUsd: 'fanout_cost_microusd',
+  /**
+   * Counter: what providers' prompt caches saved on successful calls against their prompts billed uncached, in
+   * millionths of a US dollar (a call whose cache writes cost more than they saved adds nothing).
+   */
+  cacheSavingsMicroUsd: 'fanout_cache_savings_microusd',
   /** Counter: successful calls whose cost is unknown (a model without a price): the cost counter leaves them out. */
   unpriced: 'fanout_agent_calls_unpriced',
   /** Up-down counter (a gauge in Prometheus): attempts running now on this worker. */
@@ -47,6 +55,8 @@ export interface ActivityLabels {
 export interface TokenCounts {
   promptTokens: number;
   completionTokens: number;
+  /** Of promptTokens, served from the provider's prompt cache. */
+  cachedPromptTokens?: number;
 }
 
 /** One attempt's end, as the metrics take it. */
@@ -59,6 +69,8 @@ export interface CallOutcome {
   seconds: number;
   usage?: TokenCounts;
   costUsd?: number;
+  /** See AgentCallResult.cacheSavingsUsd. */
+  cacheSavingsUsd?: number;
   unpriced?: boolean;
 }
 
@@ -67,14 +79,18 @@ const DESCRIPTIONS = {
   calls: 'Finished agent-call attempts by model, status (ok, failed, retrying, cancelled) and failure type',
   retries: 'Agent-call attempts after the first (Temporal retries)',
   rateLimited: 'HTTP 429 answers from the provider',
-  tokens: 'Tokens of successful agent calls by model and kind (prompt, completion)',
+  tokens:
+    'Tokens of successful agent calls by model and kind (prompt, completion, cached_prompt: the part of prompt read from cache)',
+  cacheSavingsMicroUsd:
+    "US dollars providers' prompt caches saved on successful agent calls, in millionths (divide by 1e6)",
   costMicroUsd: 'US dollars of successful agent calls, in millionths (divide by 1e6)',
   unpriced: 'Successful agent calls of models without a price (their cost is not counted)',
   inFlight: 'Agent-call attempts running on this worker',
   callDuration: 'Duration of agent-call attempts on the worker, rate-limit waits included',
 } as const satisfies Record<keyof typeof AgentMetricName, string>;
 
-type CounterName = 'calls' | 'retries' | 'rateLimited' | 'tokens' | 'costMicroUsd' | 'unpriced';
+type CounterName =
+  'calls' | 'retries' | 'rateLimited' | 'tokens' | 'costMicroUsd' | 'cacheSavingsMicroUsd' | 'unpriced';
 
 /**
  * The instruments, created once per process from a meter: creating one per activity would cost a native call each.
@@ -95,6 +111,7 @@ export class AgentMetrics {
       rateLimited: counter('rateLimited'),
       tokens: counter('tokens'),
       costMicroUsd: counter('costMicroUsd'),
+      cacheSavingsMicroUsd: counter('cacheSavingsMicroUsd'),
       unpriced: counter('unpriced'),
     };
     // Optional in the SDK's MetricMeter interface; every meter the SDK itself makes has it.
@@ -122,17 +139,22 @@ export class AgentMetrics {
         this.counters.tokens.add(outcome.usage.promptTokens, { ...byModel, kind: 'prompt' });
       if (outcome.usage.completionTokens > 0)
         this.counters.tokens.add(outcome.usage.completionTokens, { ...byModel, kind: 'completion' });
+      if ((outcome.usage.cachedPromptTokens ?? 0) > 0)
+        this.counters.tokens.add(outcome.usage.cachedPromptTokens ?? 0, { ...byModel, kind: 'cached_prompt' });
     }
     if (outcome.unpriced) this.counters.unpriced.add(1, byModel);
-    else if (outcome.costUsd !== undefined && outcome.costUsd > 0) this.addCost(outcome.costUsd, byModel);
+    else if (outcome.costUsd !== undefined && outcome.costUsd > 0)
+      this.addCost('costMicroUsd', outcome.costUsd, byModel);
+    if (!outcome.unpriced && outcome.cacheSavingsUsd !== undefined && outcome.cacheSavingsUsd > 0)
+      this.addCost('cacheSavingsMicroUsd', outcome.cacheSavingsUsd, byModel);
   }
 
-  private addCost(usd: number, tags: MetricTags): void {
-    const key = JSON.stringify(tags);
+  private addCost(counter: 'costMicroUsd' | 'cacheSavingsMicroUsd', usd: number, tags: MetricTags): void {
+    const key = `${counter} ${JSON.stringify(tags)}`;
     const exact = usd * 1e6 + (this.costCarry.get(key) ?? 0);
     const whole = Math.floor(exact);
     this.costCarry.set(key, exact - whole);
-    if (whole > 0) this.counters.costMicroUsd.add(whole, tags);
+    if (whole > 0) this.counters[counter].add(whole, tags);
   }
 
   /** 429s, by the model of the call that got them. */

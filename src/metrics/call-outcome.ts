@@ -14,6 +14,7 @@ export interface CallAnswer {
   usage?: TokenCounts;
   /** From the worker's price table; absent for a model without a price (`unpriced`). */
   costUsd?: number;
+  cacheSavingsUsd?: number;
   unpriced?: boolean;
 }
 
@@ -57,8 +58,17 @@ export function answerOf(result: unknown): CallAnswer {
     ...(model === undefined ? {} : { model }),
     ...(usage === undefined
       ? {}
-      : { usage: { promptTokens: count('promptTokens'), completionTokens: count('completionTokens') } }),
+      : {
+          usage: {
+            promptTokens: count('promptTokens'),
+            completionTokens: count('completionTokens'),
+            ...(count('cachedPromptTokens') > 0 ? { cachedPromptTokens: count('cachedPromptTokens') } : {}),
+          },
+        }),
     ...(costUsd === undefined ? {} : { costUsd }),
+    ...(typeof result.cacheSavingsUsd === 'number' && Number.isFinite(result.cacheSavingsUsd)
+      ? { cacheSavingsUsd: result.cacheSavingsUsd }
+      : {}),
     ...(result.unpriced === true ? { unpriced: true } : {}),
   };
 }

@@ -1,5 +1,7 @@
 export {
+  ANTHROPIC_CACHE_RATIOS,
   BUILT_IN_PRICES,
+  isAnthropicModel,
   modelPriceSchema,
   priceTableSchema,
   type ModelPrice,
@@ -7,5 +9,17 @@ export {
   type PriceTable,
   type PriceTier,
 } from './price-table';
-export { priceFor, priceOf, tierRates, withCost, type CostFields } from './price-of';
+export {
+  callCost,
+  callRates,
+  costFields,
+  hasCacheTokens,
+  priceFor,
+  priceOf,
+  tierRates,
+  withCost,
+  type CallCost,
+  type CallRates,
+  type CostFields,
+} from './price-of';
 export { PriceConfigError, pricesFromEnvironment } from './from-environment';

@@ -1,10 +1,8 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ObjectStorage } from '../store';
 import { linesOf } from '../spool/lines';
+import { usageFromAnthropic } from '../llm/token-usage';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
-import type { TokenUsage } from '../contract/agent-task';
-import { usageOf } from '../llm/anthropic-messages';
-import { tokenUsageOf } from '../llm/token-usage';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
 const RETRYABLE_ERRORS = new Set(['api_error', 'overloaded_error', 'rate_limit_error', 'timeout_error']);
@@ -170,7 +168,7 @@ export class AnthropicBatches implements ProviderBatchClient {
           output,
           model: message.model,
           // Anthropic's input_tokens leaves out cache reads and writes: promptTokens counts them (token-usage.ts).
-          usage: tokenUsageOf(usageOf(message.usage, '5m')) as TokenUsage,
+          usage: usageFromAnthropic(message.usage),
           finishReason: message.stop_reason ?? null,
         };
       } else if (result.type === 'errored') {

@@ -4,6 +4,8 @@ import type { Batch } from 'openai/resources/batches';
 import type { ObjectStorage } from '../store';
 import { providerFromEnvironment, OPENAI_BASE_URL } from '../llm/llm-client';
 import { retryableStatus, textLines } from './response-lines';
+import { usageFromChat, usageFromResponses } from '../llm/token-usage';
+import type { TokenUsage } from '../contract/agent-task';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 
@@ -40,7 +42,7 @@ interface OutputLine {
 function answerOf(
   body: Record<string, unknown>,
   fallbackModel: string,
-): { output: string; model: string; usage?: ItemUsage; finishReason: string | null } {
+): { output: string; model: string; usage?: TokenUsage; finishReason: string | null } {
   const model = typeof body.model === 'string' ? body.model : fallbackModel;
   if (body.object === 'response') {
     const output = ((body.output ?? []) as { type?: string; content?: { type?: string; text?: string }[] }[])
@@ -49,35 +51,23 @@ function answerOf(
       .filter((part) => part.type === 'output_text')
       .map((part) => part.text ?? '')
       .join('');
-    const usage = body.usage as { input_tokens?: number; output_tokens?: number; total_tokens?: number } | undefined;
     return {
       output,
       model,
-      usage: usage && {
-        promptTokens: usage.input_tokens ?? 0,
-        completionTokens: usage.output_tokens ?? 0,
-        totalTokens: usage.total_tokens ?? 0,
-      },
+      usage: usageFromResponses(body.usage),
       finishReason: typeof body.status === 'string' ? body.status : null,
     };
   }
   const choice = (
     body.choices as { message?: { content?: string | null }; finish_reason?: string | null }[] | undefined
   )?.[0];
-  const usage = body.usage as { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | undefined;
   return {
     output: choice?.message?.content ?? '',
     model,
-    usage: usage && {
-      promptTokens: usage.prompt_tokens ?? 0,
-      completionTokens: usage.completion_tokens ?? 0,
-      totalTokens: usage.total_tokens ?? 0,
-    },
+    usage: usageFromChat(body.usage),
     finishReason: choice?.finish_reason ?? null,
   };
 }
-
-type ItemUsage = { promptTokens: number; completionTokens: number; totalTokens: number };
 
 /** One line of an output or error file as an outcome. */
 export function openAiOutcome(line: OutputLine, model: string): ItemOutcome {

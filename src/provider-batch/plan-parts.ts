@@ -1,3 +1,4 @@
+import { promptCacheKeyOf } from '../llm/stable-request';
 import { createHash } from 'node:crypto';
 import type { AgentTask, PromptCache } from '../contract/agent-task';
 import { BATCH_PROMPT_CACHE } from '../contract/batch';
@@ -61,6 +62,11 @@ export function requestLine(
     };
     return JSON.stringify({ custom_id: customId, params });
   }
+  // As a sync call would send it (send-chat.ts), so the provider's cache sees items of one prefix together.
+  const promptCacheKey =
+    task.promptCacheKey ??
+    promptCacheKeyOf(task.system === undefined ? [] : [{ role: 'system', content: task.system }], undefined);
+  const cacheKey = promptCacheKey === undefined ? {} : { prompt_cache_key: promptCacheKey };
   const body =
     endpoint === '/v1/responses'
       ? {
@@ -69,6 +75,7 @@ export function requestLine(
           ...(task.system === undefined ? {} : { instructions: task.system }),
           ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
           ...(task.maxTokens === undefined ? {} : { max_output_tokens: task.maxTokens }),
+          ...cacheKey,
         }
       : {
           model,
@@ -78,6 +85,7 @@ export function requestLine(
           ],
           ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
           ...(task.maxTokens === undefined ? {} : { max_tokens: task.maxTokens }),
+          ...cacheKey,
         };
   return JSON.stringify({ custom_id: customId, method: 'POST', url: endpoint, body });
 }

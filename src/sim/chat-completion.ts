@@ -5,12 +5,13 @@ import type { FaultKind, SimulatorConfig } from './config';
 import { chooseFault, latencyFor, STATUS_MESSAGES } from './faults';
 import { readBody, sendJson } from './http';
 import { countTokens, quotedPrompt } from './prompt-text';
+import { prefixChain, promptWords, type SimulatedPromptCache } from './prompt-cache';
 import type { ProviderBatchesSimulator } from './provider-batches';
 import { rateLimitTokens, type Admission, type RateLimitKind, type SimulatedRateLimiter } from './rate-limits';
 import { roll } from './seeded-roll';
 import { scriptedCompletion } from './tool-calls';
 import { anthropicError, anthropicRateLimitHeaders, chatReplyAsMessage, messagesRequestAsChat } from './messages-api';
-import { minimumCacheableTokens, type CacheUsage, type SimulatedPromptCache } from './prompt-cache';
+import { minimumCacheableTokens, type CacheUsage, type AnthropicPromptCache } from './anthropic-prompt-cache';
 import { parseResetDuration } from '../pacing/rate-limit-headers';
 
 /** One request the simulator received, as tests read it from GET /_sim/log. */
@@ -37,6 +38,10 @@ export interface SimulatedRequest {
   fault?: FaultKind;
   /** Set when the request was refused by the simulated rate limits (429), naming the limit it hit. */
   rateLimited?: RateLimitKind;
+  /** The request's `prompt_cache_key`, when it had one. */
+  promptCacheKey?: string;
+  /** The usage an answer reported (its `cached_tokens`: the prompt tokens served from the simulated prompt cache). */
+  usage?: { prompt_tokens: number; completion_tokens: number; cached_tokens: number };
   /** Tokens the request was charged against the tokens-per-minute limit, once settled. */
   rateLimitTokens?: number;
   inFlightAtArrival: number;
@@ -57,8 +62,10 @@ export interface SimulatorState {
   /** Requests answered 429 by the rate limits. */
   rateLimited: number;
   providerBatches: ProviderBatchesSimulator;
-  /** Anthropic's prompt cache, which `/v1/messages` requests read and write. */
+  /** OpenAI's prompt caching (prompt-cache.ts), shared by chat completions and the Responses API. */
   promptCache: SimulatedPromptCache;
+  /** Anthropic's prompt cache (anthropic-prompt-cache.ts), which `/v1/messages` requests read and write. */
+  anthropicCache: AnthropicPromptCache;
 }
 
 interface ChatRequestBody {
@@ -67,6 +74,8 @@ interface ChatRequestBody {
   messages?: { role?: string; content?: unknown }[];
   max_tokens?: number;
   max_completion_tokens?: number;
+  tools?: unknown[];
+  prompt_cache_key?: string;
 }
 
 function promptOf(body: ChatRequestBody): string {
@@ -180,7 +189,7 @@ export async function chatCompletion(
   const model = body.model ?? 'sim-model';
   // Read and written when the answer is, and refused before anything else when it marks too many breakpoints.
   const useCache = () =>
-    state.promptCache.use(
+    state.anthropicCache.use(
       `${apiKey ?? ''}\u0000${model}`,
       raw,
       minimumCacheableTokens(model, state.config.cacheMinimumTokens),
@@ -282,6 +291,23 @@ export async function chatCompletion(
       return;
     }
     entry.outcome = 200;
+    // The whole prompt is counted (tools and every message) and its cached prefix read as OpenAI would.
+    if (body.prompt_cache_key !== undefined) entry.promptCacheKey = body.prompt_cache_key;
+    const words = promptWords(body);
+    const promptTokens = words.length;
+    // Anthropic's requests read and write their own cache (anthropic-prompt-cache.ts), not OpenAI's.
+    const cachedTokens = native
+      ? 0
+      : state.promptCache.serve(model, body.prompt_cache_key, prefixChain(words), Date.now());
+    const usageOf = (completionTokens: number) => {
+      entry.usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, cached_tokens: cachedTokens };
+      return {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+        prompt_tokens_details: { cached_tokens: cachedTokens },
+      };
+    };
     // Tool calls and structured answers scripted by directives in the task's prompt (tool-calls.ts).
     const scripted = scriptedCompletion(body, entry.seq);
     const answer = (reply: Record<string, unknown>) => {
@@ -292,7 +318,12 @@ export async function chatCompletion(
     };
     if (scripted) {
       settleTokens(pending.promptTokens + scripted.usage.completion_tokens);
-      sendJson(response, 200, answer(scripted), rateLimitHeaders());
+      sendJson(
+        response,
+        200,
+        answer({ ...scripted, usage: usageOf(scripted.usage.completion_tokens) }),
+        rateLimitHeaders(),
+      );
       return;
     }
     const system = (body.messages ?? []).find((message) => message.role === 'system')?.content;
@@ -304,7 +335,6 @@ export async function chatCompletion(
       entry.taskId,
       body.max_tokens ?? body.max_completion_tokens,
     );
-    const promptTokens = countTokens(prompt) + (typeof system === 'string' ? countTokens(system) : 0);
     const completionTokens = countTokens(output);
     settleTokens(pending.promptTokens + completionTokens);
     const reply = {
@@ -317,11 +347,7 @@ export async function chatCompletion(
       choices: [
         { index: 0, message: { role: 'assistant', content: output }, finish_reason: finishReason, logprobs: null },
       ],
-      usage: {
-        prompt_tokens: promptTokens,
-        completion_tokens: completionTokens,
-        total_tokens: promptTokens + completionTokens,
-      },
+      usage: usageOf(completionTokens),
     };
     sendJson(response, 200, answer(reply), rateLimitHeaders());
   }, entry.latencyMs);

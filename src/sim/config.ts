@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { providerBatchSimSchema } from './provider-batches';
+import { DEFAULT_CACHE_IDLE_MS } from './prompt-cache';
 
 /** Faults the simulator can inject. Status codes answer with that status; the rest misbehave at the socket. */
 export const faultKinds = [
@@ -73,6 +74,12 @@ export const simulatorConfigSchema = z.strictObject({
     .strictObject({ min: z.number().int().min(1), max: z.number().int().min(1) })
     .refine((value) => value.max >= value.min, 'max must be at least min')
     .optional(),
+  /**
+   * OpenAI's prompt caching (prompt-cache.ts): prefixes of 1,024 tokens and every 128 more, per model and
+   * `prompt_cache_key`, reported as `cached_tokens` in every usage. `idleMs`: how long a prefix lives unused (0 caches
+   * nothing). Default: env FANOUT_SIM_PROMPT_CACHE_IDLE_MS, else 5 minutes.
+   */
+  promptCache: z.strictObject({ idleMs: z.number().int().min(0).optional() }).default({}),
   /** The provider batch APIs (OpenAI files and batches, Anthropic message batches): time speed, expiry, errors. */
   providerBatches: providerBatchSimSchema.prefault({}),
 });
@@ -116,4 +123,13 @@ export function parsePromptMarker(prompt: string): PromptMarker | undefined {
     };
   }
   return marker;
+}
+
+/** How long a simulated cached prefix lives unused, ms: the configuration's, else FANOUT_SIM_PROMPT_CACHE_IDLE_MS, else 5 minutes. */
+export function cacheIdleMs(config: SimulatorConfig): number {
+  if (config.promptCache.idleMs !== undefined) return config.promptCache.idleMs;
+  const fromEnvironment = Number(process.env.FANOUT_SIM_PROMPT_CACHE_IDLE_MS);
+  return process.env.FANOUT_SIM_PROMPT_CACHE_IDLE_MS?.trim() && Number.isFinite(fromEnvironment) && fromEnvironment >= 0
+    ? fromEnvironment
+    : DEFAULT_CACHE_IDLE_MS;
 }

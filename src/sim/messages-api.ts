@@ -1,4 +1,4 @@
-import { anthropicUsageOf, type CacheUsage } from './prompt-cache';
+import { anthropicUsageOf, type CacheUsage } from './anthropic-prompt-cache';
 
 /**
  * The simulator's Anthropic Messages API (`POST /v1/messages`): a request is answered by the same machinery as a chat

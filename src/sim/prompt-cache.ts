@@ -1,162 +1,109 @@
 import { createHash } from 'node:crypto';
-import { countTokens } from './prompt-text';
 
 /**
- * Anthropic's prompt cache as the simulator keeps it. A request's prefix is its blocks in Anthropic's order (tools,
- * system, then each message's content blocks); a block marked `cache_control` is a breakpoint. At most 4 breakpoints
- * (more is a 400). The request reads the longest prefix found in the cache that ends at a breakpoint or up to 20
- * blocks before one (Anthropic's look-back), and writes the prefix at every breakpoint after it that is at least the
- * model's minimum cacheable length, to live its `ttl` (5 minutes, or 1 hour); a read renews the entry it read. Entries
- * are keyed by API key, model and a hash chained over the prefix's blocks (their `cache_control` left out), so the same
- * blocks in the same order, byte for byte, are the same entry.
+ * OpenAI's automatic prompt caching, simulated: a request's prompt is cached in prefixes of 1,024 tokens and then every
+ * 128 more, per model and `prompt_cache_key`; a later request whose prompt starts with a cached prefix is served that
+ * many tokens from cache (`cached_tokens`), the longest that matches. A prefix not used for `idleMs` is forgotten
+ * (0: nothing is cached).
+ * Tokens are the simulator's (whitespace-separated words), so a test can recount them.
  */
+export const CACHE_MIN_TOKENS = 1024;
+export const CACHE_INCREMENT_TOKENS = 128;
 
-/** Blocks before a breakpoint that Anthropic checks for an earlier cache entry. */
-const LOOK_BACK_BLOCKS = 20;
-/** Breakpoints a request may mark. */
-export const MAX_BREAKPOINTS = 4;
-const TTL_MS = { '5m': 5 * 60_000, '1h': 60 * 60_000 } as const;
+/** How long a cached prefix lives unused when neither the configuration nor FANOUT_SIM_PROMPT_CACHE_IDLE_MS says: 5 minutes. */
+export const DEFAULT_CACHE_IDLE_MS = 300_000;
 
-type Ttl = keyof typeof TTL_MS;
-
-/** What a request read from and wrote to the cache, in tokens, and the breakpoints it marked. */
-export interface CacheUsage {
-  breakpoints: number;
-  /** Every input token of the request (read, written and the rest). */
-  totalTokens: number;
-  readTokens: number;
-  write5mTokens: number;
-  write1hTokens: number;
-}
-
-interface Block {
-  tokens: number;
-  /** The breakpoint's time to live, when the block is one. */
-  ttl?: Ttl;
-  canonical: string;
-}
-
-/** Anthropic's minimum cacheable prompt length by model (Haiku's is longer); the simulator's setting wins. */
-export function minimumCacheableTokens(model: string, configured: number | undefined): number {
-  if (configured !== undefined) return configured;
-  return /haiku/.test(model) ? 2048 : 1024;
-}
-
-/** A block's tokens in the simulator's count: words of its text, or of its JSON with the punctuation as spaces. */
-function tokensOf(block: Record<string, unknown>): number {
-  if (block.type === 'text' && typeof block.text === 'string') return countTokens(block.text);
-  return JSON.stringify(block)
-    .split(/[\s{}[\]",:]+/)
-    .filter(Boolean).length;
-}
-
-function blockOf(value: unknown): Block {
-  const { cache_control: control, ...rest } = (typeof value === 'object' && value !== null ? value : {}) as Record<
-    string,
-    unknown
-  >;
-  const ttl =
-    typeof control === 'object' && control !== null
-      ? (control as { ttl?: unknown }).ttl === '1h'
-        ? '1h'
-        : '5m'
-      : undefined;
-  return { tokens: tokensOf(rest), ...(ttl ? { ttl } : {}), canonical: JSON.stringify(rest) };
-}
-
-/** The blocks of a Messages API request body, in prefix order. */
-export function blocksOf(body: Record<string, unknown>): Block[] {
-  const blocks: Block[] = [];
-  for (const tool of Array.isArray(body.tools) ? body.tools : []) blocks.push(blockOf(tool));
-  if (typeof body.system === 'string') blocks.push(blockOf({ type: 'text', text: body.system }));
-  else if (Array.isArray(body.system)) for (const block of body.system) blocks.push(blockOf(block));
-  for (const message of Array.isArray(body.messages)
-    ? (body.messages as { role?: unknown; content?: unknown }[])
-    : []) {
-    const content =
-      typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : (message.content ?? []);
-    // The role is part of what a block means: the same text from the user and from the assistant is not one prefix.
-    for (const block of Array.isArray(content) ? content : [])
-      blocks.push({ ...blockOf(block), canonical: `${String(message.role)}:${blockOf(block).canonical}` });
+/** A prompt's words in the order the provider reads them: the tools offered, then every message. */
+export function promptWords(body: { tools?: unknown; messages?: unknown }): string[] {
+  const words: string[] = [];
+  const add = (text: string) => {
+    for (const word of text.split(/\s+/)) if (word !== '') words.push(word);
+  };
+  for (const tool of Array.isArray(body.tools) ? (body.tools as { function?: Record<string, unknown> }[]) : []) {
+    const definition = tool.function ?? {};
+    // The definition's JSON as words: its key order is part of the prefix, as its bytes are to a provider.
+    add(`${String(definition.name ?? '')} ${String(definition.description ?? '')}`);
+    add(JSON.stringify(definition.parameters ?? {}).replace(/[{}[\]",:]/g, ' '));
   }
-  return blocks;
+  for (const message of Array.isArray(body.messages) ? (body.messages as MessageLike[]) : []) add(messageText(message));
+  return words;
 }
 
+interface MessageLike {
+  content?: unknown;
+  tool_calls?: { function?: { name?: string; arguments?: string } }[];
+}
+
+/** A message's text as the simulator counts it (tool-calls.ts counts the same): its content and its tool calls. */
+function messageText(message: MessageLike): string {
+  const calls = (message.tool_calls ?? [])
+    .map((call) => `${call.function?.name ?? ''} ${call.function?.arguments ?? ''}`)
+    .join(' ');
+  return `${typeof message.content === 'string' ? message.content : ''} ${calls}`;
+}
+
+/** The simulator's token count of a whole prompt (promptWords' length). */
+export const promptTokenCount = (body: { tools?: unknown; messages?: unknown }): number => promptWords(body).length;
+
+/**
+ * A digest per cacheable prefix of the words: the first 1,024, then each 128 more; each digest chains the one before,
+ * so the whole chain costs one pass over the prompt.
+ */
+export function prefixChain(words: readonly string[]): string[] {
+  const chain: string[] = [];
+  let digest = '';
+  for (let end = CACHE_MIN_TOKENS; end <= words.length; end += CACHE_INCREMENT_TOKENS) {
+    const start = end === CACHE_MIN_TOKENS ? 0 : end - CACHE_INCREMENT_TOKENS;
+    digest = createHash('sha256')
+      .update(digest)
+      .update('\u0000')
+      .update(words.slice(start, end).join(' '))
+      .digest('hex');
+    chain.push(digest);
+  }
+  return chain;
+}
+
+/** Cached tokens for the longest cached prefix at position `index` of a chain. */
+const tokensAt = (index: number) => CACHE_MIN_TOKENS + index * CACHE_INCREMENT_TOKENS;
+
+/** The simulated cache of one provider (or of one provider batch): prefixes by model and prompt_cache_key. */
 export class SimulatedPromptCache {
-  private readonly entries = new Map<string, { expiresAt: number; ttl: Ttl }>();
+  /** Last use (ms) of each prefix digest, by scope (model and key). */
+  private readonly scopes = new Map<string, Map<string, number>>();
+  private served = 0;
+
+  constructor(private readonly idleMs: () => number) {}
 
   /**
-   * Reads and writes the cache for one request; throws a message for a request Anthropic refuses (more than 4
-   * breakpoints). `scope` separates caches (API key and model), `minimumTokens` is the model's minimum.
+   * Serves a prompt at `now` (ms): the tokens read from cache (0, or 1,024 + 128k), then its prefixes are cached
+   * (or kept alive) from `now`.
    */
-  use(scope: string, body: Record<string, unknown>, minimumTokens: number, now: number = Date.now()): CacheUsage {
-    const blocks = blocksOf(body);
-    const breakpoints = blocks.flatMap((block, index) => (block.ttl ? [index] : []));
-    if (breakpoints.length > MAX_BREAKPOINTS)
-      throw new Error(
-        `A maximum of ${MAX_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints.length}.`,
-      );
-    const hashes: string[] = [];
-    const ends: number[] = [];
-    let hash = createHash('sha256').update(scope).digest('hex');
-    let tokens = 0;
-    for (const block of blocks) {
-      hash = createHash('sha256').update(hash).update(block.canonical).digest('hex');
-      tokens += block.tokens;
-      hashes.push(hash);
-      ends.push(tokens);
+  serve(model: string, key: string | undefined, chain: readonly string[], now: number): number {
+    const scopeName = `${model}\u0000${key ?? ''}`;
+    let scope = this.scopes.get(scopeName);
+    if (!scope) {
+      scope = new Map();
+      this.scopes.set(scopeName, scope);
     }
-    const live = (index: number) => {
-      const entry = this.entries.get(hashes[index]);
-      return entry !== undefined && entry.expiresAt > now ? entry : undefined;
-    };
-    let read = -1;
-    for (const breakpoint of breakpoints)
-      for (let index = breakpoint; index >= Math.max(0, breakpoint - LOOK_BACK_BLOCKS); index -= 1)
-        if (index > read && live(index)) {
-          read = index;
-          break;
-        }
-    const usage: CacheUsage = {
-      breakpoints: breakpoints.length,
-      totalTokens: tokens,
-      readTokens: read >= 0 ? ends[read] : 0,
-      write5mTokens: 0,
-      write1hTokens: 0,
-    };
-    const entry = read >= 0 ? live(read) : undefined;
-    if (entry) entry.expiresAt = now + TTL_MS[entry.ttl];
-    let written = usage.readTokens;
-    for (const index of breakpoints) {
-      const ttl = blocks[index].ttl as Ttl;
-      if (index <= read || ends[index] < minimumTokens) continue;
-      this.entries.set(hashes[index], { expiresAt: now + TTL_MS[ttl], ttl });
-      if (ttl === '1h') usage.write1hTokens += ends[index] - written;
-      else usage.write5mTokens += ends[index] - written;
-      written = ends[index];
+    const idleMs = this.idleMs();
+    let hit = -1;
+    for (const [index, digest] of chain.entries()) {
+      const usedAt = scope.get(digest);
+      if (usedAt === undefined || now - usedAt >= idleMs) break;
+      hit = index;
     }
-    return usage;
+    for (const digest of chain) scope.set(digest, now);
+    if (++this.served % 1000 === 0) this.forgetIdle(now, idleMs);
+    return hit < 0 ? 0 : tokensAt(hit);
   }
 
   clear(): void {
-    this.entries.clear();
+    this.scopes.clear();
   }
-}
 
-/**
- * Anthropic's `usage` for an answer whose request read and wrote the cache as `cache` says: its `input_tokens` leave out
- * the tokens read from and written to the cache, which have fields of their own.
- */
-export function anthropicUsageOf(cache: CacheUsage, outputTokens: number) {
-  const written = cache.write5mTokens + cache.write1hTokens;
-  return {
-    input_tokens: cache.totalTokens - cache.readTokens - written,
-    cache_creation_input_tokens: written,
-    cache_read_input_tokens: cache.readTokens,
-    cache_creation: {
-      ephemeral_5m_input_tokens: cache.write5mTokens,
-      ephemeral_1h_input_tokens: cache.write1hTokens,
-    },
-    output_tokens: outputTokens,
-  };
+  private forgetIdle(now: number, idleMs: number): void {
+    for (const scope of this.scopes.values())
+      for (const [digest, usedAt] of scope) if (now - usedAt >= idleMs) scope.delete(digest);
+  }
 }

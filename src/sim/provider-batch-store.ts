@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { ProviderBatchSimConfig } from './provider-batch-config';
 import { countTokens } from './prompt-text';
+import { prefixChain, promptWords, SimulatedPromptCache } from './prompt-cache';
+import { responsesRequestAsChat } from '../llm/responses-api';
 import { roll } from './seeded-roll';
-import type { CacheUsage, SimulatedPromptCache } from './prompt-cache';
+import type { AnthropicPromptCache, CacheUsage } from './anthropic-prompt-cache';
 import {
   anthropicResult,
   elapsed,
@@ -89,7 +91,8 @@ export class ProviderBatchStore {
       config: () => ProviderBatchSimConfig;
       seed: () => string | number;
       /** Anthropic's prompt cache, which Message Batches items read and write (in the order they finish). */
-      promptCache?: () => { cache: SimulatedPromptCache; minimumTokens: (model: string) => number };
+      promptCache?: () => { cache: AnthropicPromptCache; minimumTokens: (model: string) => number };
+      cacheIdleMs: () => number;
     },
   ) {}
 
@@ -144,16 +147,21 @@ export class ProviderBatchStore {
     const id = this.nextId(provider === 'openai' ? 'batch_' : 'msgbatch_');
     const { min, max } = config.processingSeconds;
     const processingSeconds = min + roll(this.options.seed(), 'batch-length', id) * (max - min);
-    const items = requests.map(({ customId, body }) => {
+    const items = requests.map(({ customId, body }): SimItem => {
       const prompt = promptOf(body);
-      return {
+      const base = {
         customId,
         body,
         model: typeof body.model === 'string' ? body.model : 'sim-model',
         finishAt: roll(this.options.seed(), 'batch-finish', customId) * processingSeconds,
         fate: this.fateOf(customId, prompt),
-        promptTokens: countTokens(prompt),
       };
+      if (provider !== 'openai') return { ...base, promptTokens: countTokens(prompt) };
+      // An OpenAI item's whole prompt is counted (system, tools, every message), as a sync call's is, and its
+      // prefixes kept (not its words) for the batch's prompt cache.
+      const words = promptWords(endpoint === '/v1/responses' ? responsesRequestAsChat(body) : body);
+      const cacheKey = typeof body.prompt_cache_key === 'string' ? body.prompt_cache_key : undefined;
+      return { ...base, promptTokens: words.length, prefixes: prefixChain(words), ...(cacheKey ? { cacheKey } : {}) };
     });
     const batch: SimBatch = {
       id,
@@ -212,6 +220,7 @@ export class ProviderBatchStore {
       );
       return;
     }
+    this.servePromptCache(answered);
     batch.ended.outputFileId = this.storeOutputFile(
       `${batch.id}_output.jsonl`,
       answered.map((item) => openAiOutputLine(batch, item)),
@@ -220,6 +229,16 @@ export class ProviderBatchStore {
       `${batch.id}_error.jsonl`,
       batch.items.filter((item) => !isAnswered(item, at)).map((item) => openAiErrorLine(item, at, status)),
     );
+  }
+
+  /**
+   * The cached tokens of a batch's answered OpenAI items: a cache of the batch's own, its items served in the order
+   * they finished, on the batch's simulated clock.
+   */
+  private servePromptCache(answered: SimItem[]): void {
+    const cache = new SimulatedPromptCache(this.options.cacheIdleMs);
+    for (const item of [...answered].sort((a, b) => a.finishAt - b.finishAt))
+      item.cachedTokens = cache.serve(item.model, item.cacheKey, item.prefixes ?? [], item.finishAt * 1000);
   }
 
   /** Stores the records as a JSONL file of purpose `batch_output` and returns its id; none when there are none. */

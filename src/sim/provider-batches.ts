@@ -1,4 +1,4 @@
-import type { SimulatedPromptCache } from './prompt-cache';
+import type { AnthropicPromptCache } from './anthropic-prompt-cache';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { anthropicBatches } from './anthropic-batch-api';
 import type { BatchApiRoute } from './batch-api';
@@ -35,7 +35,9 @@ export interface ProviderBatchesSimulator {
 export function createProviderBatches(options: {
   config: () => ProviderBatchSimConfig;
   seed: () => string | number;
-  promptCache?: () => { cache: SimulatedPromptCache; minimumTokens: (model: string) => number };
+  promptCache?: () => { cache: AnthropicPromptCache; minimumTokens: (model: string) => number };
+  /** How long a cached prompt prefix lives unused, ms (OpenAI batches cache prefixes as sync calls do). */
+  cacheIdleMs: () => number;
 }): ProviderBatchesSimulator {
   const store = new ProviderBatchStore(options);
   let flexRequests = new Map<string, number>();

@@ -1,5 +1,5 @@
 import { countTokens, quotedPrompt } from './prompt-text';
-import { anthropicUsageOf, type CacheUsage } from './prompt-cache';
+import { anthropicUsageOf, type CacheUsage } from './anthropic-prompt-cache';
 
 /** A simulated batch item's end: answered, never run before the window closed, or answered with an error. */
 export type ItemFate = 'ok' | 'expired' | 'error-500' | 'error-400';
@@ -11,6 +11,11 @@ export interface SimItem {
   finishAt: number;
   fate: ItemFate;
   promptTokens: number;
+  /** An OpenAI item's cacheable prefixes (prompt-cache.ts) and `prompt_cache_key`. */
+  prefixes?: string[];
+  cacheKey?: string;
+  /** Set when its batch ends: prompt tokens served from the batch's prompt cache. */
+  cachedTokens?: number;
 }
 
 export type BatchEndStatus = 'completed' | 'expired' | 'cancelled';
@@ -70,14 +75,24 @@ export function promptOf(body: Record<string, unknown>): string {
 }
 
 /** The item's simulated answer and its token counts. */
-function answerOf(item: SimItem): { output: string; promptTokens: number; completionTokens: number } {
+function answerOf(item: SimItem): {
+  output: string;
+  promptTokens: number;
+  completionTokens: number;
+  cachedTokens: number;
+} {
   const output = `[simulated batch] answer to: ${quotedPrompt(promptOf(item.body))}`;
-  return { output, promptTokens: item.promptTokens, completionTokens: countTokens(output) };
+  return {
+    output,
+    promptTokens: item.promptTokens,
+    completionTokens: countTokens(output),
+    cachedTokens: item.cachedTokens ?? 0,
+  };
 }
 
 /** The body of an answered item's response, as the batch's endpoint (chat completions or responses) writes it. */
 export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unknown> {
-  const { output, promptTokens, completionTokens } = answerOf(item);
+  const { output, promptTokens, completionTokens, cachedTokens } = answerOf(item);
   if (batch.endpoint === '/v1/responses') {
     return {
       id: `resp_${batch.id}_${item.customId}`,
@@ -96,6 +111,7 @@ export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unkno
         input_tokens: promptTokens,
         output_tokens: completionTokens,
         total_tokens: promptTokens + completionTokens,
+        input_tokens_details: { cached_tokens: cachedTokens },
       },
     };
   }
@@ -109,6 +125,7 @@ export function openAiBody(batch: SimBatch, item: SimItem): Record<string, unkno
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
       total_tokens: promptTokens + completionTokens,
+      prompt_tokens_details: { cached_tokens: cachedTokens },
     },
   };
 }

@@ -4,8 +4,10 @@ import { chatCompletion, type SimulatedRequest, type SimulatorState } from './ch
 import { simulatorConfigSchema, type SimulatorConfig, type SimulatorConfigInput } from './config';
 import { readBody, sendJson } from './http';
 import { createProviderBatches, type ProviderBatchStats } from './provider-batches';
-import { minimumCacheableTokens, SimulatedPromptCache } from './prompt-cache';
+import { AnthropicPromptCache, minimumCacheableTokens } from './anthropic-prompt-cache';
 import { SimulatedRateLimiter, type RateLimiterSnapshot } from './rate-limits';
+import { cacheIdleMs } from './config';
+import { SimulatedPromptCache } from './prompt-cache';
 
 export type { SimulatedRequest } from './chat-completion';
 
@@ -57,15 +59,17 @@ export async function startSimulator(
     maxInFlight: 0,
     seq: 0,
     rateLimited: 0,
-    promptCache: new SimulatedPromptCache(),
+    anthropicCache: new AnthropicPromptCache(),
     providerBatches: createProviderBatches({
       config: () => state.config.providerBatches,
       seed: () => state.config.seed,
       promptCache: () => ({
-        cache: state.promptCache,
+        cache: state.anthropicCache,
         minimumTokens: (model) => minimumCacheableTokens(model, state.config.cacheMinimumTokens),
       }),
+      cacheIdleMs: () => cacheIdleMs(state.config),
     }),
+    promptCache: new SimulatedPromptCache(() => cacheIdleMs(state.config)),
   };
 
   /** Counters and log are kept; rate-limit buckets start full. */
@@ -104,6 +108,7 @@ export async function startSimulator(
     state.limiter = limiterFor(state.config);
     state.providerBatches.reset();
     state.promptCache.clear();
+    state.anthropicCache.clear();
   }
 
   const server: Server = createServer((request, response) => {

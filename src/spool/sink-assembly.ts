@@ -1,7 +1,7 @@
 import type { BatchResultLine } from '../contract/batch';
 import { laneName } from '../contract/lane-name';
 import { childOf } from '../contract/location';
-import { roundUsd } from '../contract/metrics';
+import { addCacheSavings, addTokens, roundUsd, tokenCountsOf } from '../contract/metrics';
 import type { ObjectStorage } from '../store';
 import type { AssembledSink, LaneLedger, SinkCounts } from '../contract/batch-activities';
 import { journaled, sealedLines } from './lane-journal';
@@ -79,15 +79,14 @@ function count(counts: SinkCounts, text: string): void {
   }
   if (line.status === 'ok') counts.succeeded += 1;
   else counts.failed += 1;
-  counts.tokens.prompt += line.usage?.promptTokens ?? 0;
-  counts.tokens.completion += line.usage?.completionTokens ?? 0;
-  counts.tokens.total += line.usage?.totalTokens ?? 0;
+  addTokens(counts.tokens, tokenCountsOf(line.usage));
   counts.cost.usd += line.costUsd ?? 0;
   if (line.unpriced) counts.cost.unpricedCalls += 1;
   if (line.cached) {
     counts.cost.cachedCalls = (counts.cost.cachedCalls ?? 0) + 1;
     counts.cost.savedUsd = (counts.cost.savedUsd ?? 0) + (line.savedUsd ?? 0);
   }
+  addCacheSavings(counts.cost, line.cacheSavingsUsd);
 }
 
 /**

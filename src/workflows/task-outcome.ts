@@ -26,6 +26,7 @@ export function succeeded(task: AgentTask, call: AgentCallResult, durationMs: nu
     ...(call.unpriced ? { unpriced: true } : {}),
     ...(call.cached ? { cached: true } : {}),
     ...(call.savedUsd === undefined ? {} : { savedUsd: call.savedUsd }),
+    ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
     model: call.model,
     finishReason: call.finishReason,
   };

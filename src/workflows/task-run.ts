@@ -13,7 +13,7 @@ import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
 import { FailureType } from '../contract/failure-types';
 import { describeMove, recordPacing, type PacingStatus } from '../contract/pacing';
-import { roundUsd } from '../contract/metrics';
+import { addCacheSavings, roundUsd } from '../contract/metrics';
 import type { ResolvedRunOptions } from '../contract/run-options';
 import { modelCallActivity } from './model-call-activity';
 import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
@@ -42,6 +42,8 @@ export class TaskRun {
   /** US dollars of the answered calls whose model has a price, and how many answered calls had none. */
   costUsd = 0;
   unpricedCalls = 0;
+  /** What providers' prompt caches saved on them (RunCost.cacheSavingsUsd), and the cached prompt tokens. */
+  readonly cache: { cacheSavingsUsd?: number; cachedTokens: number } = { cachedTokens: 0 };
   /** The workers' pacing of this run's calls, as their results reported it. */
   readonly pacing: PacingStatus = { keys: [], moves: [] };
   /** What the Temporal UI shows for the run (its "current details"), before the spend so far. */
@@ -237,6 +239,8 @@ export class TaskRun {
     this.tokensUsed += result.usage?.totalTokens ?? 0;
     this.costUsd = roundUsd(this.costUsd + (result.costUsd ?? 0));
     if (result.unpriced) this.unpricedCalls += 1;
+    addCacheSavings(this.cache, result.cacheSavingsUsd);
+    this.cache.cachedTokens += result.usage?.cachedPromptTokens ?? 0;
     if (result.attempts > 1) this.emit('agent-retried', result.id, `${result.attempts} attempts`);
     const type =
       result.status === 'ok'
@@ -283,7 +287,12 @@ export class TaskRun {
       skipped: count('skipped'),
       running,
       pending,
-      cost: { usd: this.costUsd, unpricedCalls: this.unpricedCalls },
+      cost: {
+        usd: this.costUsd,
+        unpricedCalls: this.unpricedCalls,
+        ...(this.cache.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: this.cache.cacheSavingsUsd }),
+      },
+      ...(this.cache.cachedTokens > 0 ? { cachedTokens: this.cache.cachedTokens } : {}),
       ...(this.pacing.keys.length > 0 ? { pacing: this.pacing } : {}),
       tasks: this.tasks.map((task, index) => ({
         id: task.id,

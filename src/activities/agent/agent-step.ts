@@ -4,6 +4,7 @@ import { segmentName } from '../../contract/location';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PriceTable } from '../../pricing';
 import { withCallCost } from '../../answer-cache/call-cost';
+import { usageFromChat } from '../../llm/token-usage';
 import type { PayloadStore } from '../../store';
 import { ToolInputError } from '../../tools/define-tool';
 import { McpServerUnavailableError } from '../../tools/mcp';
@@ -20,7 +21,6 @@ import {
 } from '../../contract/agent-loop';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { sendChat, type ChatDependencies } from '../../llm/send-chat';
-import { tokenUsageOf } from '../../llm/token-usage';
 import { materialise, runPrefix, storageFailure } from '../model-call';
 import type { ChatMessage, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
@@ -208,6 +208,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         })),
         ...(task.temperature === undefined ? {} : { temperature: task.temperature }),
         ...(task.maxTokens === undefined ? {} : { maxTokens: task.maxTokens }),
+        ...(task.promptCacheKey === undefined ? {} : { promptCacheKey: task.promptCacheKey }),
         headers: { 'x-fanout-step': String(input.step) },
         ...(task.provider === undefined ? {} : { provider: task.provider }),
         ...(task.promptCache === undefined ? {} : { promptCache: task.promptCache }),
@@ -251,8 +252,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         requests.push(await toolCallRequest(call, offered, { ...prepare, index }));
       next = { next: 'tools', calls: requests };
     } else next = await answerOf(choice.message.content ?? '', input, dependencies);
-    const reported = completion.usage;
-    const usage = tokenUsageOf(reported);
+    const usage = usageFromChat(completion.usage);
     const priced = withCallCost({ model: completion.model ?? model, usage, cached }, dependencies.prices);
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {
@@ -262,7 +262,12 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       model: priced.model,
       finishReason: choice.finish_reason ?? null,
       ...(priced.usage ? { usage: priced.usage } : {}),
-      ...(priced.costUsd === undefined ? { unpriced: true } : { costUsd: priced.costUsd }),
+      ...(priced.costUsd === undefined
+        ? { unpriced: true }
+        : {
+            costUsd: priced.costUsd,
+            ...(priced.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: priced.cacheSavingsUsd }),
+          }),
       ...(priced.cached ? { cached: true } : {}),
       ...(priced.savedUsd === undefined ? {} : { savedUsd: priced.savedUsd }),
       attempt: info.attempt,

@@ -225,6 +225,7 @@ export function createBatchActivities(
             ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
             ...(call.cached ? { cached: true } : {}),
             ...(call.savedUsd === undefined ? {} : { savedUsd: call.savedUsd }),
+            ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
             model: call.model,
           };
           recentCalls.record(task.model ?? dependencies.defaultModel, durationMs);
@@ -235,6 +236,7 @@ export function createBatchActivities(
             seconds: durationMs / 1000,
             ...(call.usage ? { usage: call.usage } : {}),
             ...(call.unpriced ? { unpriced: true } : { costUsd: call.costUsd }),
+            ...(call.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: call.cacheSavingsUsd }),
           });
           result.callMsTotal += durationMs;
           result.calls += 1;

@@ -1,5 +1,6 @@
 import type { BatchResultLine } from '../../contract/batch';
 import type { LaneResult } from '../../contract/batch-activities';
+import { addCacheSavings, addTokens, tokenCountsOf } from '../../contract/metrics';
 
 /** What a lane reports before it has tallied anything. */
 export function emptyResult(): LaneResult {
@@ -25,11 +26,10 @@ export function tally(result: LaneResult, text: string): void {
 export function tallyLine(result: LaneResult, line: BatchResultLine): void {
   if (line.status === 'ok') result.succeeded += 1;
   else result.failed += 1;
-  result.tokens.prompt += line.usage?.promptTokens ?? 0;
-  result.tokens.completion += line.usage?.completionTokens ?? 0;
-  result.tokens.total += line.usage?.totalTokens ?? 0;
+  addTokens(result.tokens, tokenCountsOf(line.usage));
   result.costUsd += line.costUsd ?? 0;
   if (line.unpriced) result.unpricedCalls += 1;
+  addCacheSavings(result, line.cacheSavingsUsd);
 }
 
 /** The result line of an item that failed with no attempt left (or no retry worth one). */

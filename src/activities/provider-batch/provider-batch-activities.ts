@@ -4,12 +4,12 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { BatchResultLine } from '../../contract/batch';
 import { FailureType } from '../../contract/failure-types';
 import { childOf } from '../../contract/location';
-import { roundUsd } from '../../contract/metrics';
+import { addCacheSavings, addTokens, roundUsd, tokenCountsOf } from '../../contract/metrics';
 import { invalidInputFailure } from '../../contract/invalid-input-failure';
 import { InvalidInputError } from '../../contract/validation';
 import { linesOf } from '../../spool/lines';
 import { traceProviderBatch } from '../../telemetry/genai-spans';
-import { priceOf, type PricingDependencies } from '../../pricing';
+import { costFields, priceOf, type PricingDependencies } from '../../pricing';
 import { StorageError, type ObjectStorage } from '../../store';
 import { AnthropicBatches } from '../../provider-batch/anthropic-batches';
 import { OpenAiBatches } from '../../provider-batch/openai-batches';
@@ -216,7 +216,7 @@ export function createProviderBatchActivities(
               }
               let line: BatchResultLine;
               if (outcome.kind === 'ok') {
-                const costUsd = priceOf(outcome.model, outcome.usage, dependencies.prices, 'batch');
+                const cost = costFields(outcome.model, outcome.usage, dependencies.prices, 'batch');
                 const standard = priceOf(outcome.model, outcome.usage, dependencies.prices, 'standard');
                 line = {
                   id: entry.id,
@@ -225,15 +225,14 @@ export function createProviderBatchActivities(
                   attempts: (input.round ?? 0) + 1,
                   durationMs: input.durationMs,
                   usage: outcome.usage,
-                  ...(costUsd === undefined ? { unpriced: true } : { costUsd }),
+                  ...cost,
                   model: outcome.model,
                 };
                 collected.succeeded += 1;
-                collected.tokens.prompt += outcome.usage?.promptTokens ?? 0;
-                collected.tokens.completion += outcome.usage?.completionTokens ?? 0;
-                collected.tokens.total += outcome.usage?.totalTokens ?? 0;
-                if (costUsd === undefined) collected.cost.unpricedCalls += 1;
-                else collected.cost.usd += costUsd;
+                addTokens(collected.tokens, tokenCountsOf(outcome.usage));
+                if (cost.costUsd === undefined) collected.cost.unpricedCalls += 1;
+                else collected.cost.usd += cost.costUsd;
+                addCacheSavings(collected.cost, cost.cacheSavingsUsd);
                 collected.standardUsd += standard ?? 0;
               } else {
                 line = {

@@ -15,7 +15,7 @@ import {
 import { describeError, ExitCode } from '../errors';
 import { clientCommand, positiveNumber, promptCacheOf, wholeNumber, type ConnectionFlags } from '../options';
 import type { PromptCache } from '../../contract/agent-task';
-import { formatCost, formatPacing } from '../report';
+import { formatCost, formatPacing, formatTokens } from '../report';
 import { formatAgentEvent, runningAgents } from '../agent-view';
 
 interface BatchFlags extends ConnectionFlags {
@@ -75,7 +75,7 @@ function formatProgress(progress: BatchProgress): string {
     `batch ${progress.batchId}: ${progress.state}`,
     `  done ${progress.done}/${progress.total} (ok ${progress.succeeded}, failed ${progress.failed}), in flight ${progress.inFlight}, pending ${progress.pending}` +
       (progress.alreadyOk > 0 ? `, already ok before this resume ${progress.alreadyOk}` : ''),
-    `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${progress.tokens.total}, cost ${formatCost(progress.cost)}, run ${progress.runs} (history ${progress.historyLength} events)`,
+    `  ${progress.callsPerSecond.toFixed(1)} calls/s, ETA ${eta}, tokens ${formatTokens(progress.tokens)}, cost ${formatCost(progress.cost)}, run ${progress.runs} (history ${progress.historyLength} events)`,
     ...formatRoute(progress.route, progress.savingsUsd, '  '),
     ...formatProviderBatches(progress.providerBatches, '  '),
     ...formatPacing(progress.pacing, '  '),
@@ -86,7 +86,7 @@ function formatSummary(summary: BatchSummary): string {
   return [
     `batch ${summary.batchId} finished${summary.stoppedBy ? ` (stopped early: ${summary.stoppedBy})` : ''}`,
     `  ok ${summary.succeeded}, failed ${summary.failed}, not run ${summary.notRun}${summary.alreadyOk ? `, already ok ${summary.alreadyOk}` : ''} of ${summary.total}`,
-    `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${summary.tokens.total}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
+    `  wall ${(summary.wallMs / 1000).toFixed(1)}s, tokens ${formatTokens(summary.tokens)}, cost ${formatCost(summary.cost)}, runs ${summary.runs}, largest run history ${summary.largestRunHistory} events`,
     `  results: ${summary.sink}`,
     ...formatRoute(summary.route, summary.savingsUsd, '  '),
     ...formatProviderBatches(summary.providerBatches, '  '),

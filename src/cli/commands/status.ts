@@ -14,7 +14,7 @@ function formatProgress(progress: RunProgress): string {
   );
   return [
     `${progress.done}/${progress.total} done: ok ${progress.succeeded}, failed ${progress.failed}, cancelled ${progress.cancelled}, skipped ${progress.skipped}; running ${progress.running}, pending ${progress.pending}`,
-    `cost so far: ${formatCost(progress.cost)}`,
+    `cost so far: ${formatCost(progress.cost)}${progress.cachedTokens === undefined ? '' : `, ${progress.cachedTokens} prompt tokens served from the provider's cache`}`,
     ...formatPacing(progress.pacing),
     ...states,
   ].join('\n');

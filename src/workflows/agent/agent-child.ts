@@ -85,7 +85,12 @@ export async function runAgentChild(
     usage: outcome.usage,
     attempt: 1,
     durationMs: Date.now() - startedAt,
-    ...(outcome.unpriced ? { unpriced: true } : { costUsd: outcome.costUsd }),
+    ...(outcome.unpriced
+      ? { unpriced: true }
+      : {
+          costUsd: outcome.costUsd,
+          ...(outcome.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: outcome.cacheSavingsUsd }),
+        }),
     steps: outcome.steps,
     ...(outcome.transcript === undefined ? {} : { transcriptRef: outcome.transcript }),
   };

@@ -109,6 +109,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     usage: state.usage,
     costUsd: state.costUsd,
     unpricedSteps: state.unpricedSteps,
+    ...(state.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: state.cacheSavingsUsd }),
     finishReason: null,
     ...(state.model === undefined ? {} : { model: state.model }),
     ...(state.unpricedSteps > 0 ? { unpriced: true } : {}),

@@ -1,5 +1,5 @@
 import { addUsage, type TokenUsage } from '../../contract/agent-task';
-import { roundUsd } from '../../contract/metrics';
+import { addCacheSavings, roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
 import type { AgentSpend, AgentStopReason, SpendBefore } from '../../contract/agent-loop';
 
@@ -13,10 +13,14 @@ export const emptySpend = (): AgentSpend => ({
 });
 
 /** Adds what a model step, or a sub-agent, spent to the agent's spend. */
-export function addSpend(state: AgentSpend, spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean }): void {
+export function addSpend(
+  state: AgentSpend,
+  spend: { usage?: TokenUsage; costUsd?: number; unpriced?: boolean; cacheSavingsUsd?: number },
+): void {
   state.usage = addUsage(state.usage, spend.usage);
   state.costUsd = roundUsd(state.costUsd + (spend.costUsd ?? 0));
   if (spend.unpriced) state.unpricedSteps += 1;
+  addCacheSavings(state, spend.cacheSavingsUsd);
 }
 
 /** What the agent reports it spent to the workflow that started it, when it fails or is cancelled. */

@@ -37,7 +37,12 @@ export function agentPlaceOf(places: string, itemId: string): string {
 function outcomeLine(id: string, outcome: AgentOutcome, durationMs: number): BatchResultLine {
   const spend = {
     usage: outcome.usage,
-    ...(outcome.unpriced ? { unpriced: true as const } : { costUsd: outcome.costUsd }),
+    ...(outcome.unpriced
+      ? { unpriced: true as const }
+      : {
+          costUsd: outcome.costUsd,
+          ...(outcome.cacheSavingsUsd === undefined ? {} : { cacheSavingsUsd: outcome.cacheSavingsUsd }),
+        }),
     steps: outcome.steps,
     ...(outcome.transcript === undefined ? {} : { transcriptRef: outcome.transcript }),
   };
@@ -208,8 +213,13 @@ export class AgentItems {
         prompt: counted.usage.promptTokens,
         completion: counted.usage.completionTokens,
         total: counted.usage.totalTokens,
+        // What of it was cached is known for the whole agent only: counted when it all ran in this run.
+        ...(before === undefined && result.tokens.cached !== undefined ? { cached: result.tokens.cached } : {}),
       },
       costUsd: counted.costUsd,
+      ...(before === undefined && result.cacheSavingsUsd !== undefined
+        ? { cacheSavingsUsd: result.cacheSavingsUsd }
+        : { cacheSavingsUsd: undefined }),
     };
   }
 }

@@ -1,5 +1,5 @@
 import type { PartCollected } from '../../contract/provider-batch';
-import { roundUsd } from '../../contract/metrics';
+import { addCacheSavings, addTokens, roundUsd, type RunCost, type TokenCounts } from '../../contract/metrics';
 import type { BatchPart } from '../../contract/provider-batch';
 import type { ProviderBatchInfo, ProviderBatchProgress, ProviderBatchResult } from './types';
 
@@ -25,20 +25,15 @@ export interface PartState {
 
 /** Tokens and cost (at the batch price) of collected parts: the route's progress and its result count them alike. */
 export function usageOf(parts: PartCollected[]): Pick<ProviderBatchResult, 'tokens' | 'cost'> {
-  return {
-    tokens: parts.reduce(
-      (sum, part) => ({
-        prompt: sum.prompt + part.tokens.prompt,
-        completion: sum.completion + part.tokens.completion,
-        total: sum.total + part.tokens.total,
-      }),
-      { prompt: 0, completion: 0, total: 0 },
-    ),
-    cost: {
-      usd: roundUsd(parts.reduce((sum, part) => sum + part.cost.usd, 0)),
-      unpricedCalls: parts.reduce((sum, part) => sum + part.cost.unpricedCalls, 0),
-    },
-  };
+  const tokens: TokenCounts = { prompt: 0, completion: 0, total: 0 };
+  const cost: RunCost = { usd: 0, unpricedCalls: 0 };
+  for (const part of parts) {
+    addTokens(tokens, part.tokens);
+    cost.usd += part.cost.usd;
+    cost.unpricedCalls += part.cost.unpricedCalls;
+    addCacheSavings(cost, part.cost.cacheSavingsUsd);
+  }
+  return { tokens, cost: { ...cost, usd: roundUsd(cost.usd) } };
 }
 
 /** The route's progress: its parts so far, what the collected ones answered, and every provider batch it made. */

@@ -1,5 +1,5 @@
 import type { PartCollected } from '../../contract/provider-batch';
-import type { RunCost } from '../../contract/metrics';
+import type { RunCost, TokenCounts } from '../../contract/metrics';
 import type { PromptCache } from '../../contract/agent-task';
 import type { BatchEndpoint, BatchPart, BatchProvider, ProviderBatchStatus } from '../../contract/provider-batch';
 
@@ -111,7 +111,7 @@ export interface ProviderBatchResult {
   segments: string[];
   succeeded: number;
   failed: number;
-  tokens: { prompt: number; completion: number; total: number };
+  tokens: TokenCounts;
   /** At the batch price. */
   cost: RunCost;
   providerBatches: ProviderBatchInfo[];
@@ -133,7 +133,7 @@ export interface ProviderBatchProgress {
   providerBatches: ProviderBatchInfo[];
   savingsUsd: number;
   /** Tokens and cost (at the batch price) of the parts collected so far; absent from runs of older code. */
-  tokens?: { prompt: number; completion: number; total: number };
+  tokens?: TokenCounts;
   cost?: RunCost;
 }
 
