@@ -279,4 +279,6 @@ it('runs a long batch in a worker capped at 80 MB of heap: per-call memory does 
   const exit = exitOf(worker.child);
   worker.child.kill('SIGTERM');
   expect(await exit).toEqual({ code: 0, signal: null });
-}, 300_000);
+  // What is tested is memory, not speed: 20,000 calls as fast as the machine goes take 90-110 s alone, and over 300 s
+  // beside three other test files and other work (load 17-21), where this timeout once ended a passing batch.
+}, 600_000);
