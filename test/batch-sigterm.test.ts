@@ -131,23 +131,28 @@ describe('a batch whose worker is SIGTERMed mid-seal', () => {
     const { client, first, firstIdentity, startSecond } = await twoWorkers(300, true);
     const prefix = `s3://${s3.bucket}/${uniqueName('mid-seal')}`;
     await storage.write(`${prefix}/tasks.jsonl`, readFileSync(prompts(12, 50, 'mid-seal')));
-    // The first segment written takes 8 s to land: past the grace of the worker that writes it, and past the 5 s after
-    // it by which a stopped worker is gone.
+    // The first segment written is held 30 s: past the grace of the worker that writes it, past the 5 s after it by
+    // which a stopped worker is gone, and past the retry of its lane on the other worker (once the stopped worker is
+    // found lost, some 10 s after its exit), which must carry on from the lane's journal.
     let slowed = false;
     proxy.setRule((method, path) => {
       if (method !== 'PUT' || !path.includes('/seg/') || slowed) return {};
       slowed = true;
-      return { delayMs: 8000 };
+      return { delayMs: 30_000 };
     });
     const sink = `${prefix}/results.jsonl`;
     const handle = await client.startBatch({
       source: `${prefix}/tasks.jsonl`,
       sink,
-      options: { concurrency: 2, itemsPerActivity: 3 },
+      options: { concurrency: 1, itemsPerActivity: 3 },
     });
-    await waitFor('a lane segment on its way to S3', () =>
-      proxy.requests.some((request) => request.method === 'PUT' && request.path.includes('/seg/')),
+    const sealStart = await waitFor('a lane segment on its way to S3', () =>
+      proxy.requests.find((request) => request.method === 'PUT' && request.path.includes('/seg/')),
     );
+    // One lane at a time: nothing else is in flight while the segment is held. The stop comes once the lane's answers
+    // are older than the ledger's settle time (1 s), so a call of that lane sent again counts as an answered call
+    // re-sent rather than one in flight at the stop.
+    await waitFor('the sealing lane to be past its settle time', () => Date.now() - sealStart.arrivedAt > 1200);
 
     const exited = exitOf(first.child);
     first.child.kill('SIGTERM');

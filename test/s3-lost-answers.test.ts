@@ -34,15 +34,18 @@ afterAll(async () => {
 
 afterEach(() => proxy.setRule(() => ({})));
 
-/** Drops the answers of the first `times` writes (PUT or POST) under `prefix` whose path holds each of `kinds`. */
+/**
+ * Drops the answers of the first `times` writes (PUT or POST) of each object under `prefix` whose path holds one of
+ * `kinds`: per object, so that one write fails more often in a row than the S3 client tries it.
+ */
 function dropFirstWrites(prefix: string, kinds: string[], times: number): (method: string, path: string) => ProxyRule {
-  const dropped = new Map<string, number>();
+  const writes = new Map<string, number>();
   return (method, requestPath) => {
     if ((method !== 'PUT' && method !== 'POST') || !requestPath.includes(prefix)) return {};
-    const kind = kinds.find((candidate) => requestPath.includes(candidate));
-    if (kind === undefined || (dropped.get(kind) ?? 0) >= times) return {};
-    dropped.set(kind, (dropped.get(kind) ?? 0) + 1);
-    return { dropAnswer: true };
+    if (!kinds.some((kind) => requestPath.includes(kind))) return {};
+    const object = requestPath.split('?')[0];
+    writes.set(object, (writes.get(object) ?? 0) + 1);
+    return { dropAnswer: (writes.get(object) ?? 0) <= times };
   };
 }
 
@@ -89,8 +92,9 @@ describe('a batch on S3 whose writes land and lose their answers', () => {
   it('completes with every item once, each call sent once, through four lost answers of each write', async () => {
     const client = await workerOnProxy();
     const key = uniqueName('lost-batch');
-    // Lane journals, lane segments, the sink (not the client's probe beside it) and the finished mark: each loses the answers of its first 4 writes (the S3
-    // client tries 3 times, so the store's own retry, or the activity's, has to take over).
+    // Each lane journal record, lane segment, the sink (not the client's probe beside it) and the finished mark loses
+    // the answers of its first 4 writes: the S3 client tries 3 times, so the store's own retry, or the activity's, has
+    // to take over.
     const kinds = ['/lanes/', '/seg/', 'results.jsonl?', 'FINISHED.json'];
     proxy.setRule(dropFirstWrites(key, kinds, 4));
     const { batchId, summary, ids, ok } = await s3Batch(client, key, 12);
@@ -127,14 +131,10 @@ describe('an agent run whose payload store on S3 is slow and loses answers', () 
       FANOUT_TEST_SIM_URL: suite.servers.simulator.baseUrl,
     });
     // The first 4 writes of each object land and lose their answer, and every call takes 150 ms more.
-    const writes = new Map<string, number>();
-    proxy.setRule((method, requestPath) => {
-      if (!requestPath.includes(root)) return {};
-      if (method !== 'PUT' && method !== 'POST') return { delayMs: 150 };
-      const object = requestPath.split('?')[0];
-      writes.set(object, (writes.get(object) ?? 0) + 1);
-      return { delayMs: 150, dropAnswer: (writes.get(object) ?? 0) <= 4 };
-    });
+    const drops = dropFirstWrites(root, ['/'], 4);
+    proxy.setRule((method, requestPath) =>
+      requestPath.includes(root) ? { delayMs: 150, ...drops(method, requestPath) } : {},
+    );
     const task = {
       id: 'stored',
       prompt: 'Dig [[tool:search {"q":"one"}]] [[tool:fetch_page {"url":"two"}]]',

@@ -38,6 +38,7 @@ export async function startS3Proxy(upstream: string): Promise<S3Proxy> {
   const target = new URL(upstream);
   const requests: ProxiedRequest[] = [];
   let rule: (method: string, path: string) => ProxyRule = () => ({});
+  const held = new Set<NodeJS.Timeout>();
   const server = http.createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -50,7 +51,8 @@ export async function startS3Proxy(upstream: string): Promise<S3Proxy> {
       };
       requests.push(record);
       const { delayMs = 0, dropAnswer = false } = rule(record.method, record.path);
-      setTimeout(() => {
+      const timer = setTimeout(() => {
+        held.delete(timer);
         const forwarded = http.request(
           {
             host: target.hostname,
@@ -78,6 +80,7 @@ export async function startS3Proxy(upstream: string): Promise<S3Proxy> {
         forwarded.on('error', () => request.socket.destroy());
         forwarded.end(Buffer.concat(chunks));
       }, delayMs);
+      held.add(timer);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -87,6 +90,7 @@ export async function startS3Proxy(upstream: string): Promise<S3Proxy> {
     requests,
     setRule: (next) => (rule = next),
     close: async () => {
+      for (const timer of held) clearTimeout(timer);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
