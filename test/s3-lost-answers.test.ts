@@ -72,7 +72,7 @@ async function s3Batch(client: FanoutClient, key: string, count: number) {
   const handle = await client.startBatch({
     source: `${prefix}/tasks.jsonl`,
     sink: `${prefix}/results.jsonl`,
-    options: { concurrency: 3, itemsPerActivity: 4 },
+    options: { concurrency: 3, itemsPerActivity: 2 },
   });
   const summary = await handle.result();
   const lines = (await storage.read(`${prefix}/results.jsonl`))
@@ -97,10 +97,10 @@ describe('a batch on S3 whose writes land and lose their answers', () => {
     // to take over.
     const kinds = ['/lanes/', '/seg/', 'results.jsonl?', 'FINISHED.json'];
     proxy.setRule(dropFirstWrites(key, kinds, 4));
-    const { batchId, summary, ids, ok } = await s3Batch(client, key, 12);
+    const { batchId, summary, ids, ok } = await s3Batch(client, key, 6);
 
-    expect(summary).toMatchObject({ total: 12, succeeded: 12, failed: 0 });
-    expect([ids.length, new Set(ids).size, ok.length]).toEqual([12, 12, 12]);
+    expect(summary).toMatchObject({ total: 6, succeeded: 6, failed: 0 });
+    expect([ids.length, new Set(ids).size, ok.length]).toEqual([6, 6, 6]);
     const requests = requestsOfRun(suite.servers.simulator.log(), batchId);
     expect(requests.map((request) => request.taskId).sort()).toEqual(ids.sort());
     // Every kind of write did lose answers: the test went through what it is about.
@@ -109,14 +109,14 @@ describe('a batch on S3 whose writes land and lose their answers', () => {
 });
 
 describe('a batch on a slow S3', () => {
-  it('completes with every item once and each call sent once when every S3 call takes 300 ms', async () => {
+  it('completes with every item once and each call sent once when every S3 call takes 150 ms more', async () => {
     const client = await workerOnProxy();
     const key = uniqueName('slow-batch');
-    proxy.setRule((_, requestPath) => (requestPath.includes(key) ? { delayMs: 300 } : {}));
-    const { batchId, summary, ids, ok } = await s3Batch(client, key, 12);
+    proxy.setRule((_, requestPath) => (requestPath.includes(key) ? { delayMs: 150 } : {}));
+    const { batchId, summary, ids, ok } = await s3Batch(client, key, 6);
 
-    expect(summary).toMatchObject({ total: 12, succeeded: 12, failed: 0 });
-    expect([ids.length, new Set(ids).size, ok.length]).toEqual([12, 12, 12]);
+    expect(summary).toMatchObject({ total: 6, succeeded: 6, failed: 0 });
+    expect([ids.length, new Set(ids).size, ok.length]).toEqual([6, 6, 6]);
     const requests = requestsOfRun(suite.servers.simulator.log(), batchId);
     expect(requests.map((request) => request.taskId).sort()).toEqual(ids.sort());
   });
