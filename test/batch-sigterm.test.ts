@@ -103,7 +103,7 @@ function prompts(count: number, latencyMs: number, name: string): string {
 }
 
 describe('a batch whose worker is SIGTERMed mid-lane', () => {
-  it('ends each item once: lanes cut at the grace go on from their journals on the other worker', async () => {
+  it('ends each item once when the worker stops with lanes open, the other worker carrying on from their journals', async () => {
     const { client, first, firstIdentity, startSecond } = await twoWorkers(400);
     const source = prompts(40, 300, 'mid-lane');
     const sink = `${directory}/mid-lane.out.jsonl`;
