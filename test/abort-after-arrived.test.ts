@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import { deadlineSignal } from '../src/llm/cancellation';
+import { waitFor } from './support/wait-for';
 
 /**
  * A cancel that lands as an answer arrives: the provider has sent (and billed) the answer, and it sits in the worker's
@@ -13,12 +14,17 @@ describe('a request aborted as its answer arrives', () => {
   let baseURL: string;
   let abortOnAnswer: AbortController | undefined;
   let answered = 0;
+  let hanging = 0;
 
   beforeAll(async () => {
     server = http.createServer((request, response) => {
       request.resume();
       request.on('end', () => {
-        if (request.url?.includes('hang')) return; // never answers: a call really in flight
+        // Never answers: a call really in flight.
+        if (request.url?.includes('hang')) {
+          hanging += 1;
+          return;
+        }
         answered += 1;
         response.writeHead(200, { 'content-type': 'application/json' });
         response.end(
@@ -72,8 +78,9 @@ describe('a request aborted as its answer arrives', () => {
     abortOnAnswer = undefined;
     const cancel = new AbortController();
     const request = deadlineSignal(cancel.signal, 10_000, { afterArrived: true });
+    const before = hanging;
     const call = ask(request.signal, '/hang');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await waitFor('the request to reach the server', () => hanging > before);
     const abortedAt = Date.now();
     cancel.abort(new Error('cancelled'));
     await expect(call).rejects.toThrow();

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { agentProgressQuery } from '../src/workflows/agent/messages';
 import { useAgentStack } from './support/agents';
-import { runCli, spawnWorker } from './support/processes';
+import { runCli, spawnWorker, startCli } from './support/processes';
 import { waitFor } from './support/wait-for';
 
 const suite = useAgentStack();
@@ -120,19 +120,21 @@ it("a batch's agent: fanout status lists its waiting call, approve by the batch 
   const handle = await suite.stack.client.startBatch({ source, sink: path.join(directory, 'out.jsonl') });
   const child = `${handle.batchId}/agent:shipper`;
   await waitingCall(child);
-  const watching = runCli(['batch', 'status', handle.batchId, '--watch', ...suite.connectionArgs]);
+  const watching = startCli(['batch', 'status', handle.batchId, '--watch', ...suite.connectionArgs]);
 
   const status = await runCli(['status', handle.batchId, ...suite.connectionArgs]);
   expect(status.code).toBe(0);
   expect(status.stdout).toContain(`agent shipper (${child}): 2 steps, 1 tool calls`);
   expect(status.stdout).toContain(`-> fanout approve ${child} call_2_1`);
-  // Let the watcher take a first look while the call waits.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // The watcher has seen the call wait before it is approved.
+  await waitFor('the watcher to show the call waiting', () =>
+    watching.output().includes('shipper step 2 approval-waiting: call_2_1'),
+  );
   const approve = await runCli(['approve', handle.batchId, 'call_2_1', ...suite.connectionArgs]);
   expect(approve.stderr).toBe('');
   expect(approve.stdout).toBe(`approved call_2_1 of ${child}\n`);
 
-  const watch = await watching;
+  const watch = await watching.done;
   expect(watch.code).toBe(0);
   for (const line of [
     'shipper step 1 tool-call: search("facts")',

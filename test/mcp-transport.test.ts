@@ -1,5 +1,6 @@
 import { McpServerUnavailableError, McpTools } from '../src/tools/mcp';
 import type { ToolContext } from '../src/tools/define-tool';
+import { waitFor } from './support/wait-for';
 
 // Plain CommonJS, started in this process (test/support/mcp-server.js).
 const { startHttpMcpServer } = require('./support/mcp-server') as {
@@ -27,7 +28,7 @@ describe('an MCP server over HTTP behind a proxy that fails one request', () => 
       const [wait, lookup] = await tools.find(['wait_http', 'lookup_http']);
       // A slow call with side effects is running when a neighbour's request comes back 502 from the proxy.
       const slow = wait.call({ ms: 1500 }, context('slow'));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await waitFor('the slow call to reach the server', () => server.calls.includes('wait_http'));
       await expect(lookup.call({ key: 'through-502' }, context('refused'))).rejects.toBeInstanceOf(
         McpServerUnavailableError,
       );

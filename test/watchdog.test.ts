@@ -201,7 +201,7 @@ describe("a dead worker's call when describes fail for a while", () => {
       pollers: meAndDeadPollers,
     });
     watchdog.register(call('mine'));
-    await sleep(1500);
+    await waitFor('describes to have been refused twice', () => record.describes >= 2, { timeoutMs: 10_000 });
     expect(record.failed).toEqual([]);
     throttled = false;
     await waitFor("the dead worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 10_000 });

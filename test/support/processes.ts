@@ -55,22 +55,34 @@ export async function spawnWorker(options: {
   };
 }
 
+/** A `fanout` command running: what it has printed so far, and its end. */
+export interface CliProcess {
+  output(): string;
+  readonly done: Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+/** Starts the `fanout` CLI, for a test that waits on what it prints before its end (a `--watch`). */
+export function startCli(args: string[], env: Record<string, string> = {}): CliProcess {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return {
+    output: () => stdout,
+    done: new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr }))),
+  };
+}
+
 /** Runs the `fanout` CLI to its end and returns what it printed and its exit code. */
 export function runCli(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  return startCli(args, env).done;
 }
 
 /** Runs `fanout batch start <source> --out <out>` and `flags` to its end. */
