@@ -213,6 +213,70 @@ describe('the sweep over running workflows no live worker has calls in', () => {
   });
 });
 
+describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
+  const cancelRequested = (activityId: string) => ({
+    activityId,
+    state: PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+    attempt: 1,
+  });
+
+  it('is not described while nothing happens, and its cancelled call is poked within a fraction of a second of the notice', async () => {
+    let cancelled = false;
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: () => runningDescription(cancelled ? [cancelRequested('a')] : []),
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    await sleep(1500);
+    // Described every 100 ms (watchIntervalMs) were it run elsewhere.
+    expect(record.describes).toBe(0);
+    cancelled = true;
+    const noticedAt = Date.now();
+    watchdog.cancelNotice('wf', 'run');
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 5000 });
+    expect(Date.now() - noticedAt).toBeLessThan(1000);
+  });
+
+  it('looks again at the watch interval after a notice that came before the server had the cancel', async () => {
+    let describes = 0;
+    const { watchdog } = start(
+      {
+        poll: idlePoll,
+        // The first look after the notice still sees the call running; the server records the cancel after it.
+        describe: () => {
+          describes += 1;
+          return runningDescription(describes > 1 ? [cancelRequested('a')] : []);
+        },
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    watchdog.cancelNotice('wf', 'run');
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 2000 });
+  });
+
+  it('takes a notice that came just before its call registered', async () => {
+    const { watchdog } = start(
+      { poll: idlePoll, describe: () => runningDescription([cancelRequested('a')]), pollers: () => [] },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.cancelNotice('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 2000 });
+  });
+});
+
 describe('stopping', () => {
   it('says nothing when the connection closes under an open presence poll', async () => {
     const dropped = Object.assign(new Error('Native promise dropped'), { name: 'NativePromiseDroppedError' });

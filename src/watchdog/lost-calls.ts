@@ -5,7 +5,7 @@ import { FailureType } from '../contract/failure-types';
 import type { LostAttemptNote } from '../contract/lost-attempt';
 import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
-import { isLost, timestampMillis, type Presence } from './presence';
+import { anyLost, isLost, timestampMillis, type Presence } from './presence';
 import { notFound } from './server-errors';
 import { RunningActivities } from './running-activities';
 
@@ -36,7 +36,8 @@ export interface LostCallsContext {
  * Calls that lost workers were running are failed on their behalf (RespondActivityTaskFailedById, free), so Temporal
  * retries them at once instead of at start-to-close; calls a lost worker was asked to cancel are reported cancelled, so
  * a cancelled run does not wait on a dead worker. Judged in every workflow this worker describes anyway, and by the
- * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in.
+ * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in; the sweep
+ * lists and describes them only while the presence table shows a worker silent for longer than `lostAfterMs`.
  */
 export class LostCalls {
   private readonly acted = new Map<string, number>();
@@ -194,6 +195,11 @@ export class LostCalls {
 
   private async sweep(taskQueue: string): Promise<void> {
     const { client, describes, logger } = this.context;
+    // Calls are judged lost only for a worker the presence table shows silent for longer than lostAfterMs: while every
+    // worker in it polls, a round could find nothing, and is skipped rather than describe every running workflow (one
+    // describe per agent every 10 s). An unreadable table is skipped too: judge() could not act without one.
+    const table = await this.context.presence.read().catch(() => undefined);
+    if (!table || !anyLost(table, this.context.options.lostAfterMs)) return;
     let listed: { workflowId: string; runId: string }[] = [];
     try {
       const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;

@@ -192,3 +192,14 @@ export function isLost(
   if (table.self - other <= lostAfterMs) return false;
   return startedAt === undefined || table.self - startedAt > lostAfterMs;
 }
+
+/**
+ * True when some worker in the table stopped polling for longer than `lostAfterMs` before this worker's own last poll:
+ * only then can a call be judged lost (`isLost`), so only then is there anything for the sweep to find.
+ */
+export function anyLost(table: PresenceTable, lostAfterMs: number): boolean {
+  const self = table.self;
+  if (self === undefined) return false;
+  for (const at of table.lastPoll.values()) if (self - at > lostAfterMs) return true;
+  return false;
+}

@@ -1,0 +1,41 @@
+/**
+ * The workflow interceptor of every bundle (scripts/bundle-workflows.js, and the worker when it bundles from source)
+ * that tells the worker's watchdog about activities through the call-notices sink (src/contract/call-notices.ts): that
+ * this worker schedules them, and when a cancellation scope that scheduled some is cancelled. Sinks are not commands
+ * and are not called while a run replays, so runs replay the same with or without it.
+ *
+ * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
+ */
+import {
+  CancellationScope,
+  proxySinks,
+  type ActivityInput,
+  type Next,
+  type WorkflowInterceptors,
+  type WorkflowOutboundCallsInterceptor,
+} from '@temporalio/workflow';
+import { CALL_NOTICES_SINK, type CallNoticeSinks } from '../contract/call-notices';
+
+const notices = proxySinks<CallNoticeSinks>()[CALL_NOTICES_SINK];
+
+/**
+ * Scopes already listened to: one listener per scope, not per activity (a fan-out's scope schedules hundreds, and every
+ * promise the sandbox makes costs it a captured stack).
+ */
+const listened = new WeakSet<CancellationScope>();
+
+class CallNoticesInterceptor implements WorkflowOutboundCallsInterceptor {
+  scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>) {
+    notices.scheduled();
+    const scope = CancellationScope.current();
+    if (scope.cancellable && !listened.has(scope)) {
+      listened.add(scope);
+      // Cancelling a scope cancels the activities scheduled in it and in the scopes inside it, each of which has its
+      // own listener; an activity that already ended makes the watchdog look once for nothing.
+      scope.cancelRequested.catch(() => notices.cancelRequested());
+    }
+    return next(input);
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({ outbound: [new CallNoticesInterceptor()] });
