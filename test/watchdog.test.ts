@@ -49,9 +49,9 @@ function fakeClient(script: Script) {
         record.describes += 1;
         return script.describe(request.execution.workflowId);
       },
-      describeTaskQueue: (request: { taskQueue: { name: string } }) => {
+      describeTaskQueue: async (request: { taskQueue: { name: string } }) => {
         expect(request.taskQueue.name).toBe(PRESENCE_QUEUE);
-        return Promise.resolve({ pollers: script.pollers() });
+        return { pollers: script.pollers() };
       },
     },
     activity: {
@@ -135,7 +135,10 @@ describe('a worker cut off from Temporal', () => {
     const { watchdog, record } = start({
       poll: () => (reachable ? idlePoll() : unavailable()),
       describe: () => (reachable ? runningDescription() : unavailable()),
-      pollers: () => [],
+      pollers: () => {
+        if (!reachable) throw Object.assign(new Error('14 UNAVAILABLE: connection refused'), { code: 14 });
+        return [];
+      },
     });
     const reasons: unknown[] = [];
     watchdog.register(call('a', (reason) => reasons.push(reason)));
@@ -154,6 +157,23 @@ describe('a worker cut off from Temporal', () => {
       expect((reason as ApplicationFailure).nonRetryable).toBe(false);
     }
     expect(record.warnings.filter((line) => line.startsWith('cut off from Temporal'))).toHaveLength(1);
+  });
+
+  it('keeps its calls while in touch though its presence polls are answered only at their deadline and nothing is described', async () => {
+    // An empty poll lasts longer than the threshold; the run's workflow tasks run here, so it is not described either.
+    const slowPoll = () => new Promise((resolve) => setTimeout(() => resolve({}), options.lostAfterMs * 3));
+    const { watchdog, record } = start(
+      { poll: slowPoll, describe: () => runningDescription(), pollers: () => [] },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    const reasons: unknown[] = [];
+    watchdog.hosted('wf', 'run');
+    watchdog.register(call('a', (reason) => reasons.push(reason)));
+    await sleep(options.lostAfterMs * 6);
+    expect(record.describes).toBe(0);
+    // Before: aborted as cut off once the first poll outlasted the threshold, with the server answering all along.
+    expect(reasons).toEqual([]);
+    expect(record.warnings).toEqual([]);
   });
 
   it('backs off while its reads fail: a few polls and describes a second, one warning each, not one per retry', async () => {

@@ -111,7 +111,8 @@ export class Presence {
               }),
             ),
           );
-          this.contactAt = startedAt;
+          // A read answered during the poll may have been later word.
+          this.contactAt = Math.max(this.contactAt, startedAt);
           if (failures > 0) this.events.recovered(failures);
           failures = 0;
         } catch (error) {
@@ -144,10 +145,10 @@ export class Presence {
     return this.polling !== undefined;
   }
 
-  /** Who polled the presence queue and when, at most a second old. */
-  read(): Promise<PresenceTable> {
+  /** Who polled the presence queue and when, at most `maxAgeMs` (a second) old. */
+  read(maxAgeMs = TABLE_TTL_MS): Promise<PresenceTable> {
     const now = Date.now();
-    if (this.table && now - this.table.at < TABLE_TTL_MS) return this.table.value;
+    if (this.table && now - this.table.at < maxAgeMs) return this.table.value;
     const value = this.client.connection
       .withAbortSignal(this.stopping.signal, () =>
         this.client.connection.withDeadline(now + 5000, () =>
