@@ -247,6 +247,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     [CALL_NOTICES_SINK]: {
       scheduled: { fn: (info) => watchdog?.hosted(info.workflowId, info.runId) },
       cancelRequested: { fn: (info) => watchdog?.cancelNotice(info.workflowId, info.runId) },
+      finished: { fn: (info) => watchdog?.finished(info.workflowId, info.runId) },
     },
   };
   // A prebuilt bundle has the call-notices interceptor in it (scripts/bundle-workflows.js); one bundled here gets it too.

@@ -233,6 +233,50 @@ describe('the sweep over running workflows no live worker has calls in', () => {
   });
 });
 
+describe('the own-task check while no worker is silent', () => {
+  /** A call Temporal records as started by this worker ('me'), which is not running it. */
+  const ownLostCall = () => ({
+    activityId: 'lost',
+    state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+    attempt: 1,
+    lastWorkerIdentity: 'me',
+    lastStartedTime: { seconds: nowSeconds() },
+  });
+  const onlyMe = () => [{ identity: 'me', lastAccessTime: { seconds: nowSeconds() } }];
+
+  it('fails a task of a run hosted here that this worker was handed and never ran, with no call of the run watched', async () => {
+    const { watchdog, record } = start(
+      { poll: idlePoll, describe: () => runningDescription([ownLostCall()]), pollers: onlyMe },
+      { sweepIntervalMs: 100 },
+    );
+    watchdog.running.tracking = true;
+    watchdog.hosted('wf', 'run');
+    watchdog.startSweeping('q');
+    // Before: the check lived in the sweep's rounds, skipped while no worker was silent, so this waited for its timeout.
+    await waitFor('the lost task to be failed', () => record.failed.length === 1, { timeoutMs: 5000 });
+    expect(record.failed).toEqual([{ activityId: 'lost', type: 'WorkerLost' }]);
+  });
+
+  it('stops describing a hosted run once a look finds nothing of it pending, and describes none that ended', async () => {
+    const { watchdog, record } = start(
+      { poll: idlePoll, describe: () => runningDescription([]), pollers: onlyMe },
+      { sweepIntervalMs: 100 },
+    );
+    watchdog.running.tracking = true;
+    watchdog.hosted('wf', 'run');
+    watchdog.hosted('ended', 'run');
+    watchdog.finished('ended', 'run');
+    watchdog.startSweeping('q');
+    // Kept for a round after its notice (the server may not have its activities yet), then settled.
+    await sleep(1200);
+    const described = record.describes;
+    expect(described).toBeGreaterThan(0);
+    expect(described).toBeLessThanOrEqual(3);
+    await sleep(600);
+    expect(record.describes).toBe(described);
+  });
+});
+
 describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
   const cancelRequested = (activityId: string) => ({
     activityId,

@@ -12,6 +12,8 @@ export type CallNotices = {
   scheduled: () => void;
   /** A cancellation scope that scheduled activities was cancelled: those still running are to be cancelled. */
   cancelRequested: () => void;
+  /** The run's workflow function ended (returned, threw, or continued as new): no task of it is left to lose. */
+  finished: () => void;
 };
 
 /** How workflow code declares the sink (`proxySinks<CallNoticeSinks>()`). */

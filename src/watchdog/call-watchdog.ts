@@ -3,6 +3,7 @@ import { temporal } from '@temporalio/proto';
 import { CutOffGuard } from './cut-off';
 import { RunningActivities } from './running-activities';
 import { Describes, integer, type Description } from './describes';
+import { HostedRuns } from './hosted-runs';
 import { LostCalls } from './lost-calls';
 import { Presence } from './presence';
 import { notFound, reachedServer } from './server-errors';
@@ -63,8 +64,6 @@ const MAX_LOOK_BACKOFF_MS = 8000;
 const NOTICE_LOOK_DELAY_MS = 250;
 /** After a cancel notice, looks come at `watchIntervalMs` for this long, in case the first came too early. */
 const NOTICE_FAST_MS = 5000;
-/** Runs remembered as hosted here, the most recently noticed kept: a run that ended is never said to have ended. */
-const MAX_HOSTED_RUNS = 20_000;
 
 interface WatchEntry {
   call: WatchedCall;
@@ -101,8 +100,8 @@ export class CallWatchdog {
   private readonly workflows = new Map<string, WorkflowWatch>();
   /** The activities this worker runs (its interceptor is the worker's innermost, see RunningActivities). */
   readonly running = new RunningActivities();
-  /** Runs whose workflow tasks ran here lately, by key, the least recently noticed first. */
-  private readonly hostedRuns = new Set<string>();
+  /** Runs whose workflow tasks ran here lately (the call-notices sink). */
+  private readonly hostedRuns = new HostedRuns();
   /** When each run's last cancel notice came, for a call that registers just after it (kept NOTICE_FAST_MS). */
   private readonly noticed = new Map<string, number>();
   private idleTimer: NodeJS.Timeout | undefined;
@@ -132,6 +131,7 @@ export class CallWatchdog {
       watching: (workflowId, runId) => this.workflows.has(runKey(workflowId, runId)),
       stopped: () => this.stopped,
       running: this.running,
+      hostedRuns: this.hostedRuns,
     });
   }
 
@@ -148,7 +148,7 @@ export class CallWatchdog {
         runId: call.runId,
         calls: new Map(),
         failures: 0,
-        hosted: this.hostedRuns.has(key),
+        hosted: this.hostedRuns.has(HostedRuns.key(call.workflowId, call.runId)),
         fastUntil: 0,
         looking: false,
       };
@@ -193,12 +193,14 @@ export class CallWatchdog {
    * noticed here, so its calls here are described only every `hostedWatchIntervalMs`.
    */
   hosted(workflowId: string, runId: string): void {
-    const key = runKey(workflowId, runId);
-    this.hostedRuns.delete(key);
-    this.hostedRuns.add(key);
-    if (this.hostedRuns.size > MAX_HOSTED_RUNS) this.hostedRuns.delete(this.hostedRuns.values().next().value as string);
-    const watch = this.workflows.get(key);
+    this.hostedRuns.scheduled(workflowId, runId);
+    const watch = this.workflows.get(runKey(workflowId, runId));
     if (watch) watch.hosted = true;
+  }
+
+  /** The run's workflow function ended here (the call-notices sink): the own-task check need not look at it. */
+  finished(workflowId: string, runId: string): void {
+    this.hostedRuns.ended(workflowId, runId);
   }
 
   /** A cancellation scope of this run was cancelled (the call-notices sink): look at its calls here now. */

@@ -8,13 +8,20 @@ import { integer, type Describes } from './describes';
 import { anyLost, isLost, timestampMillis, type Presence } from './presence';
 import { notFound } from './server-errors';
 import { RunningActivities } from './running-activities';
+import type { HostedRuns } from './hosted-runs';
 
-const { PendingActivityState } = temporal.api.enums.v1;
+const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
 export type PendingActivity = temporal.api.workflow.v1.IPendingActivityInfo;
 
 /** The sweep lists at most this many running workflows, and describes at most SWEEP_BATCH of them per round, in turn. */
 const SWEEP_LIST_LIMIT = 100_000;
 const SWEEP_BATCH = 5000;
+/**
+ * Every this many rounds the sweep lists and describes every running workflow even while no worker is silent, for the
+ * own-task check of tasks handed to this worker by workflows whose workflow tasks run elsewhere (a batch's lanes, calls
+ * dispatched through matching): a minute at the default 10 s interval.
+ */
+const FULL_ROUND_EVERY = 6;
 
 /** What the calls of lost workers are judged with, beside the watchdog's own parts. */
 export interface LostCallsContext {
@@ -30,14 +37,16 @@ export interface LostCallsContext {
   stopped(): boolean;
   /** The activities this worker runs: a call started under its identity that is not among them was lost on its way. */
   running: RunningActivities;
+  /** The runs whose workflow tasks run here, with the activities they scheduled here not looked at since. */
+  hostedRuns: HostedRuns;
 }
 
 /**
  * Calls that lost workers were running are failed on their behalf (RespondActivityTaskFailedById, free), so Temporal
  * retries them at once instead of at start-to-close; calls a lost worker was asked to cancel are reported cancelled, so
  * a cancelled run does not wait on a dead worker. Judged in every workflow this worker describes anyway, and by the
- * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in; the sweep
- * lists and describes them only while the presence table shows a worker silent for longer than `lostAfterMs`.
+ * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in (see
+ * `sweep` for which it describes when). Each look also fails this worker's own lost tasks (`failOwnLostTasks`).
  */
 export class LostCalls {
   private readonly acted = new Map<string, number>();
@@ -47,6 +56,7 @@ export class LostCalls {
   private queue: string | undefined;
   private sweepCursor = 0;
   private sweepFailures = 0;
+  private rounds = 0;
 
   constructor(private readonly context: LostCallsContext) {}
 
@@ -193,13 +203,36 @@ export class LostCalls {
     clearTimeout(this.sweepTimer);
   }
 
+  /**
+   * One round. While the presence table shows a worker silent for longer than `lostAfterMs` (only then can a call be
+   * judged lost) it lists and describes the task queue's running workflows; otherwise it describes only the runs hosted
+   * here with activities no look has seen settled (the own-task check: a task lost between the server and this worker
+   * while no call of its run is watched here), and every FULL_ROUND_EVERY rounds all of them again for the tasks that
+   * reached this worker from runs hosted elsewhere. So while nothing is lost, agents cost no describes per interval.
+   */
   private async sweep(taskQueue: string): Promise<void> {
-    const { client, describes, logger } = this.context;
-    // Calls are judged lost only for a worker the presence table shows silent for longer than lostAfterMs: while every
-    // worker in it polls, a round could find nothing, and is skipped rather than describe every running workflow (one
-    // describe per agent every 10 s). An unreadable table is skipped too: judge() could not act without one.
+    const { options } = this.context;
+    this.rounds += 1;
+    // An unreadable table finds no lost worker: judge() could not act on one without it.
     const table = await this.context.presence.read().catch(() => undefined);
-    if (!table || !anyLost(table, this.context.options.lostAfterMs)) return;
+    const ownTasks = this.context.running.tracking;
+    const full =
+      (table !== undefined && anyLost(table, options.lostAfterMs)) ||
+      (ownTasks && this.rounds % FULL_ROUND_EVERY === 0);
+    let runs: { workflowId: string; runId: string }[];
+    if (full) {
+      const listed = await this.listRunning(taskQueue);
+      if (listed === undefined) return;
+      runs = listed;
+    } else if (ownTasks) {
+      runs = this.context.hostedRuns.toLookAt().filter((run) => !this.context.watching(run.workflowId, run.runId));
+    } else return;
+    await this.describeAndJudge(runs);
+  }
+
+  /** The running workflows of `taskQueue` not watched here, at most SWEEP_BATCH of them in turn; undefined if unlisted. */
+  private async listRunning(taskQueue: string): Promise<{ workflowId: string; runId: string }[] | undefined> {
+    const { client, logger } = this.context;
     let listed: { workflowId: string; runId: string }[] = [];
     try {
       const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;
@@ -215,7 +248,7 @@ export class LostCalls {
           taskQueue,
           error: String(error),
         });
-      return;
+      return undefined;
     }
     if (this.sweepFailures > 0)
       logger.info('the lost-worker sweep lists again', { taskQueue, failedLists: this.sweepFailures });
@@ -226,15 +259,28 @@ export class LostCalls {
       listed = [...listed.slice(start), ...listed.slice(0, start)].slice(0, SWEEP_BATCH);
       this.sweepCursor = start + SWEEP_BATCH;
     }
-    const runs = listed;
+    return listed;
+  }
+
+  private async describeAndJudge(runs: { workflowId: string; runId: string }[]): Promise<void> {
+    const { describes, hostedRuns, options } = this.context;
     const next = async (): Promise<void> => {
       for (let run = runs.shift(); run !== undefined && !this.context.stopped(); run = runs.shift()) {
+        const lookedAt = Date.now();
         try {
           const description = await describes.read(run.workflowId, run.runId);
-          await this.judge(run.workflowId, run.runId, description.pendingActivities ?? []);
+          const pending = description.pendingActivities ?? [];
+          if (description.workflowExecutionInfo?.status !== WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+            hostedRuns.ended(run.workflowId, run.runId);
+            continue;
+          }
+          await this.judge(run.workflowId, run.runId, pending);
+          // A notice sent with the workflow task's completion may come a little before the server has its activities.
+          if (pending.length === 0) hostedRuns.settled(run.workflowId, run.runId, lookedAt, options.sweepIntervalMs);
         } catch (error) {
           // NOT_FOUND: closed or deleted meanwhile. Throttled or unreachable: the round ends here, the next one goes on.
-          if (!notFound(error)) {
+          if (notFound(error)) hostedRuns.ended(run.workflowId, run.runId);
+          else {
             describes.failed(error);
             runs.length = 0;
           }

@@ -1,7 +1,7 @@
 /**
  * The workflow interceptor of every bundle (scripts/bundle-workflows.js, and the worker when it bundles from source)
  * that tells the worker's watchdog about activities through the call-notices sink (src/contract/call-notices.ts): that
- * this worker schedules them, and when a cancellation scope that scheduled some is cancelled. Sinks are not commands
+ * this worker schedules them, when a cancellation scope that scheduled some is cancelled, and when the run ends. Sinks are not commands
  * and are not called while a run replays, so runs replay the same with or without it.
  *
  * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
@@ -11,6 +11,8 @@ import {
   proxySinks,
   type ActivityInput,
   type Next,
+  type WorkflowExecuteInput,
+  type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptors,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
@@ -38,4 +40,18 @@ class CallNoticesInterceptor implements WorkflowOutboundCallsInterceptor {
   }
 }
 
-export const interceptors = (): WorkflowInterceptors => ({ outbound: [new CallNoticesInterceptor()] });
+class FinishedNoticeInterceptor implements WorkflowInboundCallsInterceptor {
+  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+    try {
+      return await next(input);
+    } finally {
+      // Spares the watchdog's own-task check a describe of a run that ended (src/watchdog/hosted-runs.ts).
+      notices.finished();
+    }
+  }
+}
+
+export const interceptors = (): WorkflowInterceptors => ({
+  inbound: [new FinishedNoticeInterceptor()],
+  outbound: [new CallNoticesInterceptor()],
+});
