@@ -37,7 +37,8 @@ import { bundlePlainWorkflows } from './plain/worker';
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
-const PLAIN_BUILD = path.join(ROOT, 'node_modules', '.cache', 'temporal-fanout-bench', 'plain');
+// In this checkout's own dist/ (rebuilt each run): node_modules may be a link shared with other checkouts.
+const PLAIN_BUILD = path.join(ROOT, 'dist', 'bench-plain');
 
 const { values: flags } = parseArgs({
   options: {
