@@ -245,7 +245,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   let watchdog: CallWatchdog | undefined;
   const callNotices: InjectedSinks<CallNoticeSinks> = {
     [CALL_NOTICES_SINK]: {
-      scheduled: { fn: (info) => watchdog?.hosted(info.workflowId, info.runId) },
+      scheduled: { fn: (info, activityId) => watchdog?.hosted(info.workflowId, info.runId, activityId) },
       cancelRequested: { fn: (info) => watchdog?.cancelNotice(info.workflowId, info.runId) },
       finished: { fn: (info) => watchdog?.finished(info.workflowId, info.runId) },
     },

@@ -250,30 +250,46 @@ describe('the own-task check while no worker is silent', () => {
       { sweepIntervalMs: 100 },
     );
     watchdog.running.tracking = true;
-    watchdog.hosted('wf', 'run');
+    watchdog.hosted('wf', 'run', 'lost');
     watchdog.startSweeping('q');
     // Before: the check lived in the sweep's rounds, skipped while no worker was silent, so this waited for its timeout.
     await waitFor('the lost task to be failed', () => record.failed.length === 1, { timeoutMs: 5000 });
     expect(record.failed).toEqual([{ activityId: 'lost', type: 'WorkerLost' }]);
   });
 
-  it('stops describing a hosted run once a look finds nothing of it pending, and describes none that ended', async () => {
-    const { watchdog, record } = start(
-      { poll: idlePoll, describe: () => runningDescription([]), pollers: onlyMe },
+  it('describes no hosted run whose activities started here, and a run once, after its activity ended or started elsewhere', async () => {
+    const described: string[] = [];
+    const { watchdog } = start(
+      {
+        poll: idlePoll,
+        describe: (workflowId) => {
+          described.push(workflowId);
+          return runningDescription(
+            workflowId === 'elsewhere'
+              ? [
+                  {
+                    activityId: 'c',
+                    state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+                    lastWorkerIdentity: 'peer',
+                  },
+                ]
+              : [],
+          );
+        },
+        pollers: onlyMe,
+      },
       { sweepIntervalMs: 100 },
     );
     watchdog.running.tracking = true;
-    watchdog.hosted('wf', 'run');
-    watchdog.hosted('ended', 'run');
-    watchdog.finished('ended', 'run');
+    watchdog.hosted('started-here', 'run', 'a');
+    watchdog.running.onStart?.('started-here', 'run', 'a');
+    watchdog.hosted('ended', 'run', 'b');
+    watchdog.hosted('elsewhere', 'run', 'c');
+    watchdog.hosted('finished', 'run', 'd');
+    watchdog.finished('finished', 'run');
     watchdog.startSweeping('q');
-    // Kept for a round after its notice (the server may not have its activities yet), then settled.
-    await sleep(1200);
-    const described = record.describes;
-    expect(described).toBeGreaterThan(0);
-    expect(described).toBeLessThanOrEqual(3);
-    await sleep(600);
-    expect(record.describes).toBe(described);
+    await sleep(1500);
+    expect(described.sort()).toEqual(['elsewhere', 'ended']);
   });
 });
 

@@ -119,6 +119,7 @@ export class CallWatchdog {
       recovered: (failures) => logger.info('presence polls work again', { failedPolls: failures }),
     });
     this.presence = presence;
+    this.running.onStart = (workflowId, runId, activityId) => this.hostedRuns.started(workflowId, runId, activityId);
     this.describes = new Describes(client, logger);
     this.cutOff = new CutOffGuard(presence, identity, options.lostAfterMs, logger);
     this.lostCalls = new LostCalls({
@@ -192,8 +193,8 @@ export class CallWatchdog {
    * A workflow task of this run, run on this worker, scheduled an activity (the call-notices sink): its cancels will be
    * noticed here, so its calls here are described only every `hostedWatchIntervalMs`.
    */
-  hosted(workflowId: string, runId: string): void {
-    this.hostedRuns.scheduled(workflowId, runId);
+  hosted(workflowId: string, runId: string, activityId?: string): void {
+    this.hostedRuns.scheduled(workflowId, runId, activityId);
     const watch = this.workflows.get(runKey(workflowId, runId));
     if (watch) watch.hosted = true;
   }

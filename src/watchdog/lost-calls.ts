@@ -22,6 +22,11 @@ const SWEEP_BATCH = 5000;
  * dispatched through matching): a minute at the default 10 s interval.
  */
 const FULL_ROUND_EVERY = 6;
+/**
+ * An activity scheduled here that has not started here for this long is looked at: most start here within
+ * milliseconds of their notice, and a look any sooner might come before the server has the workflow task's commands.
+ */
+const OWN_TASK_GRACE_MS = 2000;
 
 /** What the calls of lost workers are judged with, beside the watchdog's own parts. */
 export interface LostCallsContext {
@@ -206,9 +211,10 @@ export class LostCalls {
   /**
    * One round. While the presence table shows a worker silent for longer than `lostAfterMs` (only then can a call be
    * judged lost) it lists and describes the task queue's running workflows; otherwise it describes only the runs hosted
-   * here with activities no look has seen settled (the own-task check: a task lost between the server and this worker
-   * while no call of its run is watched here), and every FULL_ROUND_EVERY rounds all of them again for the tasks that
-   * reached this worker from runs hosted elsewhere. So while nothing is lost, agents cost no describes per interval.
+   * here with an activity scheduled here that has not started here after OWN_TASK_GRACE_MS (the own-task check: it may
+   * have been lost between the server and this worker), and every FULL_ROUND_EVERY rounds all of them again, for the
+   * tasks that reached this worker from runs hosted elsewhere. So while nothing is lost, agents whose calls start where
+   * they were scheduled cost no describes.
    */
   private async sweep(taskQueue: string): Promise<void> {
     const { options } = this.context;
@@ -225,7 +231,7 @@ export class LostCalls {
       if (listed === undefined) return;
       runs = listed;
     } else if (ownTasks) {
-      runs = this.context.hostedRuns.toLookAt().filter((run) => !this.context.watching(run.workflowId, run.runId));
+      runs = this.context.hostedRuns.toLookAt(this.ownTaskGraceMs);
     } else return;
     await this.describeAndJudge(runs);
   }
@@ -262,8 +268,30 @@ export class LostCalls {
     return listed;
   }
 
+  private get ownTaskGraceMs(): number {
+    return Math.min(OWN_TASK_GRACE_MS, this.context.options.sweepIntervalMs);
+  }
+
+  /**
+   * Crosses off the activities this run scheduled here (before the grace) that a look found started by another worker
+   * or no longer pending; those started under this worker's identity and not running here stay (failOwnLostTasks
+   * judges them), and so do those still waiting in the queue.
+   */
+  private settleHosted(workflowId: string, runId: string, lookedAt: number, pending: readonly PendingActivity[]): void {
+    const { hostedRuns, identity } = this.context;
+    const byId = new Map(pending.map((activity) => [activity.activityId ?? '', activity]));
+    for (const activityId of hostedRuns.awaitedOf(workflowId, runId, lookedAt - this.ownTaskGraceMs)) {
+      const activity = byId.get(activityId);
+      const startedElsewhere =
+        activity !== undefined &&
+        activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED &&
+        activity.lastWorkerIdentity !== identity;
+      if (activity === undefined || startedElsewhere) hostedRuns.settled(workflowId, runId, activityId);
+    }
+  }
+
   private async describeAndJudge(runs: { workflowId: string; runId: string }[]): Promise<void> {
-    const { describes, hostedRuns, options } = this.context;
+    const { describes, hostedRuns } = this.context;
     const next = async (): Promise<void> => {
       for (let run = runs.shift(); run !== undefined && !this.context.stopped(); run = runs.shift()) {
         const lookedAt = Date.now();
@@ -275,8 +303,7 @@ export class LostCalls {
             continue;
           }
           await this.judge(run.workflowId, run.runId, pending);
-          // A notice sent with the workflow task's completion may come a little before the server has its activities.
-          if (pending.length === 0) hostedRuns.settled(run.workflowId, run.runId, lookedAt, options.sweepIntervalMs);
+          this.settleHosted(run.workflowId, run.runId, lookedAt, pending);
         } catch (error) {
           // NOT_FOUND: closed or deleted meanwhile. Throttled or unreachable: the round ends here, the next one goes on.
           if (notFound(error)) hostedRuns.ended(run.workflowId, run.runId);

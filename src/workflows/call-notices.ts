@@ -28,7 +28,8 @@ const listened = new WeakSet<CancellationScope>();
 
 class CallNoticesInterceptor implements WorkflowOutboundCallsInterceptor {
   scheduleActivity(input: ActivityInput, next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>) {
-    notices.scheduled();
+    // The id the SDK gives the activity when the options name none.
+    notices.scheduled(input.options.activityId ?? `${input.seq}`);
     const scope = CancellationScope.current();
     if (scope.cancellable && !listened.has(scope)) {
       listened.add(scope);
