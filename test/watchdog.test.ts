@@ -291,6 +291,29 @@ describe('the own-task check while no worker is silent', () => {
     await sleep(1500);
     expect(described.sort()).toEqual(['elsewhere', 'ended']);
   });
+
+  it('lists every running workflow now and then only while another worker is on the presence queue', async () => {
+    const rounds = (pollers: () => { identity: string; lastAccessTime: { seconds: number } }[]) => {
+      const fake = start(
+        {
+          poll: idlePoll,
+          describe: () => runningDescription([]),
+          pollers,
+          running: () => [{ workflowId: 'wf', runId: 'run' }],
+        },
+        { sweepIntervalMs: 20 },
+      );
+      fake.watchdog.running.tracking = true;
+      fake.watchdog.startSweeping('q');
+      return fake.record;
+    };
+    const alone = rounds(onlyMe);
+    const withPeer = rounds(() => [...onlyMe(), { identity: 'peer', lastAccessTime: { seconds: nowSeconds() } }]);
+    await sleep(1000);
+    // Tasks from runs hosted elsewhere need another worker to host them.
+    expect(alone.describes).toBe(0);
+    expect(withPeer.describes).toBeGreaterThan(0);
+  });
 });
 
 describe('a workflow whose workflow tasks run on this worker (hosted)', () => {

@@ -213,8 +213,8 @@ export class LostCalls {
    * judged lost) it lists and describes the task queue's running workflows; otherwise it describes only the runs hosted
    * here with an activity scheduled here that has not started here after OWN_TASK_GRACE_MS (the own-task check: it may
    * have been lost between the server and this worker), and every FULL_ROUND_EVERY rounds all of them again, for the
-   * tasks that reached this worker from runs hosted elsewhere. So while nothing is lost, agents whose calls start where
-   * they were scheduled cost no describes.
+   * tasks that reached this worker from runs hosted elsewhere (unless the presence table shows no other worker). So
+   * while nothing is lost, agents whose calls start where they were scheduled cost no describes.
    */
   private async sweep(taskQueue: string): Promise<void> {
     const { options } = this.context;
@@ -222,9 +222,12 @@ export class LostCalls {
     // An unreadable table finds no lost worker: judge() could not act on one without it.
     const table = await this.context.presence.read().catch(() => undefined);
     const ownTasks = this.context.running.tracking;
+    // A task reaches this worker from a run hosted elsewhere only if another worker runs workflow tasks: alone on the
+    // presence queue, it needs no full round for its own tasks.
+    const alone = table !== undefined && [...table.lastPoll.keys()].every((worker) => worker === this.context.identity);
     const full =
       (table !== undefined && anyLost(table, options.lostAfterMs)) ||
-      (ownTasks && this.rounds % FULL_ROUND_EVERY === 0);
+      (ownTasks && !alone && this.rounds % FULL_ROUND_EVERY === 0);
     let runs: { workflowId: string; runId: string }[];
     if (full) {
       const listed = await this.listRunning(taskQueue);
