@@ -4,7 +4,8 @@
  * one simulator, rounds alternated so every contender sees the same machine load. Writes its section of
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
- *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f] [--quick] [--big] [--big-items N]
+ *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f,g] [--quick] [--big] [--big-items N] [--agents N]
+ *     [--agents-contenders ours,plain,asyncio]
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
@@ -27,15 +28,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { FanoutClient } from '../src/client/fanout-client';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
-import { runPlainBatch, runPlainFanOut } from './plain/client';
+import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
-const PLAIN_BUILD = path.join(ROOT, 'node_modules', '.cache', 'temporal-fanout-bench', 'plain');
+// In this checkout's own dist/ (rebuilt each run): node_modules may be a link shared with other checkouts.
+const PLAIN_BUILD = path.join(ROOT, 'dist', 'bench-plain');
 
 const { values: flags } = parseArgs({
   options: {
@@ -44,16 +47,21 @@ const { values: flags } = parseArgs({
     quick: { type: 'boolean', default: false },
     big: { type: 'boolean', default: false },
     'big-items': { type: 'string', default: '100000' },
+    agents: { type: 'string', default: '200' },
+    'agents-contenders': { type: 'string', default: 'ours,plain,asyncio' },
   },
 });
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
 const BIG_ITEMS = Number(flags['big-items']);
+const AGENTS = Number(flags.agents);
+const AGENT_CONTENDERS = new Set(flags['agents-contenders'].split(',').map((name) => name.trim()));
 const SCENARIOS = new Set(
-  (flags.only ?? (flags.big ? 'a,b,c,d,e,f' : 'a,b,c,e')).split(',').map((name) => name.trim()),
+  (flags.only ?? (flags.big ? 'a,b,c,d,e,f,g' : 'a,b,c,e,g')).split(',').map((name) => name.trim()),
 );
 for (const [name, value] of [
   ['--rounds', ROUNDS],
   ['--big-items', BIG_ITEMS],
+  ['--agents', AGENTS],
 ] as const) {
   if (!Number.isInteger(value) || value < 1)
     throw new TypeError(`${name} must be a whole number of at least 1, got ${value}`);
@@ -110,6 +118,8 @@ async function stopChild(child: ChildProcess): Promise<void> {
 
 interface DevServer {
   address: string;
+  /** The server's Prometheus text (its \`action\` counter is what Temporal Cloud bills; \`service_requests\` counts RPCs). */
+  metrics(): Promise<string>;
   version: string;
   pid: number;
   stop(): Promise<void>;
@@ -122,7 +132,7 @@ async function startServer(): Promise<DevServer> {
     stdio: ['ignore', 'pipe', 'inherit'],
   }).trim();
   const version = execFileSync(executable, ['--version'], { encoding: 'utf8' }).trim();
-  const port = await freePort();
+  const [port, metricsPort] = [await freePort(), await freePort()];
   const address = `127.0.0.1:${port}`;
   const child = track(
     spawn(
@@ -135,6 +145,8 @@ async function startServer(): Promise<DevServer> {
         '--port',
         String(port),
         '--headless',
+        '--metrics-port',
+        String(metricsPort),
         '--log-level',
         'error',
         '--search-attribute',
@@ -162,7 +174,13 @@ async function startServer(): Promise<DevServer> {
       await connection.close();
     }
   });
-  return { address, version, pid: child.pid as number, stop: () => stopChild(child) };
+  return {
+    address,
+    version,
+    pid: child.pid as number,
+    metrics: async () => (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text(),
+    stop: () => stopChild(child),
+  };
 }
 
 /** A worker in its own process, its stderr in a log file. */
@@ -334,6 +352,8 @@ interface Sample {
   value: number;
   rssMb?: number;
   note?: string;
+  /** Figures the goals read besides the metric (scenario g: worker CPU seconds, actions per model step). */
+  figures?: Record<string, number>;
 }
 
 interface Contender {
@@ -423,39 +443,33 @@ interface Harness {
   python: string | undefined;
 }
 
-async function runAsyncio(
-  harness: Harness,
-  count: number,
-  concurrency: number,
-): Promise<{ wallMs: number; ok: number; failed: number; peakRssMb: number }> {
+/** Runs a script of bench/asyncio against the simulator and returns the JSON line it prints last. */
+async function runPython<T>(harness: Harness, script: string, args: string[]): Promise<T> {
   const python = harness.python as string;
   const child = track(
-    spawn(
-      python,
-      [
-        path.join(__dirname, 'asyncio', 'semaphore_batch.py'),
-        '--base-url',
-        harness.simulator.baseUrl,
-        '--count',
-        String(count),
-        '--concurrency',
-        String(concurrency),
-      ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    ),
+    spawn(python, [path.join(__dirname, 'asyncio', script), '--base-url', harness.simulator.baseUrl, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
   );
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  if (code !== 0) throw new Error(`asyncio script exited with ${code}: ${stderr}`);
-  const result = JSON.parse(stdout.trim().split('\n').pop() as string) as {
-    wallMs: number;
-    ok: number;
-    failed: number;
-    peakRssMb: number;
-  };
+  if (code !== 0) throw new Error(`${script} exited with ${code}: ${stderr}`);
+  return JSON.parse(stdout.trim().split('\n').pop() as string) as T;
+}
+
+async function runAsyncio(
+  harness: Harness,
+  count: number,
+  concurrency: number,
+): Promise<{ wallMs: number; ok: number; failed: number; peakRssMb: number }> {
+  const result = await runPython<{ wallMs: number; ok: number; failed: number; peakRssMb: number }>(
+    harness,
+    'semaphore_batch.py',
+    ['--count', String(count), '--concurrency', String(concurrency)],
+  );
   if (result.ok !== count) throw new Error(`asyncio: ${result.failed} of ${count} calls failed`);
   return result;
 }
@@ -905,6 +919,272 @@ async function bigScenario(harness: Harness): Promise<ScenarioResult & { largest
   }
 }
 
+/** Sums a counter's samples in the server's Prometheus text by one label, without Temporal's own namespace. */
+function countersByLabel(text: string, metric: string, label: string): Record<string, number> {
+  const totals: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${metric}{`)) continue;
+    const match = /^[^{]+\{(.*)\} (\S+)$/.exec(line);
+    if (!match || match[1].includes('namespace="temporal_system"')) continue;
+    const value = new RegExp(`${label}="([^"]*)"`).exec(match[1])?.[1] ?? '';
+    totals[value] = (totals[value] ?? 0) + Number(match[2]);
+  }
+  return totals;
+}
+
+/** Billed actions and frontend RPCs by operation, counted by the server. */
+async function serverCounts(harness: Harness): Promise<{ actions: number; rpcs: Record<string, number> }> {
+  const text = await harness.server.metrics();
+  const actions = Object.values(countersByLabel(text, 'action', 'action_type')).reduce((sum, count) => sum + count, 0);
+  return { actions, rpcs: countersByLabel(text, 'service_requests', 'operation') };
+}
+
+/** The server's counters once they stop moving (the last actions land a moment after a run closes). */
+async function settledCounts(harness: Harness): Promise<{ actions: number; rpcs: Record<string, number> }> {
+  let previous = await serverCounts(harness);
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const current = await serverCounts(harness);
+    if (current.actions === previous.actions) return current;
+    previous = current;
+  }
+}
+
+/** A run's workflows (the parent and every child it started): encoded history bytes and activities by type. */
+async function historiesOf(
+  client: Client,
+  workflowId: string,
+): Promise<{ bytes: number; workflows: number; activities: Record<string, number> }> {
+  const totals = { bytes: 0, workflows: 0, activities: {} as Record<string, number> };
+  const pending = [workflowId];
+  while (pending.length > 0) {
+    const batch = pending.splice(0, 20);
+    await Promise.all(
+      batch.map(async (id) => {
+        const history = await client.workflow.getHandle(id).fetchHistory();
+        totals.workflows += 1;
+        for (const event of history.events ?? []) {
+          totals.bytes += temporal.api.history.v1.HistoryEvent.encode(
+            temporal.api.history.v1.HistoryEvent.fromObject(event),
+          ).finish().length;
+          const scheduled = event.activityTaskScheduledEventAttributes?.activityType?.name;
+          if (scheduled) totals.activities[scheduled] = (totals.activities[scheduled] ?? 0) + 1;
+          const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+          if (child) pending.push(child);
+        }
+      }),
+    );
+  }
+  return totals;
+}
+
+const AGENT_STEP_MS = 1000;
+const AGENT_TOOL_MS = 300;
+const AGENT_TOOL_STEPS = 4;
+/** Five model steps of 1 s, the first four each asking for two tool calls of 300 ms side by side. */
+const AGENT_IDEAL_MS = (AGENT_TOOL_STEPS + 1) * AGENT_STEP_MS + AGENT_TOOL_STEPS * AGENT_TOOL_MS;
+const agentPrompt = (index: number) =>
+  `Agent ${index}: wait twice, four times [[repeat ${AGENT_TOOL_STEPS} tool:wait {"ms":${AGENT_TOOL_MS}}, tool:wait {"ms":${AGENT_TOOL_MS}}]]`;
+
+/** Mean and largest number of calls open at the simulator, sampled every 100 ms over the run. */
+function inFlightFigures(simulator: Simulator): string {
+  const timeline = inFlightTimeline(simulator, 100);
+  const mean = timeline.reduce((sum, count) => sum + count, 0) / Math.max(1, timeline.length);
+  return `in flight ${mean.toFixed(0)} / ${Math.max(0, ...timeline)}`;
+}
+
+/** What the agents left in our worker: its RSS and a batch's speed on it before and after them (scenario g). */
+const afterAgents: string[] = [];
+
+/**
+ * A 1,000-item batch of 200 ms calls at concurrency 50 on `worker` (ideal 4.0 s), and the worker's RSS (launcher and
+ * child) a few seconds after it: what scenario g measures on our worker before the agents and again after them.
+ */
+async function batchCheck(harness: Harness, fanout: FanoutClient, worker: WorkerProcess) {
+  const latency = AGENT_STEP_MS;
+  harness.simulator.configure({ latency: { minMs: 200, maxMs: 200 } });
+  try {
+    const run = await oursBatch(harness, fanout, worker, writeTasks('after-agents', 1000), 1000, 50, 180_000);
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    const rssMb = processTree(worker.pid).reduce((sum, pid) => sum + readStatus(pid, 'VmRSS'), 0);
+    return { ratio: run.wallMs / 4000, rssMb };
+  } finally {
+    harness.simulator.configure({ latency: { minMs: latency, maxMs: latency } });
+  }
+}
+
+/**
+ * (g) AGENTS agents at once, each five model steps of 1 s whose first four ask for two parallel 300 ms tool calls (ideal
+ * 6.2 s): ours (`fanout worker`, agents as a fan-out's children; fan-outs of at most 500, a run's most in flight), a plain-SDK agent loop
+ * (bench/plain: the transcript in workflow state, each model call and tool call an activity, agents as child workflows)
+ * and an asyncio loop. Model requests and tool runs are counted exactly in every run; worker CPU, billed actions per
+ * model step, frontend RPCs per agent and history bytes per agent are in the notes.
+ */
+async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> {
+  harness.simulator.configure({ latency: { minMs: AGENT_STEP_MS, maxMs: AGENT_STEP_MS } });
+  const ours = await oursWorker(harness.server, harness.simulator, 'agents-at-scale', {
+    FANOUT_TOOLS: path.join(__dirname, 'agents', 'wait-tool.ts'),
+  });
+  const plain = await plainWorker(harness.server, harness.simulator, harness.plainBundle, 500);
+  const fanout = await FanoutClient.connect({
+    temporal: { address: harness.server.address },
+    taskQueue: ours.taskQueue,
+  });
+  const count = (size: 'warm-up' | 'measured') => (size === 'warm-up' ? 20 : AGENTS);
+  const steps = (agents: number) => agents * (AGENT_TOOL_STEPS + 1);
+  const toolRuns = (agents: number) => agents * AGENT_TOOL_STEPS * 2;
+  const chunks = (agents: number) =>
+    Array.from({ length: Math.ceil(agents / 500) }, (_, chunk) =>
+      Array.from({ length: Math.min(500, agents - chunk * 500) }, (__, index) => chunk * 500 + index),
+    );
+  const RPCS = ['GetWorkflowExecutionHistory', 'DescribeWorkflowExecution', 'PollWorkflowTaskQueue'];
+  /** Runs `work` on `worker` and checks and measures what it did, the histories of `workflowIds` after it. */
+  const measured = async (
+    worker: WorkerProcess,
+    agents: number,
+    work: () => Promise<{ workflowIds: string[]; steps: number; toolRuns?: number }>,
+  ): Promise<Sample> => {
+    const before = await settledCounts(harness);
+    const cpuBefore = treeCpuSeconds(worker.pid);
+    const run = await timedOnWorker(harness, worker, work);
+    const cpu = treeCpuSeconds(worker.pid) - cpuBefore;
+    const inFlight = inFlightFigures(harness.simulator);
+    const requests = harness.simulator.log().length;
+    const after = await settledCounts(harness);
+    const histories = { bytes: 0, activities: {} as Record<string, number> };
+    for (const id of run.result.workflowIds) {
+      const history = await historiesOf(harness.plainClient, id);
+      histories.bytes += history.bytes;
+      for (const [type, scheduled] of Object.entries(history.activities))
+        histories.activities[type] = (histories.activities[type] ?? 0) + scheduled;
+    }
+    // Ours reports no tool count in its results: its histories' toolCall activities are the count.
+    const tools = run.result.toolRuns ?? histories.activities.toolCall ?? 0;
+    if (requests !== steps(agents)) throw new Error(`${requests} model requests, expected ${steps(agents)}`);
+    if (run.result.steps !== steps(agents) || tools !== toolRuns(agents))
+      throw new Error(
+        `${run.result.steps} steps and ${tools} tool runs, expected ${steps(agents)} and ${toolRuns(agents)}`,
+      );
+    const rpcs = RPCS.map((operation) => {
+      const calls = (after.rpcs[operation] ?? 0) - (before.rpcs[operation] ?? 0);
+      return `${operation.replace(/WorkflowExecution|WorkflowTaskQueue/, '')} ${(calls / agents).toFixed(1)}`;
+    }).join(', ');
+    return {
+      wallMs: run.wallMs,
+      value: run.wallMs / AGENT_IDEAL_MS,
+      rssMb: run.rssMb,
+      figures: { cpuSeconds: cpu, actionsPerStep: (after.actions - before.actions) / steps(agents) },
+      note: `worker CPU ${cpu.toFixed(1)} s; ${((after.actions - before.actions) / steps(agents)).toFixed(2)} actions per model step; RPCs per agent: ${rpcs}; history ${(histories.bytes / agents / 1024).toFixed(1)} KB per agent; ${inFlight}; ${requests} model requests, ${tools} tool runs`,
+    };
+  };
+  try {
+    const before = await batchCheck(harness, fanout, ours);
+    const result = await measure(
+      'g',
+      `${AGENTS.toLocaleString('en-US')} agents at once, 5 model steps of 1 s, the first 4 asking for 2 parallel tool calls of 300 ms (ideal ${(AGENT_IDEAL_MS / 1000).toFixed(1)} s)`,
+      'wall / ideal',
+      false,
+      (
+        [
+          {
+            name: 'ours: startParallel (agents as children of fan-outs of at most 500), `fanout worker` defaults',
+            run: (size) =>
+              measured(ours, count(size), async () => {
+                const handles = await Promise.all(
+                  chunks(count(size)).map((indexes) =>
+                    fanout.startParallel(
+                      indexes.map((index) => ({ id: `agent-${index}`, prompt: agentPrompt(index), tools: ['wait'] })),
+                    ),
+                  ),
+                );
+                const results = await Promise.all(
+                  handles.map((handle) =>
+                    withDeadline(handle.result(), 600_000, () => handle.workflow.terminate('benchmark deadline')),
+                  ),
+                );
+                const all = results.flatMap((result) => result.results);
+                const failed = all.filter((result) => result.status !== 'ok');
+                if (failed.length > 0)
+                  throw new Error(`${failed.length} agents did not succeed: ${failed[0].error?.message}`);
+                return {
+                  workflowIds: handles.map((handle) => handle.workflowId),
+                  steps: all.reduce((sum, result) => sum + (result.steps ?? 0), 0),
+                };
+              }),
+          },
+          {
+            name: 'plain SDK: plainAgents (a child workflow per agent, transcript in workflow state), 500 activity slots',
+            run: (size) =>
+              measured(plain, count(size), async () => {
+                const runs = chunks(count(size)).map((indexes) => ({
+                  workflowId: `plain-agents-${Date.now()}-${indexes[0]}`,
+                  prompts: indexes.map(agentPrompt),
+                }));
+                const results = await withDeadline(
+                  Promise.all(
+                    runs.map((run) =>
+                      runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
+                    ),
+                  ),
+                  600_000,
+                  async () => undefined,
+                );
+                const all = results.flat();
+                return {
+                  workflowIds: runs.map((run) => run.workflowId),
+                  steps: all.reduce((sum, result) => sum + result.steps, 0),
+                  toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
+                };
+              }),
+          },
+          ...(harness.python === undefined
+            ? []
+            : [
+                {
+                  name: 'asyncio loop (Python, openai client), every agent at once',
+                  run: async (size: 'warm-up' | 'measured'): Promise<Sample> => {
+                    harness.simulator.reset();
+                    const agents = count(size);
+                    const promptFile = path.join(directory, `agent-prompts-${agents}.json`);
+                    writeFileSync(
+                      promptFile,
+                      JSON.stringify(Array.from({ length: agents }, (_, index) => agentPrompt(index))),
+                    );
+                    const result = await runPython<{
+                      wallMs: number;
+                      ok: number;
+                      steps: number;
+                      toolCalls: number;
+                      peakRssMb: number;
+                    }>(harness, 'agent_loop.py', ['--prompt-file', promptFile, '--max-steps', '10']);
+                    const requests = harness.simulator.log().length;
+                    if (result.ok !== agents || requests !== steps(agents) || result.toolCalls !== toolRuns(agents))
+                      throw new Error(
+                        `asyncio: ${result.ok} of ${agents} agents, ${requests} requests, ${result.toolCalls} tool runs`,
+                      );
+                    return {
+                      wallMs: result.wallMs,
+                      value: result.wallMs / AGENT_IDEAL_MS,
+                      rssMb: result.peakRssMb,
+                      note: `${inFlightFigures(harness.simulator)}; ${requests} model requests, ${result.toolCalls} tool runs`,
+                    };
+                  },
+                },
+              ]),
+        ] as Contender[]
+      ).filter((contender) => AGENT_CONTENDERS.has(contender.name.split(/[ :]/)[0].replace('SDK', ''))),
+    );
+    const after = await batchCheck(harness, fanout, ours);
+    afterAgents.push(
+      `Our worker before and after the agents (1,000 x 200 ms batch at 50, ideal 4.0 s; RSS of launcher and worker 5 s after it): wall / ideal ${before.ratio.toFixed(2)} before, ${after.ratio.toFixed(2)} after (${((after.ratio / before.ratio - 1) * 100).toFixed(0)}%); RSS ${before.rssMb.toFixed(0)} MB before, ${after.rssMb.toFixed(0)} MB after (${((after.rssMb / before.rssMb - 1) * 100).toFixed(0)}%).`,
+    );
+    return result;
+  } finally {
+    await fanout.close();
+    await Promise.all([ours.stop(), plain.stop()]);
+  }
+}
+
 function verdict(ok: boolean | undefined): string {
   return ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**';
 }
@@ -940,6 +1220,16 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
   lines.push(
     `- (a) 500 agents: wall ≤ the plain SDK's with 500 slots: ours ${oursA?.wallMs.toFixed(0) ?? '–'} ms, plain ${plainA?.wallMs.toFixed(0) ?? '–'} ms → ${verdict(oursA && plainA ? oursA.wallMs <= plainA.wallMs : undefined)}`,
   );
+  const oursG = value('g', 'ours');
+  const plainG = value('g', 'plain SDK');
+  const asyncioG = value('g', 'asyncio');
+  if (oursG) {
+    const cpu = (sample: Sample | undefined) => sample?.figures?.cpuSeconds;
+    lines.push(
+      `- (g) agents: wall ≤ the plain loop's and ≤ 1.30 × asyncio: ours ${oursG.value.toFixed(2)} ×, plain ${plainG?.value.toFixed(2) ?? '–'} ×, asyncio ${asyncioG?.value.toFixed(2) ?? '–'} × → ${verdict(plainG && asyncioG ? oursG.value <= plainG.value && oursG.value <= asyncioG.value * 1.3 : undefined)}`,
+      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step: ${oursG.figures?.actionsPerStep.toFixed(2) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
+    );
+  }
   const big = results.get('d');
   const oursD = big ? medianSample(big.rows[0]) : undefined;
   lines.push(
@@ -981,6 +1271,7 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
     'line by line after each run. Compare within this run only: the machine is shared.',
     '',
     ...tables.flatMap((table) => [table, '']),
+    ...afterAgents.flatMap((line) => [line, '']),
     ...(timelines.length > 0
       ? ['Calls in flight at the simulator over each measured run (long calls):', '', '```', ...timelines, '```', '']
       : []),
@@ -989,11 +1280,16 @@ function render(results: ScenarioResult[], server: DevServer, python: string | u
   ].join('\n');
 }
 
+/**
+ * Writes the section between its markers: `compare`, or `compare-agents` for a run of the agents at scale alone
+ * (`--only g`), so that it does not replace the other scenarios' tables.
+ */
 function writeSection(section: string): void {
   const target = path.join(ROOT, 'docs', 'BENCHMARKS.md');
-  const block = `<!-- compare:start -->\n${section}\n<!-- compare:end -->`;
+  const name = SCENARIOS.size === 1 && SCENARIOS.has('g') ? 'compare-agents' : 'compare';
+  const block = `<!-- ${name}:start -->\n${section}\n<!-- ${name}:end -->`;
   const existing = existsSync(target) ? readFileSync(target, 'utf8') : '# Benchmarks\n';
-  const pattern = /<!-- compare:start -->[\s\S]*?<!-- compare:end -->/;
+  const pattern = new RegExp(`<!-- ${name}:start -->[\\s\\S]*?<!-- ${name}:end -->`);
   writeFileSync(
     target,
     pattern.test(existing) ? existing.replace(pattern, () => block) : `${existing.trimEnd()}\n\n${block}\n`,
@@ -1060,6 +1356,7 @@ async function main(): Promise<void> {
       results.push(await longCallsScenario(harness, 'e', 4000, 500, { minMs: 3000, maxMs: 3000 }));
     if (SCENARIOS.has('f'))
       results.push(await longCallsScenario(harness, 'f', 20_000, 1000, { minMs: 1000, maxMs: 10_000 }));
+    if (SCENARIOS.has('g')) results.push(await agentsAtScaleScenario(harness));
   } finally {
     await connection.close();
     await simulator.close();

@@ -24,9 +24,11 @@ async function bundle(dist, workflowInterceptorModules) {
 
 async function main() {
   const dist = path.resolve(process.argv[2] ?? path.join(__dirname, '..', 'dist'));
-  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, []));
+  // Every bundle tells the worker's watchdog about its calls (src/workflows/call-notices.ts).
+  const notices = require.resolve(path.join(dist, 'workflows', 'call-notices'));
+  writeFileSync(path.join(dist, 'workflow-bundle.js'), await bundle(dist, [notices]));
   const traced = require.resolve(path.join(dist, 'telemetry', 'workflow-interceptors'));
-  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [traced]));
+  writeFileSync(path.join(dist, 'workflow-bundle-traced.js'), await bundle(dist, [notices, traced]));
 }
 
 main().catch((error) => {

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { NativeConnection, Worker, type InjectedSinks, type WorkerOptions } from '@temporalio/worker';
 import type { DataConverter } from '@temporalio/common';
 import { createActivities, type ActivityDependencies } from './activities';
 import type { Tool } from './tools/define-tool';
 import type { McpServerConfig } from './tools/mcp';
 import { closeToolsWhenStopped, toolRegistryFor } from './tools/worker-tools';
-import { runningActivitiesInterceptor, superviseWorker } from './watchdog';
+import { runningActivitiesInterceptor, superviseWorker, watchdogFor, type CallWatchdog } from './watchdog';
+import { CALL_NOTICES_SINK, type CallNoticeSinks } from './contract/call-notices';
 import { agentMetricsInterceptor } from './metrics';
 import { openConnection } from './config/open-connection';
 import { dataConverterFromEnvironment } from './codec';
@@ -36,6 +37,12 @@ export const FANOUT_WORKER_DEFAULTS = {
   heartbeatThrottleMs: 2000,
   /** How long in-flight agent calls may finish after shutdown starts, ms (FANOUT_SHUTDOWN_GRACE_MS). */
   shutdownGraceMs: 30_000,
+  /**
+   * Workflows kept in memory between their workflow tasks (FANOUT_MAX_CACHED_WORKFLOWS): room for 200 agents and their
+   * runs. A cached agent holds 1-2 MB of its workflow thread's heap (every workflow has its own instances of the
+   * bundle's modules), for which `fanout worker` sizes its workflow threads' heap cap (src/cli/heap-cap.ts).
+   */
+  maxCachedWorkflows: 250,
 } as const;
 
 /** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
@@ -67,6 +74,14 @@ export interface FanoutWorkerOptions {
    * `FANOUT_WORKER_DEFAULTS.activityPollers` (100).
    */
   activityPollers?: number;
+  /**
+   * Workflows this worker keeps in memory between their workflow tasks (the SDK's sticky cache). A workflow that falls
+   * out of it is replayed from its whole history at its next task: an agent per workflow means hundreds running at
+   * once, and the SDK's default, derived from the heap limit, is 60 under `fanout worker`'s capped heap (which gives
+   * the workflow threads room for the cache: src/cli/heap-cap.ts). Env
+   * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (250).
+   */
+  maxCachedWorkflows?: number;
   /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
   maxActivitiesPerSecond?: number;
   /**
@@ -155,6 +170,11 @@ function definedOnly<T extends object>(options: T): Partial<T> {
   return Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
+/** Workflows a worker caches: FANOUT_MAX_CACHED_WORKFLOWS (0 or more), else `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows`. */
+export function maxCachedWorkflowsFromEnvironment(environment: Environment = process.env): number {
+  return countFromEnvironment('FANOUT_MAX_CACHED_WORKFLOWS', environment) ?? FANOUT_WORKER_DEFAULTS.maxCachedWorkflows;
+}
+
 /**
  * How long in-flight agent calls may finish after shutdown starts, ms: FANOUT_SHUTDOWN_GRACE_MS (0 or more), else
  * `FANOUT_WORKER_DEFAULTS.shutdownGraceMs`. `fanout worker` reads it here too, for its own exit deadlines.
@@ -221,6 +241,17 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const extra = definedOnly(options.workerOptions ?? {});
   const registry = options.activities?.tools ?? toolRegistryFor(options);
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
+  // What workflow code tells the watchdog about its calls (src/workflows/call-notices.ts), once the worker exists.
+  let watchdog: CallWatchdog | undefined;
+  const callNotices: InjectedSinks<CallNoticeSinks> = {
+    [CALL_NOTICES_SINK]: {
+      scheduled: { fn: (info, activityId) => watchdog?.hosted(info.workflowId, info.runId, activityId) },
+      cancelRequested: { fn: (info) => watchdog?.cancelNotice(info.workflowId, info.runId) },
+      finished: { fn: (info) => watchdog?.finished(info.workflowId, info.runId) },
+    },
+  };
+  // A prebuilt bundle has the call-notices interceptor in it (scripts/bundle-workflows.js); one bundled here gets it too.
+  const bundledHere = extra.workflowBundle === undefined && (extra.workflowsPath !== undefined || !bundlePath);
   // The native layer rejects keys that are present but undefined, so optional settings are spread in only when set.
   const worker = await Worker.create({
     connection,
@@ -240,6 +271,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
       maximum: activityPollers,
       initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers),
     },
+    maxCachedWorkflows: options.maxCachedWorkflows ?? maxCachedWorkflowsFromEnvironment(),
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
     maxEagerActivityReservationsPerWorkflowTask: eager,
@@ -250,7 +282,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + SHUTDOWN_FORCE_MARGIN_MS,
     ...extra,
-    ...(tracing ? { sinks: { ...tracing.sinks, ...extra.sinks } } : {}),
+    sinks: { ...callNotices, ...tracing?.sinks, ...extra.sinks },
     // Merged, not replaced: the agent-call metrics (src/metrics/) wrap whatever activity interceptors the caller adds.
     interceptors: {
       ...extra.interceptors,
@@ -264,13 +296,20 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
       ],
       // A worker bundling from source bundles the OpenTelemetry workflow interceptors in (a prebuilt bundle has its
       // traced twin, tracedBundle).
-      ...(tracing && !bundlePath && !ownWorkflows
-        ? { workflowModules: [...(extra.interceptors?.workflowModules ?? []), tracing.workflowModule] }
+      ...(bundledHere
+        ? {
+            workflowModules: [
+              require.resolve('./workflows/call-notices'),
+              ...(extra.interceptors?.workflowModules ?? []),
+              ...(tracing && !bundlePath && !ownWorkflows ? [tracing.workflowModule] : []),
+            ],
+          }
         : {}),
     },
   });
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
   superviseWorker(worker, worker.options.taskQueue, { tracksRunning: true });
+  if (worker.client) watchdog = watchdogFor(worker.client);
   closeToolsWhenStopped(worker, registry);
   return worker;
 }

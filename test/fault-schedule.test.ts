@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import type { BatchResultLine } from '../src/contract/batch';
 import { batchDirectory, writeTasks } from './support/batch-files';
 import { spawnWorker, type WorkerProcess } from './support/processes';
-import { faultCost, requestsOfRun } from './support/request-ledger';
+import { faultCost, openAtAnyFault, requestsOfRun } from './support/request-ledger';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
 
@@ -212,7 +212,13 @@ async function runSchedule(run: number): Promise<void> {
       (request) =>
         request.arrivedAt <= fault.at && (request.respondedAt ?? request.clientClosedAt ?? Infinity) > fault.at,
     );
-    const sentBefore = new Set(log.filter((request) => request.arrivedAt <= fault.at).map((request) => request.taskId));
+    // A call open at an earlier fault (a cancel whose resume sends it again only after this kill) is that fault's.
+    const earlier = faults.slice(0, index).map((earlier) => ({ at: earlier.at, until: earlier.until }));
+    const sentBefore = new Set(
+      log
+        .filter((request) => request.arrivedAt <= fault.at && !openAtAnyFault(request, earlier))
+        .map((request) => request.taskId),
+    );
     const sentAgain = new Set(
       log
         .filter(
@@ -224,6 +230,31 @@ async function runSchedule(run: number): Promise<void> {
       openAtKill.filter((request) => request.worker === fault.killed).map((request) => request.taskId),
     );
     const survivors = openAtKill.filter((request) => request.worker !== fault.killed).map((request) => request.taskId);
+    if (sentAgain.size > victims.size) {
+      // The timeline a failure needs (ms from the kill): every request of each id sent again that was not a victim's.
+      const unexcused = [...sentAgain].filter((id) => !victims.has(id));
+      const since = (at: number | undefined) => (at === undefined ? undefined : at - fault.at);
+      console.log(
+        JSON.stringify({
+          label,
+          kill: index,
+          killed: fault.killed,
+          victims: victims.size,
+          sentAgain: sentAgain.size,
+          requests: log
+            .filter((request) => unexcused.includes(request.taskId))
+            .map((request) => ({
+              id: request.taskId,
+              worker: request.worker,
+              attempt: request.attempt,
+              outcome: request.outcome,
+              arrived: since(request.arrivedAt),
+              responded: since(request.respondedAt),
+              clientClosed: since(request.clientClosedAt),
+            })),
+        }),
+      );
+    }
     expect({ label, kill: index, sentAgain: sentAgain.size <= victims.size }).toEqual({
       label,
       kill: index,

@@ -49,9 +49,9 @@ function fakeClient(script: Script) {
         record.describes += 1;
         return script.describe(request.execution.workflowId);
       },
-      describeTaskQueue: (request: { taskQueue: { name: string } }) => {
+      describeTaskQueue: async (request: { taskQueue: { name: string } }) => {
         expect(request.taskQueue.name).toBe(PRESENCE_QUEUE);
-        return Promise.resolve({ pollers: script.pollers() });
+        return { pollers: script.pollers() };
       },
     },
     activity: {
@@ -131,26 +131,36 @@ const call = (activityId: string, abort?: (reason: unknown) => void) => ({
 
 describe('a worker cut off from Temporal', () => {
   it('aborts its own calls with a retryable WorkerLost once its presence polls have failed for longer than the lost-worker threshold', async () => {
+    // Longer than the other tests' threshold: on a loaded machine this process's timers can run 700 ms late, which a
+    // 400 ms threshold took for a silence while the fake server answered every poll.
+    const lostAfterMs = 2000;
     let reachable = true;
     // The last time the server saw this worker: the start of a poll it answered, or a describe it answered. The
     // threshold counts from there, which may be a poll's length before the cut.
     let lastContactAt = 0;
-    const { watchdog, record } = start({
-      poll: () => {
-        if (!reachable) return unavailable();
-        const startedAt = Date.now();
-        return idlePoll().then((answer) => {
-          lastContactAt = Math.max(lastContactAt, startedAt);
-          return answer;
-        });
+    const { watchdog, record } = start(
+      {
+        poll: () => {
+          if (!reachable) return unavailable();
+          const startedAt = Date.now();
+          return idlePoll().then((answer) => {
+            lastContactAt = Math.max(lastContactAt, startedAt);
+            return answer;
+          });
+        },
+        describe: () => {
+          if (!reachable) return unavailable();
+          lastContactAt = Math.max(lastContactAt, Date.now());
+          return runningDescription();
+        },
+        pollers: () => {
+          if (!reachable) throw Object.assign(new Error('14 UNAVAILABLE: connection refused'), { code: 14 });
+          lastContactAt = Math.max(lastContactAt, Date.now());
+          return [];
+        },
       },
-      describe: () => {
-        if (!reachable) return unavailable();
-        lastContactAt = Math.max(lastContactAt, Date.now());
-        return runningDescription();
-      },
-      pollers: () => [],
-    });
+      { lostAfterMs },
+    );
     const reasons: unknown[] = [];
     let abortedAt = 0;
     const abort = (reason: unknown) => {
@@ -160,18 +170,36 @@ describe('a worker cut off from Temporal', () => {
     watchdog.register(call('a', abort));
     watchdog.register(call('a', abort));
     // In touch: polls answer, nothing is aborted however long it runs.
-    await sleep(options.lostAfterMs * 2);
+    await sleep(lostAfterMs * 2);
     expect(reasons).toEqual([]);
 
     reachable = false;
     await waitFor('both calls of the activity to be aborted', () => reasons.length === 2, { timeoutMs: 5000 });
-    expect(abortedAt - lastContactAt).toBeGreaterThanOrEqual(options.lostAfterMs);
+    // Less 20 ms: the watchdog stamps a presence read when it sends it, a little before the fake server sees it.
+    expect(abortedAt - lastContactAt).toBeGreaterThanOrEqual(lostAfterMs - 20);
     for (const reason of reasons) {
       expect(reason).toBeInstanceOf(ApplicationFailure);
       expect((reason as ApplicationFailure).type).toBe('WorkerLost');
       expect((reason as ApplicationFailure).nonRetryable).toBe(false);
     }
     expect(record.warnings.filter((line) => line.startsWith('cut off from Temporal'))).toHaveLength(1);
+  });
+
+  it('keeps its calls while in touch though its presence polls are answered only at their deadline and nothing is described', async () => {
+    // An empty poll lasts longer than the threshold; the run's workflow tasks run here, so it is not described either.
+    const slowPoll = () => new Promise((resolve) => setTimeout(() => resolve({}), options.lostAfterMs * 3));
+    const { watchdog, record } = start(
+      { poll: slowPoll, describe: () => runningDescription(), pollers: () => [] },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    const reasons: unknown[] = [];
+    watchdog.hosted('wf', 'run');
+    watchdog.register(call('a', (reason) => reasons.push(reason)));
+    await sleep(options.lostAfterMs * 6);
+    expect(record.describes).toBe(0);
+    // Before: aborted as cut off once the first poll outlasted the threshold, with the server answering all along.
+    expect(reasons).toEqual([]);
+    expect(record.warnings).toEqual([]);
   });
 
   it('backs off while its reads fail: a few polls and describes a second, one warning each, not one per retry', async () => {
@@ -228,6 +256,153 @@ describe('the sweep over running workflows no live worker has calls in', () => {
       timeoutMs: 30_000,
     });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
+  });
+});
+
+describe('the own-task check while no worker is silent', () => {
+  /** A call Temporal records as started by this worker ('me'), which is not running it. */
+  const ownLostCall = () => ({
+    activityId: 'lost',
+    state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+    attempt: 1,
+    lastWorkerIdentity: 'me',
+    lastStartedTime: { seconds: nowSeconds() },
+  });
+  const onlyMe = () => [{ identity: 'me', lastAccessTime: { seconds: nowSeconds() } }];
+
+  it('fails a task of a run hosted here that this worker was handed and never ran, with no call of the run watched', async () => {
+    const { watchdog, record } = start(
+      { poll: idlePoll, describe: () => runningDescription([ownLostCall()]), pollers: onlyMe },
+      { sweepIntervalMs: 100 },
+    );
+    watchdog.running.tracking = true;
+    watchdog.hosted('wf', 'run', 'lost');
+    watchdog.startSweeping('q');
+    // Before: the check lived in the sweep's rounds, skipped while no worker was silent, so this waited for its timeout.
+    await waitFor('the lost task to be failed', () => record.failed.length === 1, { timeoutMs: 5000 });
+    expect(record.failed).toEqual([{ activityId: 'lost', type: 'WorkerLost' }]);
+  });
+
+  it('describes no hosted run whose activities started here, and a run once, after its activity ended or started elsewhere', async () => {
+    const described: string[] = [];
+    const { watchdog } = start(
+      {
+        poll: idlePoll,
+        describe: (workflowId) => {
+          described.push(workflowId);
+          return runningDescription(
+            workflowId === 'elsewhere'
+              ? [
+                  {
+                    activityId: 'c',
+                    state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+                    lastWorkerIdentity: 'peer',
+                  },
+                ]
+              : [],
+          );
+        },
+        pollers: onlyMe,
+      },
+      { sweepIntervalMs: 100 },
+    );
+    watchdog.running.tracking = true;
+    watchdog.hosted('started-here', 'run', 'a');
+    watchdog.running.onStart?.('started-here', 'run', 'a');
+    watchdog.hosted('ended', 'run', 'b');
+    watchdog.hosted('elsewhere', 'run', 'c');
+    watchdog.hosted('finished', 'run', 'd');
+    watchdog.finished('finished', 'run');
+    watchdog.startSweeping('q');
+    await sleep(1500);
+    expect(described.sort()).toEqual(['elsewhere', 'ended']);
+  });
+
+  it('lists every running workflow now and then only while another worker is on the presence queue', async () => {
+    const rounds = (pollers: () => { identity: string; lastAccessTime: { seconds: number } }[]) => {
+      const fake = start(
+        {
+          poll: idlePoll,
+          describe: () => runningDescription([]),
+          pollers,
+          running: () => [{ workflowId: 'wf', runId: 'run' }],
+        },
+        { sweepIntervalMs: 20 },
+      );
+      fake.watchdog.running.tracking = true;
+      fake.watchdog.startSweeping('q');
+      return fake.record;
+    };
+    const alone = rounds(onlyMe);
+    const withPeer = rounds(() => [...onlyMe(), { identity: 'peer', lastAccessTime: { seconds: nowSeconds() } }]);
+    await sleep(1000);
+    // Tasks from runs hosted elsewhere need another worker to host them.
+    expect(alone.describes).toBe(0);
+    expect(withPeer.describes).toBeGreaterThan(0);
+  });
+});
+
+describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
+  const cancelRequested = (activityId: string) => ({
+    activityId,
+    state: PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
+    attempt: 1,
+  });
+
+  it('is not described while nothing happens, and its cancelled call is poked within a fraction of a second of the notice', async () => {
+    let cancelled = false;
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: () => runningDescription(cancelled ? [cancelRequested('a')] : []),
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    await sleep(1500);
+    // Described every 100 ms (watchIntervalMs) were it run elsewhere.
+    expect(record.describes).toBe(0);
+    cancelled = true;
+    const noticedAt = Date.now();
+    watchdog.cancelNotice('wf', 'run');
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 5000 });
+    expect(Date.now() - noticedAt).toBeLessThan(1000);
+  });
+
+  it('looks again at the watch interval after a notice that came before the server had the cancel', async () => {
+    let describes = 0;
+    const { watchdog } = start(
+      {
+        poll: idlePoll,
+        // The first look after the notice still sees the call running; the server records the cancel after it.
+        describe: () => {
+          describes += 1;
+          return runningDescription(describes > 1 ? [cancelRequested('a')] : []);
+        },
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    watchdog.cancelNotice('wf', 'run');
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 2000 });
+  });
+
+  it('takes a notice that came just before its call registered', async () => {
+    const { watchdog } = start(
+      { poll: idlePoll, describe: () => runningDescription([cancelRequested('a')]), pollers: () => [] },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let pokes = 0;
+    watchdog.hosted('wf', 'run');
+    watchdog.cancelNotice('wf', 'run');
+    watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
+    await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 2000 });
   });
 });
 

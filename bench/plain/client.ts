@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { PlainTask } from './activities';
-import type { plainBatch, plainFanOut } from './workflows';
+import type { plainAgents, plainBatch, plainFanOut } from './workflows';
 
 /** Runs `plainFanOut` and waits for its results. */
 export function runPlainFanOut(client: Client, taskQueue: string, tasks: PlainTask[]): Promise<string[]> {
@@ -23,5 +23,20 @@ export function runPlainBatch(
     taskQueue,
     workflowId: `plain-batch-${randomUUID()}`,
     args: [{ count, concurrency }],
+  });
+}
+
+/** Runs `plainAgents` (one child workflow per prompt) and waits for every agent's result. */
+export function runPlainAgents(
+  client: Client,
+  taskQueue: string,
+  prompts: string[],
+  maxSteps: number,
+  workflowId = `plain-agents-${randomUUID()}`,
+): ReturnType<typeof plainAgents> {
+  return client.workflow.execute<typeof plainAgents>('plainAgents', {
+    taskQueue,
+    workflowId,
+    args: [{ prompts, maxSteps }],
   });
 }

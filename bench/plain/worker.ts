@@ -8,7 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
-import { createPlainActivities } from './activities';
+import { createPlainActivities, createPlainAgentActivities } from './activities';
 
 /** Bundles bench/plain/workflows.ts with the SDK's bundler into `outputFile`. */
 export async function bundlePlainWorkflows(outputFile: string): Promise<void> {
@@ -39,7 +39,7 @@ async function main(): Promise<void> {
     connection,
     taskQueue: values['task-queue'],
     workflowBundle: { codePath: values.bundle },
-    activities: createPlainActivities(openai),
+    activities: { ...createPlainActivities(openai), ...createPlainAgentActivities(openai) },
     maxConcurrentActivityTaskExecutions: slots,
   });
   process.stderr.write(`plain worker polling "${values['task-queue']}" with ${slots} activity slots\n`);

@@ -2,8 +2,8 @@
  * The baseline's workflows: what a Temporal engineer writes in an afternoon with the SDK's own idioms, no helper
  * library. Only `import type` from the activities, as the sandbox wants.
  */
-import { condition, continueAsNew, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { PlainActivities, PlainTask } from './activities';
+import { condition, continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { PlainActivities, PlainAgentActivities, PlainMessage, PlainTask } from './activities';
 
 const { callModel } = proxyActivities<PlainActivities>({
   startToCloseTimeout: '60s',
@@ -58,4 +58,48 @@ export async function plainBatch(input: PlainBatchInput): Promise<PlainBatchResu
   await condition(() => inFlight === 0);
   if (next < input.count) return continueAsNew<typeof plainBatch>({ ...input, next, succeeded, failed });
   return { succeeded, failed };
+}
+
+const { invokeModel, runTool } = proxyActivities<PlainAgentActivities>({
+  startToCloseTimeout: '60s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
+});
+
+export interface PlainAgentResult {
+  steps: number;
+  toolCalls: number;
+  answer: string;
+}
+
+/**
+ * An agent loop on the plain SDK: the transcript in workflow state, each model call an activity given the whole
+ * transcript, the tool calls it asks for run as activities side by side, until the model answers.
+ */
+export async function plainAgent(input: { prompt: string; maxSteps: number }): Promise<PlainAgentResult> {
+  const messages: PlainMessage[] = [{ role: 'user', content: input.prompt }];
+  let toolCalls = 0;
+  for (let step = 1; step <= input.maxSteps; step += 1) {
+    const reply = await invokeModel(messages);
+    messages.push(reply);
+    if (!reply.tool_calls?.length) return { steps: step, toolCalls, answer: reply.content ?? '' };
+    const results = await Promise.all(reply.tool_calls.map((call) => runTool(call.function)));
+    toolCalls += results.length;
+    reply.tool_calls.forEach((call, index) =>
+      messages.push({ role: 'tool', tool_call_id: call.id, content: results[index] }),
+    );
+  }
+  throw new Error(`no answer after ${input.maxSteps} steps`);
+}
+
+/** Every agent at once as a child workflow, as a plain project fans agents out; results in input order. */
+export async function plainAgents(input: { prompts: string[]; maxSteps: number }): Promise<PlainAgentResult[]> {
+  const parent = workflowInfo().workflowId;
+  return Promise.all(
+    input.prompts.map((prompt, index) =>
+      executeChild(plainAgent, {
+        workflowId: `${parent}-agent-${index}`,
+        args: [{ prompt, maxSteps: input.maxSteps }],
+      }),
+    ),
+  );
 }

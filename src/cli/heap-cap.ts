@@ -20,6 +20,13 @@ const HEAP_VARIABLE = 'FANOUT_WORKER_HEAP_MB';
  * (bench/worker-cpu.ts --variant). Doubling keeps the cap and halves those collections, for some 30-50 MB more RSS.
  */
 const CAPPED_HEAP_GROWING_PERCENT = 100;
+/**
+ * Heap a workflow thread needs per workflow of the worker's cache, in MB: the SDK splits the cache over its two
+ * workflow threads, and a cached agent holds about 1-2 MB of its thread's heap (each workflow has its own instances of
+ * the bundle's modules). Measured with 1,400 agents running: the 256 MB cap ran a thread out of memory, which ends the
+ * worker, with a cache of 250; 384 MB held.
+ */
+const WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW = 1;
 /** Set in the re-launched child's environment: it is the worker, never a launcher again. */
 const CAPPED_MARKER = 'FANOUT_HEAP_CAPPED';
 /** The signals the supervising parent passes on: the SDK's shutdown signals, and SIGHUP for a closed terminal. */
@@ -55,6 +62,25 @@ export function heapCapToApply(
   )
     return undefined;
   return megabytes;
+}
+
+/**
+ * In the re-launched child, before the worker starts its workflow threads: gives their heaps room for
+ * `cachedWorkflows` (half the cap plus WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW each, at least the cap). V8 reads
+ * --max-old-space-size when an isolate is made, so the threads made after this get it while this thread keeps its
+ * cap. Returns the threads' cap in MB, or undefined where nothing was capped.
+ */
+export function capWorkflowThreads(
+  cachedWorkflows: number,
+  environment: Environment = process.env,
+  execArgv: readonly string[] = process.execArgv,
+): number | undefined {
+  if (environment[CAPPED_MARKER] !== '1') return undefined;
+  const cap = Number(/--max-old-space-size=(\d+)/.exec(execArgv.join(' '))?.[1]);
+  if (!(cap > 0)) return undefined;
+  const threads = Math.max(cap, Math.ceil(cap / 2 + cachedWorkflows * WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW));
+  setFlagsFromString(`--max-old-space-size=${threads}`);
+  return threads;
 }
 
 /**

@@ -3,6 +3,7 @@ import { temporal } from '@temporalio/proto';
 import { CutOffGuard } from './cut-off';
 import { RunningActivities } from './running-activities';
 import { Describes, integer, type Description } from './describes';
+import { HostedRuns } from './hosted-runs';
 import { LostCalls } from './lost-calls';
 import { Presence } from './presence';
 import { notFound, reachedServer } from './server-errors';
@@ -15,10 +16,14 @@ export type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
  * Temporal Cloud is a billed action, and a 60 s call cost ~31 of them):
  *
  * - Cancellation. DescribeWorkflowExecution is free, and its pending activities say CANCEL_REQUESTED as soon as the
- *   workflow cancels one. Each worker describes every workflow it has calls of in flight once a second (one describe
- *   per workflow, shared by all its calls there); a call it sees cancelled sends ONE heartbeat, whose answer makes the
- *   SDK abort the call's signal, which closes the HTTP request. The same look catches a call whose attempt the server
- *   already gave up on (timed out, workflow closed, paused): one heartbeat, and the SDK learns it.
+ *   workflow cancels one. A call it sees cancelled sends ONE heartbeat, whose answer makes the SDK abort the call's
+ *   signal, which closes the HTTP request. The same look catches a call whose attempt the server already gave up on
+ *   (timed out, workflow closed, paused): one heartbeat, and the SDK learns it. When to look: a workflow whose workflow
+ *   tasks run on this worker says so through the call-notices sink (`hosted`, src/workflows/call-notices.ts), and says
+ *   when one of its cancellation scopes is cancelled (`cancelNotice`): the watchdog looks then, within a fraction of a
+ *   second, and otherwise only every `hostedWatchIntervalMs` (10 s), for what no notice says (a terminated run, a timed
+ *   out attempt, a lost worker's calls). A workflow run elsewhere is described every `watchIntervalMs` (1 s), one
+ *   describe per workflow shared by all its calls here. So 200 agents of 1 s steps cost no describes at all.
  * - Lost workers. Every worker polls the presence queue (presence.ts). Calls that a lost worker was running are failed
  *   on its behalf (RespondActivityTaskFailedById, free), so Temporal retries them at once instead of at start-to-close;
  *   calls a lost worker was asked to cancel are reported cancelled, so a cancelled run does not wait on a dead worker.
@@ -52,6 +57,13 @@ const REPOKE_MS = 5000;
  * the workflow's lost calls are judged within it, well inside the minute a dead worker's call may wait.
  */
 const MAX_LOOK_BACKOFF_MS = 8000;
+/**
+ * After a cancel notice the first look waits this long: sinks are called before the workflow task's completion (with
+ * its cancel commands) is sent, and a look before the server has recorded them would see nothing to poke.
+ */
+const NOTICE_LOOK_DELAY_MS = 250;
+/** After a cancel notice, looks come at `watchIntervalMs` for this long, in case the first came too early. */
+const NOTICE_FAST_MS = 5000;
 
 interface WatchEntry {
   call: WatchedCall;
@@ -66,6 +78,14 @@ interface WorkflowWatch {
   timer?: NodeJS.Timeout;
   /** Describes that failed in a row: the next look waits longer. */
   failures: number;
+  /** The run's workflow tasks run on this worker (it said so through the call-notices sink). */
+  hosted: boolean;
+  /** Until when looks come at `watchIntervalMs` whether hosted or not (after a cancel notice). */
+  fastUntil: number;
+  /** When a notice asked for the next look (consumed by `schedule`). */
+  noticeAt?: number;
+  /** A describe of this run is out. */
+  looking: boolean;
 }
 
 function runKey(workflowId: string, runId: string): string {
@@ -80,6 +100,10 @@ export class CallWatchdog {
   private readonly workflows = new Map<string, WorkflowWatch>();
   /** The activities this worker runs (its interceptor is the worker's innermost, see RunningActivities). */
   readonly running = new RunningActivities();
+  /** Runs whose workflow tasks ran here lately (the call-notices sink). */
+  private readonly hostedRuns = new HostedRuns();
+  /** When each run's last cancel notice came, for a call that registers just after it (kept NOTICE_FAST_MS). */
+  private readonly noticed = new Map<string, number>();
   private idleTimer: NodeJS.Timeout | undefined;
   private stopped = false;
 
@@ -95,6 +119,7 @@ export class CallWatchdog {
       recovered: (failures) => logger.info('presence polls work again', { failedPolls: failures }),
     });
     this.presence = presence;
+    this.running.onStart = (workflowId, runId, activityId) => this.hostedRuns.started(workflowId, runId, activityId);
     this.describes = new Describes(client, logger);
     this.cutOff = new CutOffGuard(presence, identity, options.lostAfterMs, logger);
     this.lostCalls = new LostCalls({
@@ -107,6 +132,7 @@ export class CallWatchdog {
       watching: (workflowId, runId) => this.workflows.has(runKey(workflowId, runId)),
       stopped: () => this.stopped,
       running: this.running,
+      hostedRuns: this.hostedRuns,
     });
   }
 
@@ -118,7 +144,21 @@ export class CallWatchdog {
     const key = runKey(call.workflowId, call.runId);
     let watch = this.workflows.get(key);
     if (!watch) {
-      watch = { workflowId: call.workflowId, runId: call.runId, calls: new Map(), failures: 0 };
+      watch = {
+        workflowId: call.workflowId,
+        runId: call.runId,
+        calls: new Map(),
+        failures: 0,
+        hosted: this.hostedRuns.has(HostedRuns.key(call.workflowId, call.runId)),
+        fastUntil: 0,
+        looking: false,
+      };
+      // A cancel noticed a moment before this call started (dispatched, not yet running) is looked at as if just now.
+      const noticedAt = this.noticed.get(key);
+      if (noticedAt !== undefined && Date.now() - noticedAt < NOTICE_FAST_MS) {
+        watch.fastUntil = noticedAt + NOTICE_FAST_MS;
+        watch.noticeAt = noticedAt + NOTICE_LOOK_DELAY_MS;
+      }
       this.workflows.set(key, watch);
       this.schedule(watch);
       this.cutOff.start();
@@ -149,6 +189,37 @@ export class CallWatchdog {
     };
   }
 
+  /**
+   * A workflow task of this run, run on this worker, scheduled an activity (the call-notices sink): its cancels will be
+   * noticed here, so its calls here are described only every `hostedWatchIntervalMs`.
+   */
+  hosted(workflowId: string, runId: string, activityId?: string): void {
+    this.hostedRuns.scheduled(workflowId, runId, activityId);
+    const watch = this.workflows.get(runKey(workflowId, runId));
+    if (watch) watch.hosted = true;
+  }
+
+  /** The run's workflow function ended here (the call-notices sink): the own-task check need not look at it. */
+  finished(workflowId: string, runId: string): void {
+    this.hostedRuns.ended(workflowId, runId);
+  }
+
+  /** A cancellation scope of this run was cancelled (the call-notices sink): look at its calls here now. */
+  cancelNotice(workflowId: string, runId: string): void {
+    const key = runKey(workflowId, runId);
+    const now = Date.now();
+    for (const [run, at] of this.noticed) if (now - at >= NOTICE_FAST_MS) this.noticed.delete(run);
+    this.noticed.set(key, now);
+    const watch = this.workflows.get(key);
+    if (!watch || this.stopped) return;
+    watch.fastUntil = Date.now() + NOTICE_FAST_MS;
+    watch.noticeAt = Date.now() + NOTICE_LOOK_DELAY_MS;
+    // A look that is out schedules the next one when it ends, which takes the notice.
+    if (watch.looking) return;
+    clearTimeout(watch.timer);
+    this.schedule(watch);
+  }
+
   private idleLater(): void {
     if (this.lostCalls.sweeping !== undefined || this.workflows.size > 0) return;
     clearTimeout(this.idleTimer);
@@ -160,13 +231,21 @@ export class CallWatchdog {
 
   private schedule(watch: WorkflowWatch): void {
     // A little jitter, so the watches of many workers and workflows do not describe in lockstep; doubling while they fail.
-    const interval = this.options.watchIntervalMs;
+    const now = Date.now();
+    const interval =
+      watch.hosted && now >= watch.fastUntil
+        ? (this.options.hostedWatchIntervalMs ?? this.options.watchIntervalMs * 10)
+        : this.options.watchIntervalMs;
     // Capped well under the lost-worker threshold: a throttled describe is still word from the server (see CutOffGuard).
     const longest = Math.max(interval, Math.min(MAX_LOOK_BACKOFF_MS, this.options.lostAfterMs / 3));
     const base = watch.failures === 0 ? interval : Math.min(longest, interval * 2 ** watch.failures);
-    const delay = base * (0.85 + Math.random() * 0.3);
+    const jittered = base * (0.85 + Math.random() * 0.3);
+    const delay = watch.noticeAt === undefined ? jittered : Math.min(jittered, Math.max(0, watch.noticeAt - now));
+    watch.noticeAt = undefined;
     watch.timer = setTimeout(() => {
+      watch.looking = true;
       void this.look(watch).finally(() => {
+        watch.looking = false;
         if (this.workflows.get(runKey(watch.workflowId, watch.runId)) === watch && !this.stopped) this.schedule(watch);
       });
     }, delay);

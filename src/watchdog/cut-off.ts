@@ -9,8 +9,11 @@ const CHECK_MS = 1000;
 /**
  * Peers judge this worker lost once the server has not seen it poll for `lostAfterMs`, and fail its calls so Temporal
  * retries them elsewhere; its own answers would then be refused. So past that silence it aborts its calls itself.
- * Word from the server is an answered presence poll or read, or an answered describe: with calls in flight their
- * workflows are described every `watchIntervalMs` (an empty presence poll ends at its deadline, which proves nothing).
+ * Word from the server is an answered presence poll or read, or an answered describe. Neither comes often enough on
+ * its own: an empty presence poll is answered only near its 5 s deadline (counted from its start), and a workflow whose
+ * workflow tasks run here is described only every 10 s (its cancels come as notices). So once the last word is half the
+ * threshold old, with calls to lose, the guard asks for some itself: one free DescribeTaskQueue of the presence queue
+ * (Presence.read), for the whole worker, at most once per check.
  */
 export class CutOffGuard {
   /** Aborts are per call: a cut-off worker ends every call of a chunk. */
@@ -19,6 +22,8 @@ export class CutOffGuard {
   private cutOff = false;
   /** When (local clock) a describe last started that the server answered, even with an error. */
   private describedAt = 0;
+  /** A presence read the guard asked for is out. */
+  private asking = false;
 
   constructor(
     private readonly presence: Presence,
@@ -62,6 +67,7 @@ export class CutOffGuard {
 
   private check(): void {
     const silentForMs = Date.now() - Math.max(this.presence.lastContactAt, this.describedAt);
+    if (silentForMs > this.lostAfterMs / 2 && this.aborts.size > 0) this.ask();
     if (silentForMs <= this.lostAfterMs) {
       if (this.cutOff) this.logger.info('in touch with Temporal again');
       this.cutOff = false;
@@ -88,5 +94,18 @@ export class CutOffGuard {
       this.aborts.delete(abort);
       abort(reason);
     }
+  }
+
+  /** One presence read (it records the contact when answered); a failed one only means no word yet. */
+  private ask(): void {
+    if (this.asking) return;
+    this.asking = true;
+    // Not older than a check: a table read before the last word would add none.
+    void this.presence
+      .read(Math.min(CHECK_MS, this.lostAfterMs / 4))
+      .catch(() => undefined)
+      .finally(() => {
+        this.asking = false;
+      });
   }
 }

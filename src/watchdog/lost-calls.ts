@@ -5,16 +5,28 @@ import { FailureType } from '../contract/failure-types';
 import type { LostAttemptNote } from '../contract/lost-attempt';
 import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
-import { isLost, timestampMillis, type Presence } from './presence';
+import { anyLost, isLost, timestampMillis, type Presence } from './presence';
 import { notFound } from './server-errors';
 import { RunningActivities } from './running-activities';
+import type { HostedRuns } from './hosted-runs';
 
-const { PendingActivityState } = temporal.api.enums.v1;
+const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
 export type PendingActivity = temporal.api.workflow.v1.IPendingActivityInfo;
 
 /** The sweep lists at most this many running workflows, and describes at most SWEEP_BATCH of them per round, in turn. */
 const SWEEP_LIST_LIMIT = 100_000;
 const SWEEP_BATCH = 5000;
+/**
+ * Every this many rounds the sweep lists and describes every running workflow even while no worker is silent, for the
+ * own-task check of tasks handed to this worker by workflows whose workflow tasks run elsewhere (a batch's lanes, calls
+ * dispatched through matching): a minute at the default 10 s interval.
+ */
+const FULL_ROUND_EVERY = 6;
+/**
+ * An activity scheduled here that has not started here for this long is looked at: most start here within
+ * milliseconds of their notice, and a look any sooner might come before the server has the workflow task's commands.
+ */
+const OWN_TASK_GRACE_MS = 2000;
 
 /** What the calls of lost workers are judged with, beside the watchdog's own parts. */
 export interface LostCallsContext {
@@ -30,13 +42,16 @@ export interface LostCallsContext {
   stopped(): boolean;
   /** The activities this worker runs: a call started under its identity that is not among them was lost on its way. */
   running: RunningActivities;
+  /** The runs whose workflow tasks run here, with the activities they scheduled here not looked at since. */
+  hostedRuns: HostedRuns;
 }
 
 /**
  * Calls that lost workers were running are failed on their behalf (RespondActivityTaskFailedById, free), so Temporal
  * retries them at once instead of at start-to-close; calls a lost worker was asked to cancel are reported cancelled, so
  * a cancelled run does not wait on a dead worker. Judged in every workflow this worker describes anyway, and by the
- * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in.
+ * periodic sweep over the task queue's running workflows, which reaches those no live worker has calls in (see
+ * `sweep` for which it describes when). Each look also fails this worker's own lost tasks (`failOwnLostTasks`).
  */
 export class LostCalls {
   private readonly acted = new Map<string, number>();
@@ -46,6 +61,7 @@ export class LostCalls {
   private queue: string | undefined;
   private sweepCursor = 0;
   private sweepFailures = 0;
+  private rounds = 0;
 
   constructor(private readonly context: LostCallsContext) {}
 
@@ -192,8 +208,40 @@ export class LostCalls {
     clearTimeout(this.sweepTimer);
   }
 
+  /**
+   * One round. While the presence table shows a worker silent for longer than `lostAfterMs` (only then can a call be
+   * judged lost) it lists and describes the task queue's running workflows; otherwise it describes only the runs hosted
+   * here with an activity scheduled here that has not started here after OWN_TASK_GRACE_MS (the own-task check: it may
+   * have been lost between the server and this worker), and every FULL_ROUND_EVERY rounds all of them again, for the
+   * tasks that reached this worker from runs hosted elsewhere (unless the presence table shows no other worker). So
+   * while nothing is lost, agents whose calls start where they were scheduled cost no describes.
+   */
   private async sweep(taskQueue: string): Promise<void> {
-    const { client, describes, logger } = this.context;
+    const { options } = this.context;
+    this.rounds += 1;
+    // An unreadable table finds no lost worker: judge() could not act on one without it.
+    const table = await this.context.presence.read().catch(() => undefined);
+    const ownTasks = this.context.running.tracking;
+    // A task reaches this worker from a run hosted elsewhere only if another worker runs workflow tasks: alone on the
+    // presence queue, it needs no full round for its own tasks.
+    const alone = table !== undefined && [...table.lastPoll.keys()].every((worker) => worker === this.context.identity);
+    const full =
+      (table !== undefined && anyLost(table, options.lostAfterMs)) ||
+      (ownTasks && !alone && this.rounds % FULL_ROUND_EVERY === 0);
+    let runs: { workflowId: string; runId: string }[];
+    if (full) {
+      const listed = await this.listRunning(taskQueue);
+      if (listed === undefined) return;
+      runs = listed;
+    } else if (ownTasks) {
+      runs = this.context.hostedRuns.toLookAt(this.ownTaskGraceMs);
+    } else return;
+    await this.describeAndJudge(runs);
+  }
+
+  /** The running workflows of `taskQueue` not watched here, at most SWEEP_BATCH of them in turn; undefined if unlisted. */
+  private async listRunning(taskQueue: string): Promise<{ workflowId: string; runId: string }[] | undefined> {
+    const { client, logger } = this.context;
     let listed: { workflowId: string; runId: string }[] = [];
     try {
       const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;
@@ -209,7 +257,7 @@ export class LostCalls {
           taskQueue,
           error: String(error),
         });
-      return;
+      return undefined;
     }
     if (this.sweepFailures > 0)
       logger.info('the lost-worker sweep lists again', { taskQueue, failedLists: this.sweepFailures });
@@ -220,15 +268,49 @@ export class LostCalls {
       listed = [...listed.slice(start), ...listed.slice(0, start)].slice(0, SWEEP_BATCH);
       this.sweepCursor = start + SWEEP_BATCH;
     }
-    const runs = listed;
+    return listed;
+  }
+
+  private get ownTaskGraceMs(): number {
+    return Math.min(OWN_TASK_GRACE_MS, this.context.options.sweepIntervalMs);
+  }
+
+  /**
+   * Crosses off the activities this run scheduled here (before the grace) that a look found started by another worker
+   * or no longer pending; those started under this worker's identity and not running here stay (failOwnLostTasks
+   * judges them), and so do those still waiting in the queue.
+   */
+  private settleHosted(workflowId: string, runId: string, lookedAt: number, pending: readonly PendingActivity[]): void {
+    const { hostedRuns, identity } = this.context;
+    const byId = new Map(pending.map((activity) => [activity.activityId ?? '', activity]));
+    for (const activityId of hostedRuns.awaitedOf(workflowId, runId, lookedAt - this.ownTaskGraceMs)) {
+      const activity = byId.get(activityId);
+      const startedElsewhere =
+        activity !== undefined &&
+        activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED &&
+        activity.lastWorkerIdentity !== identity;
+      if (activity === undefined || startedElsewhere) hostedRuns.settled(workflowId, runId, activityId);
+    }
+  }
+
+  private async describeAndJudge(runs: { workflowId: string; runId: string }[]): Promise<void> {
+    const { describes, hostedRuns } = this.context;
     const next = async (): Promise<void> => {
       for (let run = runs.shift(); run !== undefined && !this.context.stopped(); run = runs.shift()) {
+        const lookedAt = Date.now();
         try {
           const description = await describes.read(run.workflowId, run.runId);
-          await this.judge(run.workflowId, run.runId, description.pendingActivities ?? []);
+          const pending = description.pendingActivities ?? [];
+          if (description.workflowExecutionInfo?.status !== WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING) {
+            hostedRuns.ended(run.workflowId, run.runId);
+            continue;
+          }
+          await this.judge(run.workflowId, run.runId, pending);
+          this.settleHosted(run.workflowId, run.runId, lookedAt, pending);
         } catch (error) {
           // NOT_FOUND: closed or deleted meanwhile. Throttled or unreachable: the round ends here, the next one goes on.
-          if (!notFound(error)) {
+          if (notFound(error)) hostedRuns.ended(run.workflowId, run.runId);
+          else {
             describes.failed(error);
             runs.length = 0;
           }

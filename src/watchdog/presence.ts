@@ -111,7 +111,8 @@ export class Presence {
               }),
             ),
           );
-          this.contactAt = startedAt;
+          // A read answered during the poll may have been later word.
+          this.contactAt = Math.max(this.contactAt, startedAt);
           if (failures > 0) this.events.recovered(failures);
           failures = 0;
         } catch (error) {
@@ -144,10 +145,10 @@ export class Presence {
     return this.polling !== undefined;
   }
 
-  /** Who polled the presence queue and when, at most a second old. */
-  read(): Promise<PresenceTable> {
+  /** Who polled the presence queue and when, at most `maxAgeMs` (a second) old. */
+  read(maxAgeMs = TABLE_TTL_MS): Promise<PresenceTable> {
     const now = Date.now();
-    if (this.table && now - this.table.at < TABLE_TTL_MS) return this.table.value;
+    if (this.table && now - this.table.at < maxAgeMs) return this.table.value;
     const value = this.client.connection
       .withAbortSignal(this.stopping.signal, () =>
         this.client.connection.withDeadline(now + 5000, () =>
@@ -191,4 +192,15 @@ export function isLost(
   if (table.self === undefined || other === undefined) return false;
   if (table.self - other <= lostAfterMs) return false;
   return startedAt === undefined || table.self - startedAt > lostAfterMs;
+}
+
+/**
+ * True when some worker in the table stopped polling for longer than `lostAfterMs` before this worker's own last poll:
+ * only then can a call be judged lost (`isLost`), so only then is there anything for the sweep to find.
+ */
+export function anyLost(table: PresenceTable, lostAfterMs: number): boolean {
+  const self = table.self;
+  if (self === undefined) return false;
+  for (const at of table.lastPoll.values()) if (self - at > lostAfterMs) return true;
+  return false;
 }

@@ -11,6 +11,8 @@ export class RunningActivities {
   private readonly running = new Map<string, number>();
   /** False unless the worker installed the interceptor (runningActivitiesInterceptor): without it, nothing is told. */
   tracking = false;
+  /** Told of every activity that starts running here (HostedRuns crosses it off). */
+  onStart: ((workflowId: string, runId: string, activityId: string) => void) | undefined;
 
   static key(workflowId: string, runId: string, activityId: string, attempt: number): string {
     return `${workflowId}\u0000${runId}\u0000${activityId}\u0000${attempt}`;
@@ -35,6 +37,7 @@ export class RunningActivities {
             info.attempt,
           );
           this.running.set(key, (this.running.get(key) ?? 0) + 1);
+          this.onStart?.(info.workflowExecution.workflowId, info.workflowExecution.runId, info.activityId);
           try {
             return await next(input);
           } finally {

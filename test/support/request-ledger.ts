@@ -32,6 +32,14 @@ function openAtFault(request: SimulatedRequest, fault: Fault, settleMs: number):
 }
 
 /**
+ * Whether `request` was open at one of `faults` (by the rule `faultCost` charges a fault with): such a call may be sent
+ * again after a later fault, and counts against the fault it was open at.
+ */
+export function openAtAnyFault(request: SimulatedRequest, faults: readonly Fault[], settleMs = SETTLE_MS): boolean {
+  return faults.some((fault) => openAtFault(request, fault, settleMs));
+}
+
+/**
  * What a fault cost, from the simulator's own log: the ids answered before it that were sent again after their answer
  * (must be none), how many ids were sent more than once, the calls open at it (the most a crash or a cancel may
  * re-send), and the requests still open now (must be none once the run has ended). A call open at one of

@@ -5,12 +5,13 @@ import { metricsEndpointFromEnvironment, type MetricsEndpoint } from '../../metr
 import {
   createFanoutWorker,
   FANOUT_WORKER_DEFAULTS,
+  maxCachedWorkflowsFromEnvironment,
   SHUTDOWN_FORCE_MARGIN_MS,
   shutdownGraceMsFromEnvironment,
 } from '../../worker';
 import { startHealthServer } from '../../worker-health';
 import { ExitCode } from '../exit';
-import { relaunchWithHeapCap } from '../heap-cap';
+import { capWorkflowThreads, relaunchWithHeapCap } from '../heap-cap';
 import { loadToolModule } from '../../tools/worker-tools';
 import { connectionOptions, positiveNumber, temporalOverrides, wholeNumber, type ConnectionFlags } from '../options';
 
@@ -103,6 +104,8 @@ export function workerCommand(): Command {
     const shutdownGraceMs = flags.shutdownGrace ?? shutdownGraceMsFromEnvironment();
     // By default the worker runs in a child with a capped heap (src/cli/heap-cap.ts); this process only supervises it.
     if (await relaunchWithHeapCap({ killAfterSignalMs: shutdownGraceMs + KILL_MARGIN_MS })) return;
+    // The workflow threads hold the cached workflows: their heap cap is sized for the cache, not this thread's.
+    capWorkflowThreads(maxCachedWorkflowsFromEnvironment());
     const temporal = { ...temporalConnectionFromEnvironment(), ...temporalOverrides(flags) };
     const taskQueue = flags.taskQueue ?? taskQueueFromEnvironment();
     // src/cli/main.ts installs the runtime with the metrics endpoint before this runs (it must precede any connection).

@@ -1,0 +1,40 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+
+/**
+ * `fanout worker`'s re-launched child gives the workflow threads (which hold the cached workflows) a heap cap sized for
+ * the cache, while its own thread keeps FANOUT_WORKER_HEAP_MB: V8 reads the flag when an isolate is made.
+ */
+const HEAP_CAP = path.resolve(__dirname, '..', 'src', 'cli', 'heap-cap.ts');
+
+function limits(cachedWorkflows: number, marker: string): { main: number; thread: number; cap: number | null } {
+  const script = `
+    const v8 = require('node:v8');
+    const { Worker } = require('node:worker_threads');
+    const { capWorkflowThreads } = require(${JSON.stringify(HEAP_CAP)});
+    const cap = capWorkflowThreads(${cachedWorkflows}) ?? null;
+    const main = v8.getHeapStatistics().heap_size_limit / 1048576;
+    const thread = new Worker("require('node:worker_threads').parentPort.postMessage(require('node:v8').getHeapStatistics().heap_size_limit / 1048576)", { eval: true });
+    thread.once('message', (limit) => { console.log(JSON.stringify({ main, thread: limit, cap })); thread.terminate(); });
+  `;
+  const output = execFileSync(
+    process.execPath,
+    ['--max-old-space-size=128', '--require', require.resolve('tsx/cjs'), '-e', script],
+    { env: { ...process.env, FANOUT_HEAP_CAPPED: marker }, encoding: 'utf8' },
+  );
+  return JSON.parse(output.trim().split('\n').pop() as string) as { main: number; thread: number; cap: number | null };
+}
+
+it("gives the workflow threads half the cap plus 1 MB per cached workflow, and keeps the worker thread's cap", () => {
+  const capped = limits(250, '1');
+  expect(capped.cap).toBe(64 + 250);
+  // heap_size_limit adds the young generation to the old space's cap.
+  expect(capped.thread - capped.main).toBeGreaterThanOrEqual(250 - 64 - 1);
+  expect(capped.main).toBeLessThan(128 + 64);
+});
+
+it('changes nothing outside the re-launched child', () => {
+  const uncapped = limits(250, '');
+  expect(uncapped.cap).toBeNull();
+  expect(Math.abs(uncapped.thread - uncapped.main)).toBeLessThan(16);
+});
