@@ -31,19 +31,35 @@ export function stopReachedAt(
 
 /**
  * Calls that started once a stop had reached the batch (`reached`) and before anything ran it again (`until`, a
- * resume): each is spend the stop promised not to make.
+ * resume): each is spend the stop promised not to make. `perLane`: only calls started by a worker and window (its lane's
+ * window, x-fanout-caller) after that worker aborted a call of that window: the watchdog pokes every lane of a window on
+ * a worker at once, while other windows and workers hear of the cancel at their own next look, up to a second later.
  */
 export function startedAfterStop(
   requests: readonly SimulatedRequest[],
   reached: number,
   until: number,
-): { id: string; arrived: number; worker?: string }[] {
+  perLane = false,
+): { id: string; arrived: number; worker?: string; caller?: string }[] {
+  const laneOf = (request: SimulatedRequest) => `${request.worker ?? ''}\u0000${request.caller ?? ''}`;
+  const firstAbort = new Map<string, number>();
+  for (const request of requests) {
+    const at = request.clientClosedAt;
+    if (at === undefined || at < reached || at >= until) continue;
+    const lane = laneOf(request);
+    firstAbort.set(lane, Math.min(at, firstAbort.get(lane) ?? Infinity));
+  }
   return requests
-    .filter((request) => request.arrivedAt > reached && request.arrivedAt < until)
+    .filter(
+      (request) =>
+        request.arrivedAt < until &&
+        request.arrivedAt > (perLane ? (firstAbort.get(laneOf(request)) ?? Infinity) : reached),
+    )
     .map((request) => ({
       id: request.taskId,
       arrived: request.arrivedAt - reached,
       ...(request.worker === undefined ? {} : { worker: request.worker }),
+      ...(request.caller === undefined ? {} : { caller: request.caller }),
     }));
 }
 
