@@ -341,22 +341,6 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
     const anyLane = startedAfterStop(log, reached, fault.resumedAt);
     if (anyLane.length > 0)
       laterLanes.push(`${anyLane.length} calls up to ${Math.max(...anyLane.map((call) => call.arrived))} ms`);
-    if (process.env.FAULT_DEBUG)
-      console.log(
-        JSON.stringify({
-          stop: index,
-          reached: reached - fault.at,
-          recorded: recorded === undefined ? undefined : recorded - fault.at,
-          resentAnswers: log
-            .filter(
-              (r) => r.outcome === 200 && log.some((o) => o.taskId === r.taskId && o.arrivedAt > (r.respondedAt ?? 0)),
-            )
-            .map((r) => ({ id: r.taskId, responded: (r.respondedAt ?? 0) - reached, worker: r.worker })),
-          aborts: log
-            .filter((r) => r.clientClosedAt !== undefined && r.clientClosedAt >= fault.at)
-            .map((r) => ({ closed: (r.clientClosedAt ?? 0) - reached, worker: r.worker, caller: r.caller })),
-        }),
-      );
     // And an answer written before the stop reached the batch was the live worker's to keep: none is sent again.
     const earlier = windows.map((window) => (typeof window === 'number' ? { at: window, until: window } : window));
     expect({
