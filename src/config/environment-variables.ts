@@ -129,6 +129,7 @@ export const ENVIRONMENT_VARIABLES = {
     'FANOUT_TEST_SIM_URL',
     'FANOUT_FAULT_SEED',
     'FANOUT_FAULT_RUNS',
+    'FANOUT_FAULT_FIXED',
     'FANOUT_TEST_OTLP_RECORD',
   ],
   /** Read by bench/ only. */

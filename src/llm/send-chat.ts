@@ -98,11 +98,15 @@ export interface ChatCallOptions {
  */
 function correlationHeaders(taskId: string, attempt: number, context: Context, runId?: string): Record<string, string> {
   const worker = workerIdentityOf(context);
+  const caller = context.info.workflowExecution?.workflowId;
   return {
     'x-fanout-task-id': taskId,
     'x-fanout-attempt': String(attempt),
-    'x-fanout-workflow-id': runId ?? context.info.workflowExecution?.workflowId ?? '',
+    'x-fanout-workflow-id': runId ?? caller ?? '',
     ...(worker ? { 'x-fanout-worker': worker } : {}),
+    // A batch lane's calls name the batch above; this names the window that runs the lane (its cancel reaches the
+    // lanes of one window on one worker at once, which is what a fault judge can hold a cancel to).
+    ...(runId !== undefined && caller !== undefined && caller !== runId ? { 'x-fanout-caller': caller } : {}),
   };
 }
 

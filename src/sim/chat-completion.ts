@@ -23,6 +23,8 @@ export interface SimulatedRequest {
   workflowId: string;
   /** Temporal's attempt number, from the x-fanout-attempt header. */
   attempt: number;
+  /** The workflow whose activity sent it when that is not `workflowId` (a batch lane's window), from x-fanout-caller. */
+  caller?: string;
   /** The sending worker's identity, from the x-fanout-worker header, when it sent one. */
   worker?: string;
   /** How many requests for this task the simulator had seen, this one included. */
@@ -130,6 +132,7 @@ export async function chatCompletion(
     workflowId: String(request.headers['x-fanout-workflow-id'] ?? ''),
     attempt: Number(request.headers['x-fanout-attempt'] ?? 0),
     ...(request.headers['x-fanout-worker'] ? { worker: String(request.headers['x-fanout-worker']) } : {}),
+    ...(request.headers['x-fanout-caller'] ? { caller: String(request.headers['x-fanout-caller']) } : {}),
     taskRequest: 0,
     arrivedAt,
     latencyMs: 0,

@@ -38,6 +38,8 @@ export interface ProviderBatchStats {
     metadata: Record<string, string>;
     items: number;
     status: string;
+    /** The custom_ids the batch answered (a success line), once it has ended. */
+    answered?: string[];
   }[];
 }
 
@@ -203,6 +205,8 @@ export class ProviderBatchStore {
     this.stats.itemsAnswered += answered.length;
     this.stats.byProvider[batch.provider].itemsAnswered += answered.length;
     this.recordStatus(batch, status);
+    const record = this.stats.batches.find((entry) => entry.id === batch.id);
+    if (record) record.answered = answered.map((item) => item.customId);
     batch.ended = { status, at };
     if (batch.provider === 'anthropic') {
       const caching = this.options.promptCache?.();
