@@ -10,8 +10,7 @@
  *
  * Env: BENCH_AGENT_STEPS (default 50), BENCH_AGENT_PAGE_WORDS (default 500).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import * as proto from '@temporalio/proto';
@@ -23,6 +22,7 @@ import { FileStorage, PayloadStore } from '../src/store';
 import { defineTool } from '../src/tools/define-tool';
 import { createFanoutWorker } from '../src/worker';
 import { startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -151,7 +151,7 @@ const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`;
 async function main(): Promise<void> {
   const server = await startMeteredServer();
   const simulator = await startSimulator({ latency: { minMs: 5, maxMs: 5 } });
-  const storeRoot = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-agents-'));
+  const storeRoot = scratchDirectory('fanout-bench-agents-');
   const worker = await createFanoutWorker({
     connection: server.nativeConnection,
     taskQueue: TASK_QUEUE,

@@ -8,7 +8,7 @@
  *
  * `tsx bench/answer-cache.ts [--items N] [--concurrency C]` (defaults 10000 and 100).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -18,6 +18,7 @@ import type { BatchSummary } from '../src/contract/batch';
 import { startDevServer } from '../src/local/dev-server';
 import { createFanoutWorker } from '../src/worker';
 import { spawnSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -33,7 +34,7 @@ const SYSTEM_PROMPTS = 20;
 const EDITED = Math.max(1, Math.round(ITEMS / 100));
 const LATENCY = '1000-3000';
 
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-cache-'));
+const directory = scratchDirectory('fanout-bench-cache-');
 // The worker's payload store (and so the cache's default home) in the benchmark's own directory.
 process.env.FANOUT_STORE = path.join(directory, 'store');
 

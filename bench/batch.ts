@@ -5,8 +5,7 @@
  * between `<!-- batch:start -->` and `<!-- batch:end -->`.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { createLlmClient } from '../src/llm/llm-client';
@@ -14,11 +13,12 @@ import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer, type DevServer } from '../src/local/dev-server';
 import { createFanoutWorker } from '../src/worker';
 import { spawnSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
 const BIG = Number(process.env.BENCH_BATCH_ITEMS ?? 0);
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-'));
+const directory = scratchDirectory('fanout-bench-');
 
 function writeTasks(count: number, prompt: string): string {
   const file = path.join(directory, `tasks-${count}.jsonl`);

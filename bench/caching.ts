@@ -14,7 +14,7 @@
  * tokens billed with nothing cached, at the standard price. The simulator answers at once: dollars, not time, are
  * measured. Env: BENCH_CACHING_ITEMS (default 10000), BENCH_CACHING_MODEL (default gpt-4.1-mini).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
@@ -31,6 +31,7 @@ import { Storage } from '../src/store';
 import { defineTool } from '../src/tools/define-tool';
 import { createFanoutWorker } from '../src/worker';
 import type { ProviderBatchInput, ProviderBatchResult } from '../src/workflows/provider-batch';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -38,7 +39,7 @@ const ITEMS = Number(process.env.BENCH_CACHING_ITEMS ?? 10_000);
 const MODEL = process.env.BENCH_CACHING_MODEL ?? 'gpt-4.1-mini';
 const PREFIXES = 20;
 const STEPS = 50;
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-caching-'));
+const directory = scratchDirectory('fanout-bench-caching-');
 
 /** `count` simulator tokens (words), distinct per seed. */
 const words = (count: number, seed: string) => Array.from({ length: count }, (_, index) => `${seed}${index}`).join(' ');

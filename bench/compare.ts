@@ -14,16 +14,7 @@
  * (`npm run build` first), so the harness survives rewrites behind them.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-  createWriteStream,
-} from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -34,6 +25,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
+import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
@@ -68,7 +60,7 @@ for (const [name, value] of [
 }
 
 const loadAtStart = os.loadavg()[0];
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-compare-'));
+const directory = scratchDirectory('fanout-compare-');
 const children = new Set<ChildProcess>();
 // Children do not die with their parent; whatever is still running when this process exits is killed.
 process.once('exit', () => children.forEach((child) => child.kill('SIGKILL')));

@@ -12,7 +12,7 @@
  * Env: BENCH_PACING_ITEMS (default 2000), BENCH_PACING_WORKERS (default "1,2,4"), BENCH_ECONOMICS_PARTS ("actions,pacing").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
@@ -24,6 +24,7 @@ import type { SimulatedRequest } from '../src/sim/simulator';
 import { createFanoutWorker } from '../src/worker';
 import { difference, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -32,7 +33,7 @@ const ITEMS = Number(process.env.BENCH_PACING_ITEMS ?? 2000);
 const WORKER_COUNTS = (process.env.BENCH_PACING_WORKERS ?? '1,2,4').split(',').map(Number);
 const PARTS = (process.env.BENCH_ECONOMICS_PARTS ?? 'actions,pacing').split(',');
 const DOLLARS_PER_MILLION_ACTIONS = 50;
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-economics-'));
+const directory = scratchDirectory('fanout-economics-');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -14,7 +14,7 @@
  *
  * Env: BENCH_ROUTES_ITEMS (default "1000,10000" for provider-batch; sync runs the first), BENCH_ROUTES_SPEED (default 600).
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
@@ -28,6 +28,7 @@ import { Storage } from '../src/store';
 import { createFanoutWorker } from '../src/worker';
 import type { ProviderBatchInput, ProviderBatchResult } from '../src/workflows/provider-batch';
 import { difference, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -38,7 +39,7 @@ const PROMPT_TOKENS = Number(process.env.BENCH_ROUTES_PROMPT_TOKENS ?? 1000);
 const COMPLETION_TOKENS = Number(process.env.BENCH_ROUTES_COMPLETION_TOKENS ?? 300);
 const MODELS = ['gpt-4o-mini', 'gpt-5-mini', 'gpt-5'];
 const DOLLARS_PER_MILLION_ACTIONS = 50;
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-routes-'));
+const directory = scratchDirectory('fanout-routes-');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

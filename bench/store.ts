@@ -4,7 +4,7 @@
  * shows. Writes its section of docs/BENCHMARKS.md between `<!-- store:start -->` and `<!-- store:end -->`.
  * `BENCH_STORE_ITEMS` (default 2000) and `BENCH_STORE_ROUNDS` (default 3) change its size.
  */
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -15,13 +15,14 @@ import { startS3Server } from '../src/local/s3-server';
 import { PayloadStore, Storage } from '../src/store';
 import { createFanoutWorker } from '../src/worker';
 import { spawnSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
 const ITEMS = Number(process.env.BENCH_STORE_ITEMS ?? 2000);
 const ROUNDS = Number(process.env.BENCH_STORE_ROUNDS ?? 3);
 const CONCURRENCY = 100;
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-store-'));
+const directory = scratchDirectory('fanout-bench-store-');
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);

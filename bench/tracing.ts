@@ -6,8 +6,7 @@
  * and `<!-- tracing:end -->`. BENCH_TRACING_ITEMS (default 4000) items, BENCH_ROUNDS rounds (default 3 here).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -15,6 +14,7 @@ import { startDevServer, type DevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
 import { startJaeger, type Jaeger } from '../test/support/jaeger';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -22,7 +22,7 @@ const ITEMS = Number(process.env.BENCH_TRACING_ITEMS ?? 4000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONCURRENCY = 200;
 const LATENCY_MS = 200;
-const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-bench-tracing-'));
+const directory = scratchDirectory('fanout-bench-tracing-');
 const cli = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
 
 type Mode = 'off' | 'sampled' | 'collector down';

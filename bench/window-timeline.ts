@@ -11,8 +11,7 @@
  * tasks of docs/BENCHMARKS.md's "Stripes" showed). Prints only; docs/BENCHMARKS.md quotes what it showed.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -21,6 +20,7 @@ import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
 import { startSimulator } from '../src/sim/simulator';
+import { scratchDirectory } from './scratch';
 
 const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
 const { values: flags } = parseArgs({
@@ -117,7 +117,7 @@ async function main(): Promise<void> {
     }
     const client = new Client({ connection });
     const fanout = await FanoutClient.connect({ client, taskQueue });
-    const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-window-timeline-'));
+    const directory = scratchDirectory('fanout-window-timeline-');
     const source = path.join(directory, 'tasks.jsonl');
     writeFileSync(
       source,

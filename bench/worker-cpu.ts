@@ -14,8 +14,7 @@
  * arguments (e.g. `cap=--max-old-space-size=256`), so settings are compared side by side in one run.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -23,6 +22,7 @@ import { startDevServer } from '../src/local/dev-server';
 import { startSimulator } from '../src/sim/simulator';
 import { runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
+import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
 const CLI = path.join(ROOT, 'dist', 'cli', 'main.js');
@@ -148,7 +148,7 @@ async function main(): Promise<void> {
     ],
     { stdio: 'inherit' },
   );
-  const directory = mkdtempSync(path.join(os.tmpdir(), 'fanout-cpu-'));
+  const directory = scratchDirectory('fanout-cpu-');
   const bundle = path.join(directory, 'plain-bundle.js');
   await bundlePlainWorkflows(bundle);
   if (flags.profile) mkdirSync(flags.profile, { recursive: true });

@@ -22,6 +22,8 @@ function jestJson(args) {
       stdio: 'inherit',
     });
     if (run.status !== 0) {
+      // process.exit skips `finally`: the scratch directory goes first.
+      rmSync(scratch, { recursive: true, force: true });
       console.error('test-timings: the run failed; timings.json is left as it was');
       process.exit(run.status ?? 1);
     }
