@@ -1,13 +1,13 @@
 import type { ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { FanoutClient } from '../src/client/fanout-client';
+import { exitOf } from '../src/local/child-processes';
 import type { BatchHandle } from '../src/client/batch-client';
 import type { BatchOptions } from '../src/contract/batch';
-import { startS3Server, type S3Server } from '../src/local/s3-server';
-import { PayloadStore, Storage } from '../src/store';
+import { PayloadStore } from '../src/store';
 import { batchDirectory, writeTasks } from './support/batch-files';
 import { faultCost, requestsOfRun } from './support/request-ledger';
-import { startS3Proxy, type S3Proxy } from './support/s3-proxy';
+import { useS3BehindProxy } from './support/s3-proxy';
 import { QUICK_LOST_WORKER_DETECTION, useWorkerProcesses } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 import { waitFor } from './support/wait-for';
@@ -19,27 +19,10 @@ import { waitFor } from './support/wait-for';
 const suite = useWorkerProcesses({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
 const directory = batchDirectory();
 
-let s3: S3Server;
-let proxy: S3Proxy;
-let storage: Storage;
+const behind = useS3BehindProxy();
 
-beforeAll(async () => {
-  s3 = await startS3Server();
-  proxy = await startS3Proxy(s3.endpoint);
-  storage = new Storage({ ...s3.env(), FANOUT_S3_ENDPOINT: proxy.endpoint });
-});
-
-afterAll(async () => {
-  await proxy?.close();
-  await s3?.stop();
-});
-
-afterEach(() => proxy.setRule(() => ({})));
-
-function exitOf(child: ChildProcess): Promise<number> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(Date.now());
-  return new Promise((resolve) => child.once('exit', () => resolve(Date.now())));
-}
+/** When `child` exited (now, if it already has). */
+const exitTimeOf = (child: ChildProcess): Promise<number> => exitOf(child).then(() => Date.now());
 
 /** Two workers on a fresh queue, each naming itself in its calls; the first stops within `graceMs` of its SIGTERM. */
 async function twoWorkers(graceMs: number, onS3 = false) {
@@ -48,13 +31,13 @@ async function twoWorkers(graceMs: number, onS3 = false) {
     FANOUT_WORKER_IDENTITY: `${taskQueue}-${name}`,
     FANOUT_SHUTDOWN_GRACE_MS: String(graceMs),
     ...QUICK_LOST_WORKER_DETECTION,
-    ...(onS3 ? { ...s3.env(), FANOUT_S3_ENDPOINT: proxy.endpoint } : {}),
+    ...(onS3 ? { ...behind.env() } : {}),
   });
   const first = await suite.spawnWorker(taskQueue, env('first'));
   const client = await FanoutClient.connect({
     client: suite.servers.server.client,
     taskQueue,
-    ...(onS3 ? { store: new PayloadStore(storage, `s3://${s3.bucket}/store`) } : {}),
+    ...(onS3 ? { store: new PayloadStore(behind.storage, `s3://${behind.bucket}/store`) } : {}),
   });
   return {
     client,
@@ -113,7 +96,7 @@ describe('a batch whose worker is SIGTERMed mid-lane', () => {
       requestsOfRun(suite.servers.simulator.log(), handle.batchId).filter((request) => request.outcome === 200).length;
     await waitFor('a third of the items answered', () => answered() >= 12);
 
-    const exited = exitOf(first.child);
+    const exited = exitTimeOf(first.child);
     first.child.kill('SIGTERM');
     const at = Date.now();
     await startSecond();
@@ -129,13 +112,13 @@ describe('a batch whose worker is SIGTERMed mid-lane', () => {
 describe('a batch whose worker is SIGTERMed mid-seal', () => {
   it('ends each item once when the stopped worker was writing a lane segment to a slow S3', async () => {
     const { client, first, firstIdentity, startSecond } = await twoWorkers(300, true);
-    const prefix = `s3://${s3.bucket}/${uniqueName('mid-seal')}`;
-    await storage.write(`${prefix}/tasks.jsonl`, readFileSync(prompts(12, 50, 'mid-seal')));
+    const prefix = `s3://${behind.bucket}/${uniqueName('mid-seal')}`;
+    await behind.storage.write(`${prefix}/tasks.jsonl`, readFileSync(prompts(12, 50, 'mid-seal')));
     // The first segment written is held 30 s: past the grace of the worker that writes it, past the 5 s after it by
     // which a stopped worker is gone, and past the retry of its lane on the other worker (once the stopped worker is
     // found lost, some 10 s after its exit), which must carry on from the lane's journal.
     let slowed = false;
-    proxy.setRule((method, path) => {
+    behind.proxy.setRule((method, path) => {
       if (method !== 'PUT' || !path.includes('/seg/') || slowed) return {};
       slowed = true;
       return { delayMs: 30_000 };
@@ -147,22 +130,24 @@ describe('a batch whose worker is SIGTERMed mid-seal', () => {
       options: { concurrency: 1, itemsPerActivity: 3 },
     });
     const sealStart = await waitFor('a lane segment on its way to S3', () =>
-      proxy.requests.find((request) => request.method === 'PUT' && request.path.includes('/seg/')),
+      behind.proxy.requests.find((request) => request.method === 'PUT' && request.path.includes('/seg/')),
     );
     // One lane at a time: nothing else is in flight while the segment is held. The stop comes once the lane's answers
     // are older than the ledger's settle time (1 s), so a call of that lane sent again counts as an answered call
     // re-sent rather than one in flight at the stop.
     await waitFor('the sealing lane to be past its settle time', () => Date.now() - sealStart.arrivedAt > 1200);
 
-    const exited = exitOf(first.child);
+    const exited = exitTimeOf(first.child);
     first.child.kill('SIGTERM');
     const at = Date.now();
     await startSecond();
     const exitedAt = await exited;
     // The worker was gone before its segment landed: the seal was cut off, not waited for.
-    const slowSeal = proxy.requests.find((request) => request.method === 'PUT' && request.path.includes('/seg/'));
+    const slowSeal = behind.proxy.requests.find(
+      (request) => request.method === 'PUT' && request.path.includes('/seg/'),
+    );
     expect(slowSeal?.answeredAt ?? Infinity).toBeGreaterThan(exitedAt);
-    await expectExactlyOnce(handle, async () => (await storage.read(sink)).toString('utf8'), 12, {
+    await expectExactlyOnce(handle, async () => (await behind.storage.read(sink)).toString('utf8'), 12, {
       at,
       exitedAt,
       identity: firstIdentity,
@@ -184,7 +169,7 @@ describe('a batch whose worker is SIGTERMed mid-hand-over', () => {
       ((await handle.progress()).runningWindows ?? []).length >= 2 ? true : undefined,
     );
 
-    const exited = exitOf(first.child);
+    const exited = exitTimeOf(first.child);
     first.child.kill('SIGTERM');
     const at = Date.now();
     await startSecond();

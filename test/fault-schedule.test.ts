@@ -384,7 +384,7 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
   for (const [index, fault] of faults.entries()) {
     if (fault.killed === undefined) continue;
     const until = faults[index + 1]?.at ?? Number.POSITIVE_INFINITY;
-    const charge = killCharge(log, fault.at, fault.killed, until, undefined, windows.slice(0, index));
+    const charge = killCharge(log, fault.at, fault.killed, until, windows.slice(0, index));
     const beyondVictims = charge.sentAgain.filter((id) => !charge.victims.includes(id));
     if (charge.sentAgain.length > charge.victims.length)
       console.log(

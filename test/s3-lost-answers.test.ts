@@ -1,12 +1,11 @@
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 import { FanoutClient } from '../src/client/fanout-client';
-import { startS3Server, type S3Server } from '../src/local/s3-server';
-import { PayloadStore, Storage } from '../src/store';
+import { PayloadStore } from '../src/store';
 import { modelCalls, toolCalls } from './support/agents';
 import { batchDirectory, writeTasks } from './support/batch-files';
 import { requestsOfRun } from './support/request-ledger';
-import { startS3Proxy, type ProxyRule, type S3Proxy } from './support/s3-proxy';
+import { type ProxyRule, useS3BehindProxy } from './support/s3-proxy';
 import { useWorkerProcesses } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
 
@@ -17,22 +16,7 @@ import { uniqueName } from './support/test-stack';
 const suite = useWorkerProcesses({ simulator: { latency: { minMs: 20, maxMs: 20 } } });
 const directory = batchDirectory();
 
-let s3: S3Server;
-let proxy: S3Proxy;
-let storage: Storage;
-
-beforeAll(async () => {
-  s3 = await startS3Server();
-  proxy = await startS3Proxy(s3.endpoint);
-  storage = new Storage({ ...s3.env(), FANOUT_S3_ENDPOINT: proxy.endpoint });
-});
-
-afterAll(async () => {
-  await proxy?.close();
-  await s3?.stop();
-});
-
-afterEach(() => proxy.setRule(() => ({})));
+const behind = useS3BehindProxy();
 
 /**
  * Drops the answers of the first `times` writes (PUT or POST) of each object under `prefix` whose path holds one of
@@ -51,7 +35,7 @@ function dropFirstWrites(prefix: string, kinds: string[], times: number): (metho
 
 /** What the proxy dropped under `prefix`, per kind. */
 function droppedOf(prefix: string, kinds: string[]): Record<string, number> {
-  const dropped = proxy.requests.filter((request) => request.dropped && request.path.includes(prefix));
+  const dropped = behind.proxy.requests.filter((request) => request.dropped && request.path.includes(prefix));
   return Object.fromEntries(
     kinds.map((kind) => [kind, dropped.filter((request) => request.path.includes(kind)).length]),
   );
@@ -60,22 +44,22 @@ function droppedOf(prefix: string, kinds: string[]): Record<string, number> {
 /** A worker process on a fresh queue whose store and S3 calls go through the proxy; its client. */
 async function workerOnProxy(env: Record<string, string> = {}) {
   const taskQueue = uniqueName('s3-lost');
-  await suite.spawnWorker(taskQueue, { ...s3.env(), FANOUT_S3_ENDPOINT: proxy.endpoint, ...env });
-  const store = new PayloadStore(storage, env.FANOUT_STORE ?? `s3://${s3.bucket}/store`);
+  await suite.spawnWorker(taskQueue, { ...behind.env(), ...env });
+  const store = new PayloadStore(behind.storage, env.FANOUT_STORE ?? `s3://${behind.bucket}/store`);
   return FanoutClient.connect({ client: suite.servers.server.client, taskQueue, store });
 }
 
 /** Runs a batch of `count` items with its task file and sink on S3; returns its id and the sink's ids and oks. */
 async function s3Batch(client: FanoutClient, key: string, count: number) {
-  const prefix = `s3://${s3.bucket}/${key}`;
-  await storage.write(`${prefix}/tasks.jsonl`, readFileSync(writeTasks(directory, count, () => 'x', key)));
+  const prefix = `s3://${behind.bucket}/${key}`;
+  await behind.storage.write(`${prefix}/tasks.jsonl`, readFileSync(writeTasks(directory, count, () => 'x', key)));
   const handle = await client.startBatch({
     source: `${prefix}/tasks.jsonl`,
     sink: `${prefix}/results.jsonl`,
     options: { concurrency: 3, itemsPerActivity: 2 },
   });
   const summary = await handle.result();
-  const lines = (await storage.read(`${prefix}/results.jsonl`))
+  const lines = (await behind.storage.read(`${prefix}/results.jsonl`))
     .toString('utf8')
     .split('\n')
     .filter((line) => line !== '')
@@ -96,7 +80,7 @@ describe('a batch on S3 whose writes land and lose their answers', () => {
     // the answers of its first 4 writes: the S3 client tries 3 times, so the store's own retry, or the activity's, has
     // to take over.
     const kinds = ['/lanes/', '/seg/', 'results.jsonl?', 'FINISHED.json'];
-    proxy.setRule(dropFirstWrites(key, kinds, 4));
+    behind.proxy.setRule(dropFirstWrites(key, kinds, 4));
     const { batchId, summary, ids, ok } = await s3Batch(client, key, 6);
 
     expect(summary).toMatchObject({ total: 6, succeeded: 6, failed: 0 });
@@ -112,7 +96,7 @@ describe('a batch on a slow S3', () => {
   it('completes with every item once and each call sent once when every S3 call takes 150 ms more', async () => {
     const client = await workerOnProxy();
     const key = uniqueName('slow-batch');
-    proxy.setRule((_, requestPath) => (requestPath.includes(key) ? { delayMs: 150 } : {}));
+    behind.proxy.setRule((_, requestPath) => (requestPath.includes(key) ? { delayMs: 150 } : {}));
     const { batchId, summary, ids, ok } = await s3Batch(client, key, 6);
 
     expect(summary).toMatchObject({ total: 6, succeeded: 6, failed: 0 });
@@ -126,13 +110,13 @@ describe('an agent run whose payload store on S3 is slow and loses answers', () 
   it('finishes with each model step and each tool call sent once', async () => {
     const root = uniqueName('lost-store');
     const client = await workerOnProxy({
-      FANOUT_STORE: `s3://${s3.bucket}/${root}`,
+      FANOUT_STORE: `s3://${behind.bucket}/${root}`,
       FANOUT_TOOLS: path.join(__dirname, 'support', 'agent-tools.js'),
       FANOUT_TEST_SIM_URL: suite.servers.simulator.baseUrl,
     });
     // The first 4 writes of each object land and lose their answer, and every call takes 150 ms more.
     const drops = dropFirstWrites(root, ['/'], 4);
-    proxy.setRule((method, requestPath) =>
+    behind.proxy.setRule((method, requestPath) =>
       requestPath.includes(root) ? { delayMs: 150, ...drops(method, requestPath) } : {},
     );
     const task = {
@@ -148,8 +132,8 @@ describe('an agent run whose payload store on S3 is slow and loses answers', () 
     expect(modelCalls(suite.servers.simulator, task.id).map((call) => call.attempt)).toEqual([1, 1, 1]);
     const tools = toolCalls(suite.servers.simulator).filter((call) => call.workflowId.startsWith(handle.workflowId));
     expect(tools.map((call) => call.taskId)).toEqual(['tool:search:call_1_1', 'tool:fetch_page:call_2_1']);
-    expect(proxy.requests.filter((request) => request.dropped && request.path.includes(root)).length).toBeGreaterThan(
-      0,
-    );
+    expect(
+      behind.proxy.requests.filter((request) => request.dropped && request.path.includes(root)).length,
+    ).toBeGreaterThan(0);
   });
 });

@@ -69,15 +69,15 @@ export function startedAfterStop(
  * after it are at most the calls the killed worker had open (by the x-fanout-worker header each request carries; a call
  * it had an answer for less than `settleMs` before the kill counts, as the worker may not have read it), and none of the
  * survivors' open calls is among them. An id whose requests before the kill had all ended unanswered (aborted by an
- * earlier cancel, refused) goes again for that, not for the kill.
+ * earlier cancel, refused), or that was open at one of the `earlier` faults, goes again for that, not for the kill.
  */
 export function killCharge(
   requests: readonly SimulatedRequest[],
   at: number,
   killed: string,
   until: number,
-  settleMs = 1000,
   earlier: readonly Fault[] = [],
+  settleMs = 1000,
 ): { sentAgain: string[]; victims: string[]; survivorsSentAgain: string[] } {
   const endOf = (request: SimulatedRequest) => request.respondedAt ?? request.clientClosedAt ?? Infinity;
   const before = requests.filter((request) => request.arrivedAt <= at);

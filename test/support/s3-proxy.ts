@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { startS3Server, type S3Server } from '../../src/local/s3-server';
+import { Storage } from '../../src/store';
 
 /** One request the proxy passed on: what it was, when it came and went, and whether its answer was dropped. */
 export interface ProxiedRequest {
@@ -94,5 +96,52 @@ export async function startS3Proxy(upstream: string): Promise<S3Proxy> {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
+  };
+}
+
+/** An S3 server with a proxy in front, for the tests of one file (`useS3BehindProxy`). */
+export interface ProxiedS3 {
+  /** The S3 server's bucket. */
+  readonly bucket: string;
+  readonly proxy: S3Proxy;
+  /** The store's S3 access, through the proxy. */
+  readonly storage: Storage;
+  /** The variables that send a process's S3 calls through the proxy. */
+  env(): Record<string, string>;
+}
+
+/**
+ * Starts an S3 server and a proxy in front of it before the file's tests and stops them after; after each test the
+ * proxy passes every request untouched again.
+ */
+export function useS3BehindProxy(): ProxiedS3 {
+  let s3: S3Server | undefined;
+  let proxy: S3Proxy | undefined;
+  let storage: Storage | undefined;
+  const started = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('useS3BehindProxy: used outside a test');
+    return value;
+  };
+  beforeAll(async () => {
+    s3 = await startS3Server();
+    proxy = await startS3Proxy(s3.endpoint);
+    storage = new Storage({ ...s3.env(), FANOUT_S3_ENDPOINT: proxy.endpoint });
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await s3?.stop();
+  });
+  afterEach(() => proxy?.setRule(() => ({})));
+  return {
+    get bucket() {
+      return started(s3).bucket;
+    },
+    get proxy() {
+      return started(proxy);
+    },
+    get storage() {
+      return started(storage);
+    },
+    env: () => ({ ...started(s3).env(), FANOUT_S3_ENDPOINT: started(proxy).endpoint }),
   };
 }
