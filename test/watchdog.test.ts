@@ -348,6 +348,11 @@ describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
     state: PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED,
     attempt: 1,
   });
+  const running = (activityId: string) => ({
+    activityId,
+    state: PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+    attempt: 1,
+  });
 
   it('is not described while nothing happens, and its cancelled call is poked within a fraction of a second of the notice', async () => {
     let cancelled = false;
@@ -403,6 +408,40 @@ describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
     watchdog.cancelNotice('wf', 'run');
     watchdog.register({ ...call('a'), poke: () => (pokes += 1) });
     await waitFor('the cancelled call to be poked', () => pokes === 1, { timeoutMs: 2000 });
+  });
+
+  it('tells every cancelled activity of the run in the look that sees it, before any heartbeat answers, and once', async () => {
+    let cancelled = false;
+    const { watchdog } = start(
+      {
+        poll: idlePoll,
+        describe: () => runningDescription(cancelled ? [cancelRequested('a'), cancelRequested('b'), running('c')] : []),
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    const told: string[] = [];
+    let pokes = 0;
+    const lane = (activityId: string) => ({
+      ...call(activityId),
+      poke: () => (pokes += 1),
+      cancelRequested: () => told.push(activityId),
+    });
+    watchdog.hosted('wf', 'run');
+    watchdog.register(lane('a'));
+    watchdog.register(lane('b'));
+    watchdog.register(lane('c'));
+    // A call of `a` without a hook of its own shares `a`'s entry: `a` is told once.
+    watchdog.register(call('a'));
+    cancelled = true;
+    watchdog.cancelNotice('wf', 'run');
+    await waitFor('the cancelled lanes to be told', () => told.length === 2, { timeoutMs: 2000 });
+    // Both in the same turn as the look: the pokes (one per activity) come after the telling.
+    expect({ told: told.sort(), pokes }).toEqual({ told: ['a', 'b'], pokes: 2 });
+    // A call of `b` that registers after the look is told at once; later looks tell nobody again.
+    watchdog.register(lane('b'));
+    await sleep(300);
+    expect(told.sort()).toEqual(['a', 'b', 'b']);
   });
 });
 

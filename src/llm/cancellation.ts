@@ -46,6 +46,33 @@ export function watchForCancellation(
 }
 
 /**
+ * Calls `stop` once this worker's watchdog sees the server's cancel request for the current activity (its look at the
+ * run), before the heartbeat whose answer aborts `cancellationSignal` comes back: a batch window's lanes on this worker
+ * then stop starting calls in the same turn, where each heartbeat's own answer would tell them one by one. Without a
+ * worker client (a test environment) it does nothing: the cancellation signal still comes. Returns the function that
+ * stops watching.
+ */
+export function watchForCancelRequest(stop: () => void, context: Context = Context.current()): () => void {
+  const { info } = context;
+  const execution = info.workflowExecution;
+  let client;
+  try {
+    client = context.client;
+  } catch {
+    return () => undefined;
+  }
+  if (!execution) return () => undefined;
+  return watchdogFor(client).register({
+    workflowId: execution.workflowId,
+    runId: execution.runId,
+    activityId: info.activityId,
+    attempt: info.attempt,
+    poke: () => context.heartbeat(),
+    cancelRequested: stop,
+  });
+}
+
+/**
  * A signal aborted when `source` is (with its reason) or after `ms` (a TimeoutError, as `AbortSignal.timeout` gives);
  * `clear()` unhooks both, so nothing outlives the call.
  *

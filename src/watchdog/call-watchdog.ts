@@ -46,6 +46,13 @@ export interface WatchedCall {
   poke(): void;
   /** Ends the call (its HTTP request) with `reason`: this worker was cut off from Temporal for longer than `lostAfterMs`. */
   abort?(reason: unknown): void;
+  /**
+   * The server has recorded a cancel request for this call's activity (a describe said CANCEL_REQUESTED): called once,
+   * at that look, for every call of the activity registered with it. The poke's answer says the same one round trip
+   * later, per activity; this tells every activity of the run that one look found cancelled in the same turn (a batch
+   * window's lanes on this worker stop together, not each when its own heartbeat comes back).
+   */
+  cancelRequested?(): void;
 }
 
 const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
@@ -69,6 +76,9 @@ interface WatchEntry {
   call: WatchedCall;
   pokedAt: number;
   refs: number;
+  /** The `cancelRequested` of each call registered on the entry (told once, when a look first sees the cancel). */
+  onCancel: Set<() => void>;
+  cancelSeen: boolean;
 }
 
 interface WorkflowWatch {
@@ -166,9 +176,16 @@ export class CallWatchdog {
     // Several calls of one activity (a batch chunk) share its entry: one poke reaches them all, the last one out removes it.
     const existing = watch.calls.get(call.activityId);
     const entry: WatchEntry =
-      existing && existing.call.attempt === call.attempt ? existing : { call, pokedAt: 0, refs: 0 };
+      existing && existing.call.attempt === call.attempt
+        ? existing
+        : { call, pokedAt: 0, refs: 0, onCancel: new Set(), cancelSeen: false };
     const abort = call.abort?.bind(call);
     if (abort) this.cutOff.add(abort);
+    const cancelled = call.cancelRequested?.bind(call);
+    if (cancelled) {
+      if (entry.cancelSeen) cancelled();
+      else entry.onCancel.add(cancelled);
+    }
     entry.refs += 1;
     watch.calls.set(call.activityId, entry);
     const current = watch;
@@ -177,6 +194,7 @@ export class CallWatchdog {
       if (released) return;
       released = true;
       if (abort) this.cutOff.release(abort);
+      if (cancelled) entry.onCancel.delete(cancelled);
       entry.refs -= 1;
       if (entry.refs > 0 || current.calls.get(call.activityId) !== entry) return;
       current.calls.delete(call.activityId);
@@ -277,6 +295,16 @@ export class CallWatchdog {
     const pending = new Map(
       (description.pendingActivities ?? []).map((activity) => [activity.activityId ?? '', activity]),
     );
+    // Every call this look finds cancelled hears of it first, in one turn; then each activity is poked.
+    for (const entry of watch.calls.values()) {
+      const activity = pending.get(entry.call.activityId);
+      if (entry.cancelSeen || activity?.state !== PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED)
+        continue;
+      if (integer(activity.attempt) !== entry.call.attempt) continue;
+      entry.cancelSeen = true;
+      for (const cancelled of entry.onCancel) cancelled();
+      entry.onCancel.clear();
+    }
     for (const entry of watch.calls.values()) {
       const activity = pending.get(entry.call.activityId);
       const attention =

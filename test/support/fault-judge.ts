@@ -33,8 +33,9 @@ export function stopReachedAt(
 /**
  * Calls that started once a stop had reached the batch (`reached`) and before anything ran it again (`until`, a
  * resume): each is spend the stop promised not to make. `perLane`: only calls started by a worker and window (its lane's
- * window, x-fanout-caller) after that worker aborted a call of that window: the watchdog pokes every lane of a window on
- * a worker at once, while other windows and workers hear of the cancel at their own next look, up to a second later.
+ * window, x-fanout-caller) after that worker aborted a call of that window: every lane of a window on a worker stops in
+ * the turn the first of them hears of the cancel (WindowStops), while other windows and workers hear of it at their own
+ * next look, up to a second later.
  */
 export function startedAfterStop(
   requests: readonly SimulatedRequest[],

@@ -1,4 +1,4 @@
-import { Context } from '@temporalio/activity';
+import { CancelledFailure, Context } from '@temporalio/activity';
 import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import type { BatchEntry, BatchResultLine } from '../../contract/batch';
 import { InvalidInputError } from '../../contract/validation';
@@ -32,6 +32,7 @@ import { withCallCost } from '../../answer-cache/call-cost';
 import { recordLaneCall } from '../../metrics/activity-interceptor';
 import type { ChatDependencies } from '../../llm/send-chat';
 import { sendTaskChat } from '../../llm/send-task-chat';
+import { watchForCancelRequest } from '../../llm/cancellation';
 import { RecentCalls } from '../recent-calls';
 import { asFailure, clipped, failureOf, mapped } from './failures';
 import type {
@@ -48,6 +49,7 @@ import type {
   ScanResult,
 } from '../../contract/batch-activities';
 import { emptyResult, failedLine, tally, tallyLine } from './lane-result';
+import { WindowStops } from './window-stops';
 import { batchItemSampled } from '../../telemetry/genai-spans';
 
 /** The page of a resume with nothing left to run. */
@@ -66,6 +68,8 @@ export function createBatchActivities(
   // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
   const storage = retrying(dependencies.storage);
   const recentCalls = new RecentCalls(dependencies.clock);
+  /** The lanes running on this worker, by window: a window's cancel reaches all of them here at once. */
+  const windowStops = new WindowStops();
 
   /** The lane's items as stored, read in one range and checked to be the ones its page named. */
   async function readLane(input: LaneInput): Promise<Buffer[]> {
@@ -191,8 +195,24 @@ export function createBatchActivities(
       /** What this attempt journaled, so sealing does not read it back. */
       const written = new Map<number, string>(done);
       const lane = new AbortController();
-      const onCancel = () => lane.abort(context.cancellationSignal.reason);
+      // The window cancelled its lanes (a cancel, a fail-fast, a budget): whichever hears of it first here, this lane's
+      // heartbeat answer or the watchdog's look at the run, stops every lane of the window on this worker at once.
+      const execution = context.info.workflowExecution;
+      const window = execution
+        ? WindowStops.key(execution.workflowId, execution.runId)
+        : WindowStops.key(context.info.activityId, `${context.info.attempt}`);
+      let cancelRequested = false;
+      const leave = windowStops.join(window, () => {
+        cancelRequested = true;
+        lane.abort(new CancelledFailure('the batch window cancelled its lanes'));
+      });
+      const stopWatching = watchForCancelRequest(() => windowStops.stop(window), context);
+      const onCancel = () => {
+        if (context.cancellationDetails?.cancelRequested) windowStops.stop(window);
+        lane.abort(context.cancellationSignal.reason);
+      };
       context.cancellationSignal.addEventListener('abort', onCancel, { once: true });
+      const stoppedByRun = () => cancelRequested || context.cancellationDetails?.cancelRequested === true;
       const attempts = (input.priorAttempts ?? 0) + context.info.attempt;
       const single = input.entries.length === 1;
       let fatal: unknown;
@@ -301,6 +321,8 @@ export function createBatchActivities(
         await inLanes(Math.max(1, Math.min(input.parallel, input.entries.length)), take, call);
       } finally {
         clearInterval(heartbeat);
+        stopWatching();
+        leave();
         context.cancellationSignal.removeEventListener('abort', onCancel);
         lane.abort(new Error('lane ended'));
         await journal.close();
@@ -309,7 +331,7 @@ export function createBatchActivities(
         // Timed out, lost or shut down: not sealed, so the next attempt carries on from the journal.
         throw context.cancellationSignal.reason;
       }
-      if (fatal !== undefined && !context.cancellationSignal.aborted) throw asFailure(fatal);
+      if (fatal !== undefined && !context.cancellationSignal.aborted && !stoppedByRun()) throw asFailure(fatal);
       result.notRun = input.entries.length - result.succeeded - result.failed - result.retry.length;
       // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
       await mapped(() => sealLane(storage, input.spool, input.lane, [], written, input.entries.length));
