@@ -16,6 +16,7 @@ import { PayloadStore, Storage } from '../src/store';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { batchDirectory, writeTasks } from './support/batch-files';
+import { decodePayload } from './support/history';
 import {
   answeredBeforeStopSentAgain,
   killCharge,
@@ -194,6 +195,30 @@ async function cancelRecordedAt(
     }
   }
   return first;
+}
+
+/**
+ * The windows every run of the batch started (each run's history: its first windows, their successors at hand-overs)
+ * and the calls the batch lent them (as it started them, or by signal while they ran), so a seed says what of the stripes' hand-over and lending its faults cut through.
+ */
+async function windowsOf(temporal: Client, batchId: string): Promise<{ started: number; lent: number }> {
+  let started = 0;
+  let lent = 0;
+  for await (const run of temporal.workflow.list({ query: `WorkflowId = '${batchId}'` })) {
+    const history = await temporal.workflow.getHandle(batchId, run.runId).fetchHistory();
+    for (const event of history.events ?? []) {
+      // Lent to a running window: the batch signals it (slotsLent); to a window it starts, in its input.
+      const signal = event.signalExternalWorkflowExecutionInitiatedEventAttributes;
+      if (signal?.signalName === 'slotsLent') lent += Number(decodePayload(signal.input?.payloads?.[0]) ?? 0);
+      const attributes = event.startChildWorkflowExecutionInitiatedEventAttributes;
+      if (!attributes) continue;
+      const input = decodePayload(attributes.input?.payloads?.[0]) as { window?: number; lent?: number };
+      if (input.window === undefined) continue;
+      started += 1;
+      lent += input.lent ?? 0;
+    }
+  }
+  return { started, lent };
 }
 
 async function firstRunIdOf(handle: BatchHandle): Promise<string> {
@@ -445,8 +470,18 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
     (laterLanes.length === 0
       ? ''
       : `, started after a stop's first abort by lanes it had not reached: ${laterLanes.join(' + ')}`);
+  // The striped runs hand over (16 items a window, 40 a stripe: at least three windows each) and lend as stripes end.
+  let windowNote = '';
+  if (shape === 'sync') {
+    const windows = await windowsOf(temporal, batchId);
+    expect({ label, handedOver: windows.started > stripesWanted(stripedOptions(schedule)) }).toEqual({
+      label,
+      handedOver: true,
+    });
+    windowNote = `, ${windows.started} windows started, ${windows.lent} calls lent`;
+  }
   console.log(
-    `${label}: ${items} items, ${log.length} requests, ${duplicated} ids sent twice, open at the faults ${costs.map((cost) => cost.openAt).join(' + ')}${cancelNote}${routeNote}`,
+    `${label}: ${items} items, ${log.length} requests, ${duplicated} ids sent twice, open at the faults ${costs.map((cost) => cost.openAt).join(' + ')}${cancelNote}${routeNote}${windowNote}`,
   );
   for (const worker of workers.splice(0)) await worker.process.stop();
 }
