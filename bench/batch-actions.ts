@@ -242,7 +242,11 @@ its only window writes none): ${ITEMS} calls in ${ITEMS} lanes of one, whatever 
 workflow it reads at each look (the batch and its running window), a look only when the batch's history moved, at most
 every 5 s, and none before the first window has started. Workflow tasks are not billed (Temporal Cloud's list of actions
 has none, and the server's counter counts none): the events columns show them for what they cost the worker, 2-17 a run
-here depending on how many lanes end in the same task.
+here depending on how many lanes end in the same task. Before the only window's memo and the watcher's look at a
+scanning batch went (commit dceb9ac, the same command, 2 rounds): fan-out 21, batch 27 (1.35 a call: 2 memos), with
+\`batch status --watch\` 29 (1.45), through \`fanout batch start --watch\` 30 (1.50: 3 queries). Issue 31's 1.60 (28
+command actions, 3 queries, 1 start) matches the code before d3d3c44, whose window also recorded a patch marker and the
+search attribute listing it (0.1.0's patches, retired since).
 `;
   const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
   const existing = readFileSync(target, 'utf8');
