@@ -217,6 +217,12 @@ function table(rows: Row[]): string {
   ].join('\n');
 }
 
+/** The least and most workflow tasks of the rows that `which` picks, as "a-b". */
+function range(rows: Row[], which: (row: Row) => boolean): string {
+  const tasks = rows.filter(which).map((row) => row.histories.byKind['workflow tasks completed'] ?? 0);
+  return `${Math.min(...tasks)}-${Math.max(...tasks)}`;
+}
+
 async function main(): Promise<void> {
   if (!existsSync(CLI)) throw new Error('build first: npm run build');
   const server = await startMeteredServer();
@@ -241,8 +247,9 @@ window's start (a child start is two actions, \`StartChildWorkflowExecution\` an
 its only window writes none): ${ITEMS} calls in ${ITEMS} lanes of one, whatever their length. A watcher adds one query per
 workflow it reads at each look (the batch and its running window), a look only when the batch's history moved, at most
 every 5 s, and none before the first window has started. Workflow tasks are not billed (Temporal Cloud's list of actions
-has none, and the server's counter counts none): the events columns show them for what they cost the worker, 2-17 a run
-here depending on how many lanes end in the same task. Before the only window's memo and the watcher's look at a
+has none, and the server's counter counts none): the events columns show them for what they cost the worker, ${range(rows, (row) => !row.scenario.startsWith('fan-out'))} a batch
+and ${range(rows, (row) => row.scenario.startsWith('fan-out'))} a fan-out here, by how many calls end in the same task. The counts of actions are the same
+with calls of 2 s (\`BENCH_ACTIONS_CALL_MS=2000\`): nothing in them depends on the calls' length below a lane's heartbeat (15 s). Before the only window's memo and the watcher's look at a
 scanning batch went (commit dceb9ac, the same command, 2 rounds): fan-out 21, batch 27 (1.35 a call: 2 memos), with
 \`batch status --watch\` 29 (1.45), through \`fanout batch start --watch\` 30 (1.50: 3 queries). Issue 31's 1.60 (28
 command actions, 3 queries, 1 start) matches the code before d3d3c44, whose window also recorded a patch marker and the
