@@ -92,8 +92,8 @@ describe('billable Temporal actions per agent call', () => {
     expect(await handle.result()).toMatchObject({ succeeded: items, failed: 0 });
 
     const spent = difference(await settledActions(), before);
-    // The workflow start, the scan, the window's start, its patch marker and the search attribute listing it, one lane of
-    // one call per item, the memo and the finish: no heartbeat.
+    // The workflow start, the scan, the window's start (two actions), one lane of one call per item, the finish and the
+    // batch's memo (its only window writes none): no heartbeat.
     expect(spent.grpc_RecordActivityTaskHeartbeat ?? 0).toBe(0);
     // On failure, what was spent by action type shows beside the verdict.
     expect({ withinBudget: total(spent) <= 1.5 * items, spent }).toEqual({ withinBudget: true, spent });

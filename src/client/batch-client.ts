@@ -30,6 +30,10 @@ import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
 import { providerBatchProgressQuery } from '../workflows/provider-batch';
 import type { DescribableRun } from './query-gate';
+import type { BatchActivities } from '../contract/batch-activities';
+
+/** The activity a batch writes its sink with (its type is the name of `BatchActivities`' method). */
+const FINISH_ACTIVITY: keyof BatchActivities = 'finishBatch';
 
 /** What starts a batch. */
 export interface StartBatchRequest {
@@ -145,6 +149,14 @@ function toBatchHandle(client: Client, workflow: WorkflowHandle<typeof batch>, a
     movement: {
       describe: async () => {
         const own = await workflow.describe();
+        // Until its first window (or provider-batch route) has started, the batch has no count to show: a progress
+        // query then (while it scans its file) is an action spent on nothing. So is one between its last window's end and
+        // its finish (the finishing batch is worth a look).
+        const working =
+          (own.raw.pendingChildren?.length ?? 0) > 0 ||
+          (own.raw.pendingActivities ?? []).some((activity) => activity.activityType?.name === FINISH_ACTIVITY);
+        if (!working && own.status.name === 'RUNNING')
+          return { runId: own.runId, historyLength: own.historyLength, preparing: true };
         const route =
           child === undefined
             ? undefined

@@ -1,6 +1,7 @@
 /** What the gate describes: a Temporal `WorkflowHandle`, or a run handle of `FanoutClient`. */
 export interface DescribableRun {
-  describe(): Promise<{ runId: string; historyLength: number }>;
+  /** `preparing`: the run has nothing to show yet (a batch before its first window), so no query is due. */
+  describe(): Promise<{ runId: string; historyLength: number; preparing?: boolean }>;
 }
 
 /**
@@ -25,10 +26,14 @@ export class QueryGate {
     private readonly options: { minIntervalMs: number },
   ) {}
 
-  /** True when the run moved since the last query that was let through and the interval has passed. */
+  /**
+   * True when the run moved since the last query that was let through and the interval has passed, and it is not still
+   * preparing.
+   */
   async due(now: number = Date.now()): Promise<boolean> {
     if (now - this.lastQueryAt < this.options.minIntervalMs) return false;
     const description = await this.run.describe();
+    if (description.preparing) return false;
     const mark = `${description.runId}:${description.historyLength}`;
     if (mark === this.seen) return false;
     this.seen = mark;

@@ -152,6 +152,8 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     hasWindow: (stripe) => [...running.keys()].some((window) => window % width === stripe),
     stopped: () => fatal !== undefined || stoppedBy !== undefined || CancellationScope.current().consideredCancelled,
   });
+  /** Whether the first window is the batch's only one (see WindowInput.sole); known once the route is. */
+  let sole = false;
   const startWindow = async (window: number, from: WindowStart): Promise<void> => {
     const scope = new CancellationScope();
     const workflowId = windowId(window);
@@ -173,6 +175,7 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
       agentPlaces: `${sink}.agents`,
       ...from,
       ...(lent > 0 ? { lent } : {}),
+      ...(sole && window === 0 ? { sole } : {}),
     };
     const starting = scope
       .run(() =>
@@ -338,6 +341,9 @@ export async function batch(input: BatchInput): Promise<BatchSummary> {
     }
     const stripes = route === 'provider-batch' ? undefined : scan.stripes;
     width = stripes?.length ?? 1;
+    // The whole file in the scan's first page, one stripe, sent sync: one window runs it all (unless its history runs
+    // out first, when it hands over as any window does).
+    sole = route !== 'provider-batch' && width === 1 && scan.firstPage.eof;
     if (first) await Promise.all(stripeStarts(first, stripes).map((from, index) => startWindow(index, from)));
     for (;;) {
       if (fatal !== undefined || stoppedBy !== undefined) {

@@ -34,6 +34,12 @@ export interface WindowInput {
   laneShare?: number;
   /** Where the batch's agent items keep their places (AgentInput.place), one directory per item below it. */
   agentPlaces?: string;
+  /**
+   * The batch's only window (its whole file in the scan's first page, one stripe, sent sync): run to its end, it writes no
+   * memo of its own, since the batch writes its memo moments later. Versioned by input like `laneShare`: a window
+   * started before it has no field and writes its memo on replay as it did.
+   */
+  sole?: boolean;
 }
 
 /** What a window reports when its last lane has ended. */
@@ -58,5 +64,14 @@ export interface WindowResult {
 /** Where a window starts in the batch: its input less what every window of the batch shares. */
 export type WindowStart = Omit<
   WindowInput,
-  'batchId' | 'batchWorkflowId' | 'window' | 'file' | 'fileBytes' | 'spool' | 'options' | 'laneShare' | 'agentPlaces'
+  | 'batchId'
+  | 'batchWorkflowId'
+  | 'window'
+  | 'file'
+  | 'fileBytes'
+  | 'spool'
+  | 'options'
+  | 'laneShare'
+  | 'agentPlaces'
+  | 'sole'
 >;

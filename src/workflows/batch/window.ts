@@ -292,15 +292,17 @@ export async function batchWindow(input: WindowInput): Promise<WindowResult> {
       stop();
     }
   }
-  // What the window came to, in its memo: the UI shows it with no worker up to answer a query.
-  upsertMemo({
-    progress: {
-      window: input.window,
-      done: counters.succeeded + counters.failed,
-      failed: counters.failed,
-      lanes: sequence,
-    },
-  });
+  // What the window came to, in its memo: the UI shows it with no worker up to answer a query. A batch's sole window
+  // that ran to its end leaves it to the batch's memo, written as soon as the sink is (an action less a small batch).
+  if (!input.sole || mode === 'stopping' || ledger.handedOver)
+    upsertMemo({
+      progress: {
+        window: input.window,
+        done: counters.succeeded + counters.failed,
+        failed: counters.failed,
+        lanes: sequence,
+      },
+    });
   return {
     lanes: sequence,
     unsealed,
