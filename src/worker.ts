@@ -241,6 +241,9 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
   const extra = definedOnly(options.workerOptions ?? {});
   const registry = options.activities?.tools ?? toolRegistryFor(options);
   const ownWorkflows = extra.workflowBundle !== undefined || extra.workflowsPath !== undefined;
+  // Aborted as shutdown starts (SIGTERM, `worker.shutdown()`): batch lanes take no further item (ActivityDependencies).
+  const stopping = new AbortController();
+  options.activities?.stopping?.addEventListener('abort', () => stopping.abort(), { once: true });
   // What workflow code tells the watchdog about its calls (src/workflows/call-notices.ts), once the worker exists.
   let watchdog: CallWatchdog | undefined;
   const callNotices: InjectedSinks<CallNoticeSinks> = {
@@ -259,7 +262,7 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     taskQueue: options.taskQueue ?? taskQueueFromEnvironment(),
     ...(identity === undefined ? {} : { identity }),
     ...(dataConverter === undefined ? {} : { dataConverter }),
-    activities: createActivities({ ...options.activities, tools: registry }),
+    activities: createActivities({ ...options.activities, tools: registry, stopping: stopping.signal }),
     ...(ownWorkflows
       ? {}
       : bundlePath
@@ -307,6 +310,12 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
         : {}),
     },
   });
+  // Every way a shutdown starts calls the worker's own `shutdown` (the SDK's signal handler and its fatal-error path too).
+  const shutdown = worker.shutdown.bind(worker);
+  worker.shutdown = () => {
+    stopping.abort();
+    shutdown();
+  };
   // Presence and the lost-worker sweep, for the worker's lifetime (src/watchdog/).
   superviseWorker(worker, worker.options.taskQueue, { tracksRunning: true });
   if (worker.client) watchdog = watchdogFor(worker.client);

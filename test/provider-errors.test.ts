@@ -37,6 +37,7 @@ describe('one table decides what is retried', () => {
       'Timeout',
       'ConnectionError',
       'WorkerLost',
+      'WorkerStopping',
       'StorageUnavailable',
       'PayloadUnavailable',
       'Unknown',

@@ -38,6 +38,11 @@ export interface ActivityDependencies {
   tools?: ToolRegistry;
   /** Provider batch API clients (OpenAI, Anthropic). Default: each made from the worker's environment on first use. */
   providerBatches?: Partial<Record<BatchProvider, ProviderBatchClient>>;
+  /**
+   * Aborted when the worker begins to shut down (`createFanoutWorker` wires it): batch lanes then take no further item,
+   * let their open calls finish within the shutdown grace, and hand the rest to another worker. Default: never.
+   */
+  stopping?: AbortSignal;
 }
 
 /**
@@ -64,6 +69,7 @@ export function createActivities(dependencies: ActivityDependencies = {}) {
     storage: dependencies.storage ?? dependencies.store?.storage ?? storeFromEnvironment().storage,
     store: paidAnswers(dependencies.store ?? storeFromEnvironment().store),
     prices: dependencies.prices ?? pricesFromEnvironment(),
+    ...(dependencies.stopping ? { stopping: dependencies.stopping } : {}),
   };
   return {
     ...createModelCallActivities(resolved),

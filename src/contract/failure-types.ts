@@ -14,6 +14,11 @@ export const FailureType = {
   QuotaExceeded: 'QuotaExceeded',
   /** The worker running the call stopped polling Temporal; the attempt was failed on its behalf and is retried. */
   WorkerLost: 'WorkerLost',
+  /**
+   * The worker running a batch lane began to shut down (SIGTERM) before the lane's last item: the lane took no item
+   * after that, its open calls finished within the grace, and it goes on from its journal on another worker. Retried.
+   */
+  WorkerStopping: 'WorkerStopping',
   /** HTTP 5xx from the provider. Retried. */
   ProviderUnavailable: 'ProviderUnavailable',
   /** HTTP 408 from the provider. Retried. */

@@ -1,4 +1,5 @@
 import { CancelledFailure, Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
 import { heartbeating, STORAGE_HEARTBEAT_MS } from '../heartbeating';
 import type { BatchEntry, BatchResultLine } from '../../contract/batch';
 import { InvalidInputError } from '../../contract/validation';
@@ -63,7 +64,7 @@ const LANE_HEARTBEAT_MS = 15_000;
 
 /** The activities of the batch workflows (BatchActivities). */
 export function createBatchActivities(
-  dependencies: ChatDependencies & PricingDependencies & { storage: ObjectStorage },
+  dependencies: ChatDependencies & PricingDependencies & { storage: ObjectStorage; stopping?: AbortSignal },
 ): BatchActivities {
   // A store that fails for a moment is tried again call by call: an answer already paid for is never lost to a blip.
   const storage = retrying(dependencies.storage);
@@ -294,7 +295,13 @@ export function createBatchActivities(
       // is ending.
       let next = 0;
       const take = (): number | undefined => {
-        while (fatal === undefined && !failedFast && !lane.signal.aborted && next < input.entries.length) {
+        while (
+          fatal === undefined &&
+          !failedFast &&
+          !lane.signal.aborted &&
+          !dependencies.stopping?.aborted &&
+          next < input.entries.length
+        ) {
           const index = next++;
           if (!done.has(index)) return index;
         }
@@ -332,6 +339,14 @@ export function createBatchActivities(
         throw context.cancellationSignal.reason;
       }
       if (fatal !== undefined && !context.cancellationSignal.aborted && !stoppedByRun()) throw asFailure(fatal);
+      // The worker began to shut down: the lane took nothing after that and its open calls have ended; what it never
+      // took goes on from its journal on another worker, so no call is started here only to be cut at the grace's end.
+      const untaken = input.entries.findIndex((_, index) => index >= next && !done.has(index));
+      if (untaken >= 0 && dependencies.stopping?.aborted && !stoppedByRun() && fatal === undefined && !failedFast)
+        throw ApplicationFailure.create({
+          type: FailureType.WorkerStopping,
+          message: `worker shutting down: lane ${input.lane} goes on elsewhere from item ${untaken + 1} of ${input.entries.length}`,
+        });
       result.notRun = input.entries.length - result.succeeded - result.failed - result.retry.length;
       // Sealed with everything journaled by any attempt; the tally above is this lane's answer either way.
       await mapped(() => sealLane(storage, input.spool, input.lane, [], written, input.entries.length));
