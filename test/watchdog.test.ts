@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { CallWatchdog, type CallWatchdogOptions } from '../src/watchdog/call-watchdog';
-import { PRESENCE_QUEUE } from '../src/watchdog/presence';
+import { PRESENCE_QUEUE, presencePollMs } from '../src/watchdog/presence';
 import { waitFor } from './support/wait-for';
 
 /**
@@ -127,6 +127,12 @@ const call = (activityId: string, abort?: (reason: unknown) => void) => ({
   attempt: 1,
   poke: () => undefined,
   ...(abort ? { abort } : {}),
+});
+
+describe('the presence poll', () => {
+  it('lasts 5 s at the default threshold and above, a third of a shorter one, and never 2 s or less', () => {
+    expect([60_000, 15_000, 9000, 5500, 2000].map(presencePollMs)).toEqual([5000, 5000, 3000, 2500, 2500]);
+  });
 });
 
 describe('a worker cut off from Temporal', () => {
