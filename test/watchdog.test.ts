@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { CallWatchdog, type CallWatchdogOptions } from '../src/watchdog/call-watchdog';
-import { PRESENCE_QUEUE, presencePollMs } from '../src/watchdog/presence';
+import { Presence, PRESENCE_QUEUE, presencePollMs } from '../src/watchdog/presence';
 import { waitFor } from './support/wait-for';
 
 /**
@@ -424,5 +424,36 @@ describe('stopping', () => {
     await sleep(500);
     expect(record.polls).toBe(1);
     expect(record.warnings).toEqual([]);
+  });
+
+  it("stops at once under an open presence poll that its connection cannot abort (a worker's native connection)", async () => {
+    let polls = 0;
+    // NativeConnection ignores abort signals: its poll ends only at its deadline (5 s at the default threshold).
+    const client = {
+      options: { namespace: 'default' },
+      connection: {
+        withAbortSignal: <R>(_signal: AbortSignal, fn: () => Promise<R>) => fn(),
+        withDeadline: <R>(_deadline: number, fn: () => Promise<R>) => fn(),
+      },
+      workflowService: {
+        pollWorkflowTaskQueue: () => {
+          polls += 1;
+          return new Promise((resolve) => setTimeout(() => resolve({}), 5000).unref());
+        },
+      },
+    } as unknown as Client;
+    const warnings: unknown[] = [];
+    const presence = new Presence(client, 'me', {
+      failing: (error) => warnings.push(error),
+      recovered: () => undefined,
+    });
+    presence.start();
+    await waitFor('the poll to be open', () => polls === 1, { timeoutMs: 1000 });
+    const stoppingAt = Date.now();
+    await presence.stop();
+    // Before: stop() waited for the poll's end, and every worker's shutdown with it.
+    expect(Date.now() - stoppingAt).toBeLessThan(1000);
+    expect(presence.running).toBe(false);
+    expect(warnings).toEqual([]);
   });
 });

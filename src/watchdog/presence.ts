@@ -107,6 +107,13 @@ export class Presence {
           resolve();
         }
       });
+    // A worker's client runs on its NativeConnection, which ignores abort signals: stop() would wait out the open
+    // poll (up to its deadline, and a worker's shutdown with it). The loop stops waiting for it instead; the poll ends
+    // by its deadline or with the connection, its outcome handled by the race.
+    const stopped = new Promise<never>((_resolve, reject) =>
+      signal.addEventListener('abort', () => reject(new Error('presence stopped')), { once: true }),
+    );
+    stopped.catch(() => undefined);
     const loop = async (): Promise<void> => {
       let failures = 0;
       let warnedAt = Number.NEGATIVE_INFINITY;
@@ -114,7 +121,7 @@ export class Presence {
         const startedAt = Date.now();
         try {
           // Our own abort signal replaces whatever the caller's context carried (an activity's, which ends with it).
-          await connection.withAbortSignal(signal, () =>
+          const poll = connection.withAbortSignal(signal, () =>
             connection.withDeadline(startedAt + this.pollMs, () =>
               this.client.workflowService.pollWorkflowTaskQueue({
                 namespace: this.namespace,
@@ -128,6 +135,7 @@ export class Presence {
               }),
             ),
           );
+          await Promise.race([poll, stopped]);
           // A read answered during the poll may have been later word.
           this.contactAt = Math.max(this.contactAt, startedAt);
           if (failures > 0) this.events.recovered(failures);
