@@ -43,6 +43,12 @@ export const FANOUT_WORKER_DEFAULTS = {
    * bundle's modules), for which `fanout worker` sizes its workflow threads' heap cap (src/cli/heap-cap.ts).
    */
   maxCachedWorkflows: 250,
+  /**
+   * How long a workflow task waits on this worker's own (sticky) queue before the server hands it to any worker, ms
+   * (FANOUT_STICKY_QUEUE_TIMEOUT_MS): the SDK's default. It is what a lost worker's runs wait before another worker
+   * takes them over, beside the replay that costs them.
+   */
+  stickyQueueTimeoutMs: 10_000,
 } as const;
 
 /** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
@@ -82,6 +88,12 @@ export interface FanoutWorkerOptions {
    * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (250).
    */
   maxCachedWorkflows?: number;
+  /**
+   * How long a workflow task waits for this worker on its sticky queue before the server hands it to any worker, ms: a
+   * lost worker's runs wait this long for their next workflow task. Env FANOUT_STICKY_QUEUE_TIMEOUT_MS; default
+   * `FANOUT_WORKER_DEFAULTS.stickyQueueTimeoutMs` (10000, the SDK's).
+   */
+  stickyQueueTimeoutMs?: number;
   /** Cap on agent calls this worker starts per second. Env FANOUT_WORKER_ACTIVITIES_PER_SECOND; default none. */
   maxActivitiesPerSecond?: number;
   /**
@@ -275,6 +287,10 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
       initial: Math.min(FANOUT_WORKER_DEFAULTS.initialActivityPollers, activityPollers),
     },
     maxCachedWorkflows: options.maxCachedWorkflows ?? maxCachedWorkflowsFromEnvironment(),
+    stickyQueueScheduleToStartTimeout:
+      options.stickyQueueTimeoutMs ??
+      integerFromEnvironment('FANOUT_STICKY_QUEUE_TIMEOUT_MS') ??
+      FANOUT_WORKER_DEFAULTS.stickyQueueTimeoutMs,
     ...(maxActivitiesPerSecond === undefined ? {} : { maxActivitiesPerSecond }),
     ...(maxTaskQueueActivitiesPerSecond === undefined ? {} : { maxTaskQueueActivitiesPerSecond }),
     maxEagerActivityReservationsPerWorkflowTask: eager,

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { CallWatchdog, type CallWatchdogOptions } from '../src/watchdog/call-watchdog';
-import { PRESENCE_QUEUE } from '../src/watchdog/presence';
+import { Presence, PRESENCE_QUEUE, presencePollMs } from '../src/watchdog/presence';
 import { waitFor } from './support/wait-for';
 
 /**
@@ -127,6 +127,12 @@ const call = (activityId: string, abort?: (reason: unknown) => void) => ({
   attempt: 1,
   poke: () => undefined,
   ...(abort ? { abort } : {}),
+});
+
+describe('the presence poll', () => {
+  it('lasts 5 s at the default threshold and above, a third of a shorter one, and never 2 s or less', () => {
+    expect([60_000, 15_000, 9000, 5500, 2000].map(presencePollMs)).toEqual([5000, 5000, 3000, 2500, 2500]);
+  });
 });
 
 describe('a worker cut off from Temporal', () => {
@@ -457,5 +463,36 @@ describe('stopping', () => {
     await sleep(500);
     expect(record.polls).toBe(1);
     expect(record.warnings).toEqual([]);
+  });
+
+  it("stops at once under an open presence poll that its connection cannot abort (a worker's native connection)", async () => {
+    let polls = 0;
+    // NativeConnection ignores abort signals: its poll ends only at its deadline (5 s at the default threshold).
+    const client = {
+      options: { namespace: 'default' },
+      connection: {
+        withAbortSignal: <R>(_signal: AbortSignal, fn: () => Promise<R>) => fn(),
+        withDeadline: <R>(_deadline: number, fn: () => Promise<R>) => fn(),
+      },
+      workflowService: {
+        pollWorkflowTaskQueue: () => {
+          polls += 1;
+          return new Promise((resolve) => setTimeout(() => resolve({}), 5000).unref());
+        },
+      },
+    } as unknown as Client;
+    const warnings: unknown[] = [];
+    const presence = new Presence(client, 'me', {
+      failing: (error) => warnings.push(error),
+      recovered: () => undefined,
+    });
+    presence.start();
+    await waitFor('the poll to be open', () => polls === 1, { timeoutMs: 1000 });
+    const stoppingAt = Date.now();
+    await presence.stop();
+    // Before: stop() waited for the poll's end, and every worker's shutdown with it.
+    expect(Date.now() - stoppingAt).toBeLessThan(1000);
+    expect(presence.running).toBe(false);
+    expect(warnings).toEqual([]);
   });
 });

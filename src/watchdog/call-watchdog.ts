@@ -5,7 +5,7 @@ import { RunningActivities } from './running-activities';
 import { Describes, integer, type Description } from './describes';
 import { HostedRuns } from './hosted-runs';
 import { LostCalls } from './lost-calls';
-import { Presence } from './presence';
+import { Presence, presencePollMs } from './presence';
 import { notFound, reachedServer } from './server-errors';
 import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 
@@ -123,11 +123,16 @@ export class CallWatchdog {
     private readonly options: CallWatchdogOptions,
     logger: WatchdogLogger,
   ) {
-    const presence = new Presence(client, identity, {
-      failing: (error, failures) =>
-        logger.warn('presence polls failing; retrying with backoff', { error: String(error), failures }),
-      recovered: (failures) => logger.info('presence polls work again', { failedPolls: failures }),
-    });
+    const presence = new Presence(
+      client,
+      identity,
+      {
+        failing: (error, failures) =>
+          logger.warn('presence polls failing; retrying with backoff', { error: String(error), failures }),
+        recovered: (failures) => logger.info('presence polls work again', { failedPolls: failures }),
+      },
+      presencePollMs(options.lostAfterMs),
+    );
     this.presence = presence;
     this.running.onStart = (workflowId, runId, activityId) => this.hostedRuns.started(workflowId, runId, activityId);
     this.describes = new Describes(client, logger);

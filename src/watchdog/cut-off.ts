@@ -10,10 +10,10 @@ const CHECK_MS = 1000;
  * Peers judge this worker lost once the server has not seen it poll for `lostAfterMs`, and fail its calls so Temporal
  * retries them elsewhere; its own answers would then be refused. So past that silence it aborts its calls itself.
  * Word from the server is an answered presence poll or read, or an answered describe. Neither comes often enough on
- * its own: an empty presence poll is answered only near its 5 s deadline (counted from its start), and a workflow whose
- * workflow tasks run here is described only every 10 s (its cancels come as notices). So once the last word is half the
- * threshold old, with calls to lose, the guard asks for some itself: one free DescribeTaskQueue of the presence queue
- * (Presence.read), for the whole worker, at most once per check.
+ * its own: an empty presence poll is answered only near its deadline (5 s at the default threshold, counted from its
+ * start), and a workflow whose workflow tasks run here is described only every 10 s (its cancels come as notices). So
+ * once the last word is half the threshold old, with calls to lose, the guard asks for some itself: one free
+ * DescribeTaskQueue of the presence queue (Presence.read), for the whole worker, at most once per check.
  */
 export class CutOffGuard {
   /** Aborts are per call: a cut-off worker ends every call of a chunk. */

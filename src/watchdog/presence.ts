@@ -14,18 +14,30 @@ import { connectionClosed, deadlineExpired } from './server-errors';
  */
 export const PRESENCE_QUEUE = 'temporal-fanout-presence';
 
-/** A poll's deadline. The server answers an empty poll a little before it, and the next poll follows at once. */
+/**
+ * A poll's deadline at the default lost-worker threshold (15 s) and above. The server answers an empty poll about a
+ * second before it, and the next poll follows at once: a live worker's last poll is up to ~4 s old when read.
+ */
 const POLL_MS = 5000;
+/** The shortest deadline, with half a second to spare: the server refuses a long poll of 2 s ("Context timeout is too short"). */
+const MIN_POLL_MS = 2500;
 /** A presence table younger than this is reused. */
 const TABLE_TTL_MS = 1000;
-/** After a failed poll the next waits this long, doubling per failure up to MAX_RETRY_MS: an unreachable server costs nothing. */
+/** After a failed poll the next waits this long, doubling per failure up to a poll's deadline: an unreachable server costs nothing. */
 const FIRST_RETRY_MS = 500;
-/** Short enough that a server back from an outage sees this worker again well within the lost-worker threshold. */
-const MAX_RETRY_MS = 5000;
 /** While polls keep failing, a warning at most this often. */
 const WARN_EVERY_MS = 60_000;
 
 const { TaskQueueKind, TaskQueueType } = temporal.api.enums.v1;
+
+/**
+ * The presence poll's deadline for a lost-worker threshold: a third of it, between MIN_POLL_MS and POLL_MS. A live
+ * worker's last poll is up to a poll old (less the server's second), and so is the judge's own, so the threshold must
+ * stay well above a poll; a shorter threshold (a test's) gets shorter polls, and the default 15 s keeps 5 s ones.
+ */
+export function presencePollMs(lostAfterMs: number): number {
+  return Math.min(POLL_MS, Math.max(MIN_POLL_MS, Math.round(lostAfterMs / 3)));
+}
 
 /** A protobuf timestamp in ms since the epoch. */
 export function timestampMillis(
@@ -58,6 +70,11 @@ export class Presence {
     private readonly client: Client,
     readonly identity: string,
     private readonly events: PresenceEvents,
+    /**
+     * A poll's deadline, ms (`presencePollMs`); also the longest wait between failed polls, so a server back from an
+     * outage sees this worker again well within the lost-worker threshold.
+     */
+    private readonly pollMs = POLL_MS,
   ) {}
 
   /**
@@ -90,6 +107,13 @@ export class Presence {
           resolve();
         }
       });
+    // A worker's client runs on its NativeConnection, which ignores abort signals: stop() would wait out the open
+    // poll (up to its deadline, and a worker's shutdown with it). The loop stops waiting for it instead; the poll ends
+    // by its deadline or with the connection, its outcome handled by the race.
+    const stopped = new Promise<never>((_resolve, reject) =>
+      signal.addEventListener('abort', () => reject(new Error('presence stopped')), { once: true }),
+    );
+    stopped.catch(() => undefined);
     const loop = async (): Promise<void> => {
       let failures = 0;
       let warnedAt = Number.NEGATIVE_INFINITY;
@@ -97,8 +121,8 @@ export class Presence {
         const startedAt = Date.now();
         try {
           // Our own abort signal replaces whatever the caller's context carried (an activity's, which ends with it).
-          await connection.withAbortSignal(signal, () =>
-            connection.withDeadline(startedAt + POLL_MS, () =>
+          const poll = connection.withAbortSignal(signal, () =>
+            connection.withDeadline(startedAt + this.pollMs, () =>
               this.client.workflowService.pollWorkflowTaskQueue({
                 namespace: this.namespace,
                 // A sticky queue named like its normal queue is served as the normal one (partitioned): keep them apart.
@@ -111,6 +135,7 @@ export class Presence {
               }),
             ),
           );
+          await Promise.race([poll, stopped]);
           // A read answered during the poll may have been later word.
           this.contactAt = Math.max(this.contactAt, startedAt);
           if (failures > 0) this.events.recovered(failures);
@@ -125,7 +150,7 @@ export class Presence {
               warnedAt = Date.now();
               this.events.failing(error, failures);
             }
-            await pause(Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** Math.min(failures - 1, 10)));
+            await pause(Math.min(this.pollMs, FIRST_RETRY_MS * 2 ** Math.min(failures - 1, 10)));
           }
         }
         if (Date.now() - startedAt < 200) await pause(200);

@@ -100,12 +100,16 @@ export function simulatorEnvironment(simulator: Simulator): Record<string, strin
 /**
  * Lost-worker detection in seconds rather than the defaults' tens (FANOUT_LOST_WORKER_MS 15000, FANOUT_SWEEP_INTERVAL_MS
  * 10000), for the worker processes of crash tests that are not about those defaults: a SIGKILLed worker's calls are
- * retried some 9 s after the kill instead of 15-25 s. The threshold stays well above the 5 s a presence poll lasts, so
- * a live worker is never taken for lost (the peers compare last polls, each up to a poll old).
+ * retried some 6-7 s after the kill instead of 15-25 s. At this threshold a presence poll lasts 1.5 s (its deadline is
+ * the shortest the server takes, 2.5 s: `presencePollMs`), so a live worker is never taken for lost: the peers compare
+ * last polls, each up to a poll old, and the 4 s left over are what 8000 left over 5 s polls (4 s long) before. A
+ * killed worker's runs wait 3 s for their next workflow task on its sticky queue instead of the SDK's 10 s (a live
+ * worker slower than that only costs a replay elsewhere).
  */
 export const QUICK_LOST_WORKER_DETECTION: Readonly<Record<string, string>> = {
-  FANOUT_LOST_WORKER_MS: '8000',
+  FANOUT_LOST_WORKER_MS: '5500',
   FANOUT_SWEEP_INTERVAL_MS: '1000',
+  FANOUT_STICKY_QUEUE_TIMEOUT_MS: '3000',
 };
 
 /**
