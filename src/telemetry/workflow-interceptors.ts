@@ -8,7 +8,12 @@
  * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
  */
 import * as otel from '@opentelemetry/api';
-import { headersWithContext } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import { ApplicationFailure, ApplicationFailureCategory, type Payload } from '@temporalio/common';
+import {
+  extractContextFromHeaders,
+  headersWithContext,
+  TRACE_HEADER,
+} from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
 import {
   OpenTelemetryInboundInterceptor,
   OpenTelemetryInternalsInterceptor,
@@ -25,6 +30,8 @@ import {
   type WorkflowInterceptors,
   type WorkflowOutboundCallsInterceptor,
 } from '@temporalio/workflow';
+import { SdkFlags } from '@temporalio/workflow/lib/flags';
+import { getActivator } from '@temporalio/workflow/lib/global-attributes';
 import type { AgentInput, AgentOutcome } from '../contract/agent-loop';
 
 const TRACER_NAME = 'temporal-fanout';
@@ -39,9 +46,16 @@ function tracer(): otel.Tracer {
   return otel.trace.getTracer(TRACER_NAME);
 }
 
-/** `invoke_agent {id}` around an agent's run: its model, and at its end its tokens, cost and status. */
+/**
+ * `invoke_agent {id}` around an agent's run: its model, and at its end its tokens, cost and status.
+ *
+ * No async function here, nor in LeanInbound: the sandbox captures and source-maps a stack for every promise workflow
+ * code creates, and V8 adds to it a frame for each async function up the chain that awaits the workflow's own (up to
+ * ten frames in all). An interceptor that awaits `next` makes every promise of the run dearer; one that ends its span
+ * in `then` adds nothing to them.
+ */
 class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
-  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+  execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
     const info = workflowInfo();
     if (info.workflowType !== AGENT_WORKFLOW) return next(input);
     const agent = (input.args[0] ?? {}) as Partial<AgentInput>;
@@ -58,36 +72,84 @@ class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
         'fanout.agent.depth': agent.depth ?? 0,
       },
     });
-    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), async () => {
-      try {
-        const outcome = (await next(input)) as AgentOutcome | undefined;
-        if (outcome) {
-          span.setAttributes({
-            'gen_ai.usage.input_tokens': outcome.usage.promptTokens,
-            'gen_ai.usage.output_tokens': outcome.usage.completionTokens,
-            'fanout.cost_usd': outcome.costUsd,
-            'fanout.agent.steps': outcome.steps,
-            'fanout.agent.tool_calls': outcome.toolCalls,
-            'fanout.agent.status': outcome.status,
-            ...(outcome.model === undefined ? {} : { 'gen_ai.response.model': outcome.model }),
-          });
-          if (outcome.status === 'stopped') {
-            span.setAttribute('error.type', outcome.stoppedBy ?? 'stopped');
-            span.setStatus({ code: otel.SpanStatusCode.ERROR, message: outcome.message ?? 'stopped' });
-          }
+    const ended = (outcome: AgentOutcome | undefined) => {
+      if (outcome) {
+        span.setAttributes({
+          'gen_ai.usage.input_tokens': outcome.usage.promptTokens,
+          'gen_ai.usage.output_tokens': outcome.usage.completionTokens,
+          'fanout.cost_usd': outcome.costUsd,
+          'fanout.agent.steps': outcome.steps,
+          'fanout.agent.tool_calls': outcome.toolCalls,
+          'fanout.agent.status': outcome.status,
+          ...(outcome.model === undefined ? {} : { 'gen_ai.response.model': outcome.model }),
+        });
+        if (outcome.status === 'stopped') {
+          span.setAttribute('error.type', outcome.stoppedBy ?? 'stopped');
+          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: outcome.message ?? 'stopped' });
         }
-        return outcome;
-      } catch (error) {
-        if (!(error instanceof ContinueAsNew)) {
-          const type = (error as { type?: unknown; name?: unknown }).type ?? (error as { name?: unknown }).name;
-          span.setAttribute('error.type', typeof type === 'string' ? type : '_OTHER');
-          span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
-        }
-        throw error;
-      } finally {
-        span.end();
       }
-    });
+      span.end();
+      return outcome;
+    };
+    const failed = (error: unknown) => {
+      if (!(error instanceof ContinueAsNew)) {
+        const type = (error as { type?: unknown; name?: unknown }).type ?? (error as { name?: unknown }).name;
+        span.setAttribute('error.type', typeof type === 'string' ? type : '_OTHER');
+        span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
+      }
+      span.end();
+      throw error;
+    };
+    let run: Promise<unknown>;
+    try {
+      run = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () => next(input));
+    } catch (error) {
+      return failed(error);
+    }
+    return run.then((outcome) => ended(outcome as AgentOutcome | undefined), failed);
+  }
+}
+
+/**
+ * The SDK's inbound interceptor with a leaner `execute`: the same `RunWorkflow:<type>` span, under the caller's context
+ * from the headers, ended with the same status (ok, or ok for a continue-as-new; error, or unset for a benign
+ * application failure, with the exception recorded), but ended in `then` rather than by three async functions that
+ * await the run (see AgentSpanInbound). A run recorded before the SDK stopped the interceptors' extra yield keeps the
+ * SDK's own version, yield and all, so its replay is unchanged.
+ */
+class LeanInbound extends OpenTelemetryInboundInterceptor {
+  override execute(
+    input: WorkflowExecuteInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'execute'>,
+  ): Promise<unknown> {
+    if (!getActivator().hasFlag(SdkFlags.OpenTelemetryInterceporsAvoidsExtraYields)) return super.execute(input, next);
+    const parent = extractContextFromHeaders(input.headers) ?? otel.context.active();
+    const span = this.tracer.startSpan(`RunWorkflow:${workflowInfo().workflowType}`, {}, parent);
+    const ended = (result: unknown) => {
+      span.setStatus({ code: otel.SpanStatusCode.OK });
+      span.end();
+      return result;
+    };
+    const failed = (error: unknown) => {
+      if (error instanceof ContinueAsNew) span.setStatus({ code: otel.SpanStatusCode.OK });
+      else {
+        const benign = error instanceof ApplicationFailure && error.category === ApplicationFailureCategory.BENIGN;
+        span.setStatus({
+          code: benign ? otel.SpanStatusCode.UNSET : otel.SpanStatusCode.ERROR,
+          message: typeof (error as Error)?.message === 'string' ? (error as Error).message : String(error),
+        });
+        span.recordException(error as otel.Exception);
+      }
+      span.end();
+      throw error;
+    };
+    let run: Promise<unknown>;
+    try {
+      run = otel.context.with(otel.trace.setSpan(parent, span), () => next(input));
+    } catch (error) {
+      return failed(error);
+    }
+    return run.then(ended, failed);
   }
 }
 
@@ -149,6 +211,12 @@ class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
  * bench/tracing.ts measured the SDK's version at most of tracing's CPU in the workflow thread.
  */
 class LeanOutbound extends OpenTelemetryOutboundInterceptor {
+  /**
+   * A window's trace header, made once per context: every lane of a window is scheduled in the window's run context,
+   * so the header (the context injected, then encoded as a payload) is the same for all of them.
+   */
+  private windowHeader?: { context: otel.Context; payload: Payload };
+
   override scheduleActivity(
     input: ActivityInput,
     next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
@@ -156,8 +224,12 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
     // A batch window schedules an activity per lane, thousands in a long batch: its lanes' RunActivity spans go
     // straight under the window's run span, without a StartActivity span each (its end alone costs the sandbox's span
     // processor several promises).
-    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW)
-      return next({ ...input, headers: headersWithContext(input.headers) });
+    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW) {
+      const context = otel.context.active();
+      if (this.windowHeader?.context !== context)
+        this.windowHeader = { context, payload: headersWithContext({})[TRACE_HEADER] };
+      return next({ ...input, headers: { ...input.headers, [TRACE_HEADER]: this.windowHeader.payload } });
+    }
     const span = this.tracer.startSpan(`StartActivity:${input.activityType}`, { kind: otel.SpanKind.INTERNAL });
     const headers = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () =>
       headersWithContext(input.headers),
@@ -179,7 +251,7 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
 
 export const interceptors = (): WorkflowInterceptors => ({
   // The SDK's first: its run span (with the caller's context from the headers) is the parent of invoke_agent.
-  inbound: [new OpenTelemetryInboundInterceptor(), new AgentSpanInbound()],
+  inbound: [new LeanInbound(), new AgentSpanInbound()],
   // Ours first: the SDK's child-start span opens inside the spawn span.
   outbound: [new SpawnSpanOutbound(), new LeanOutbound()],
   internals: [new OpenTelemetryInternalsInterceptor()],
