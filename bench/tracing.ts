@@ -3,11 +3,16 @@
  * and lane, 1% of items: FANOUT_OTEL_BATCH_ITEM_RATIO) exporting to a real Jaeger, and on against a collector that is
  * down (a port nothing listens on). Wall time and the worker process's CPU side by side, rounds interleaved so the
  * machine's load falls on every mode alike. Writes its section of docs/BENCHMARKS.md between `<!-- tracing:start -->`
- * and `<!-- tracing:end -->`. BENCH_TRACING_ITEMS (default 4000) items, BENCH_ROUNDS rounds (default 3 here).
+ * and `<!-- tracing:end -->`. BENCH_TRACING_ITEMS (default 4000) items, BENCH_ROUNDS rounds (default 4 here: one per
+ * mode, each round starting one mode later, so every mode runs once in every place of a round).
+ *
+ * To look closer: BENCH_TRACING_MODES picks some modes (comma-separated: off, sampled, discarding, down; the docs are
+ * then left alone, and Jaeger is started only for `sampled`), and BENCH_TRACING_PROFILE=DIR runs each worker under
+ * `node --cpu-prof` into DIR/<mode>-<round>/ (one profile per thread: the main thread and each workflow thread).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -20,14 +25,28 @@ import { scratchDirectory } from './scratch';
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
 const ITEMS = Number(process.env.BENCH_TRACING_ITEMS ?? 4000);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
 const CONCURRENCY = 200;
 const LATENCY_MS = 200;
 const directory = scratchDirectory('fanout-bench-tracing-');
 const cli = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
 
 type Mode = 'off' | 'sampled' | 'sampled, discarding collector' | 'collector down';
-const MODES: readonly Mode[] = ['off', 'sampled', 'sampled, discarding collector', 'collector down'];
+const ALL_MODES: readonly Mode[] = ['off', 'sampled', 'sampled, discarding collector', 'collector down'];
+const MODE_NAMES: Record<string, Mode> = {
+  off: 'off',
+  sampled: 'sampled',
+  discarding: 'sampled, discarding collector',
+  down: 'collector down',
+};
+const MODES: readonly Mode[] = process.env.BENCH_TRACING_MODES
+  ? process.env.BENCH_TRACING_MODES.split(',').map((name) => {
+      const mode = MODE_NAMES[name.trim()];
+      if (!mode) throw new Error(`BENCH_TRACING_MODES: '${name}' is none of ${Object.keys(MODE_NAMES).join(', ')}`);
+      return mode;
+    })
+  : ALL_MODES;
+const PROFILE = process.env.BENCH_TRACING_PROFILE;
 
 /**
  * An OTLP/HTTP endpoint that reads each export and answers 200 with an empty response, at almost no CPU: the worker's
@@ -55,6 +74,26 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** CPU seconds so far of each kind of thread of a process (its threads grouped by name: main, V8's, libuv's, the SDK core's). */
+function threadCpuSeconds(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
+    } catch {
+      continue; // a thread that ended meanwhile
+    }
+    // Node's own threads are all `node`: told apart by their order of creation (V8's platform workers first, then
+    // libuv's pool, then worker threads such as the workflow thread), as an offset from the main thread's id.
+    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+    const name = task === String(pid) ? 'main' : comm === 'node' ? `node+${Number(task) - pid}` : comm;
+    const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+    byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
+  }
+  return byName;
+}
+
 function writeTasks(count: number): string {
   const file = path.join(directory, `tasks-${count}.jsonl`);
   const lines: string[] = [];
@@ -69,19 +108,25 @@ async function startWorker(
   simulator: RemoteSimulator,
   taskQueue: string,
   tracing: Record<string, string>,
+  profileName?: string,
 ): Promise<ChildProcess> {
   const environment: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(environment)) if (name.startsWith('OTEL_')) delete environment[name];
-  const worker = spawn(process.execPath, [cli, 'worker', '--address', server.address, '--task-queue', taskQueue], {
-    env: {
-      ...environment,
-      ...tracing,
-      OPENAI_BASE_URL: simulator.baseUrl,
-      OPENAI_API_KEY: 'bench',
-      FANOUT_WORKER_HEAP_MB: 'off',
+  const profile = PROFILE && profileName ? ['--cpu-prof', '--cpu-prof-dir', path.join(PROFILE, profileName)] : [];
+  const worker = spawn(
+    process.execPath,
+    [...profile, cli, 'worker', '--address', server.address, '--task-queue', taskQueue],
+    {
+      env: {
+        ...environment,
+        ...tracing,
+        OPENAI_BASE_URL: simulator.baseUrl,
+        OPENAI_API_KEY: 'bench',
+        FANOUT_WORKER_HEAP_MB: 'off',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
     },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  );
   await new Promise<void>((resolve, reject) => {
     let output = '';
     worker.stderr?.on('data', (chunk: Buffer) => {
@@ -109,19 +154,36 @@ async function runOnce(
   round: number,
 ): Promise<Sample> {
   const taskQueue = `bench-tracing-${round}-${mode.replace(/[^a-z]+/g, '-')}`;
-  const worker = await startWorker(server, simulator, taskQueue, tracing);
+  const worker = await startWorker(server, simulator, taskQueue, tracing, `${mode.replace(/[^a-z]+/g, '-')}-${round}`);
   try {
     const client = await FanoutClient.connect({ client: server.client, taskQueue });
     const sink = path.join(directory, `${taskQueue}.jsonl`);
     const cpuBefore = cpuSeconds(worker.pid as number);
+    const threadsBefore = threadCpuSeconds(worker.pid as number);
     const startedAt = performance.now();
+    const batchStartUs = Number(process.hrtime.bigint() / 1000n);
     const summary = await (
       await client.startBatch({ source, sink, options: { concurrency: CONCURRENCY, pageSize: 500 } })
     ).result();
     const wallS = (performance.now() - startedAt) / 1000;
     const cpuS = cpuSeconds(worker.pid as number) - cpuBefore;
+    const threads = [...threadCpuSeconds(worker.pid as number)]
+      .map(([name, seconds]) => [name, seconds - (threadsBefore.get(name) ?? 0)] as const)
+      .filter(([, seconds]) => seconds >= 0.05)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name, seconds]) => `${name} ${seconds.toFixed(2)}`)
+      .join(', ');
+    // The batch's span of the monotonic clock the profiles' timestamps are on (µs), to tell it from the worker's start.
+    if (PROFILE) {
+      const profiles = path.join(PROFILE, `${mode.replace(/[^a-z]+/g, '-')}-${round}`);
+      mkdirSync(profiles, { recursive: true });
+      writeFileSync(
+        path.join(profiles, 'batch.json'),
+        JSON.stringify({ startUs: batchStartUs, endUs: Number(process.hrtime.bigint() / 1000n) }),
+      );
+    }
     console.error(
-      `${mode} round ${round}: ${summary.succeeded} ok, wall ${wallS.toFixed(1)} s, worker CPU ${cpuS.toFixed(1)} s`,
+      `${mode} round ${round}: ${summary.succeeded} ok, wall ${wallS.toFixed(1)} s, worker CPU ${cpuS.toFixed(1)} s (by thread: ${threads})`,
     );
     return { mode, wallS, cpuS, ok: summary.succeeded };
   } finally {
@@ -144,12 +206,12 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   let spansInJaeger = 0;
   try {
-    jaeger = await startJaeger();
+    if (MODES.includes('sampled')) jaeger = await startJaeger();
     discarding = await startDiscardingCollector();
     const nowhere = `http://127.0.0.1:${await freePort()}`;
     const tracing: Record<Mode, Record<string, string>> = {
       off: {},
-      sampled: { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger.otlpEndpoint, OTEL_SERVICE_NAME: 'bench-tracing' },
+      sampled: { OTEL_EXPORTER_OTLP_ENDPOINT: jaeger?.otlpEndpoint ?? nowhere, OTEL_SERVICE_NAME: 'bench-tracing' },
       'sampled, discarding collector': {
         OTEL_EXPORTER_OTLP_ENDPOINT: discarding.endpoint,
         OTEL_SERVICE_NAME: 'bench-tracing-discarded',
@@ -157,12 +219,16 @@ async function main(): Promise<void> {
       'collector down': { OTEL_EXPORTER_OTLP_ENDPOINT: nowhere, OTEL_SERVICE_NAME: 'bench-tracing-down' },
     };
     const source = writeTasks(ITEMS);
+    // Each round starts one mode later than the one before (off, sampled, ...; then sampled, ..., off): a worker's CPU
+    // for the same batch grows with its place in a round on this machine, and a fixed order charged that to tracing.
     for (let round = 1; round <= ROUNDS; round += 1)
-      for (const mode of MODES) samples.push(await runOnce(server, simulator, mode, tracing[mode], source, round));
-    spansInJaeger = (await jaeger.traces('bench-tracing', 1000)).reduce(
-      (total, trace) => total + trace.spans.length,
-      0,
-    );
+      for (let place = 0; place < MODES.length; place += 1) {
+        const mode = MODES[(round - 1 + place) % MODES.length];
+        samples.push(await runOnce(server, simulator, mode, tracing[mode], source, round));
+      }
+    spansInJaeger = jaeger
+      ? (await jaeger.traces('bench-tracing', 1000)).reduce((total, trace) => total + trace.spans.length, 0)
+      : 0;
   } finally {
     await jaeger?.stop();
     await discarding?.close();
@@ -179,6 +245,11 @@ async function main(): Promise<void> {
       index === 0 ? '' : ` (${value >= reference ? '+' : ''}${(((value - reference) / reference) * 100).toFixed(1)}%)`;
     return `| ${mode} | ${off[index].map((sample) => sample.ok).join(', ')} | ${off[index].map((sample) => sample.wallS.toFixed(1)).join(', ')} | ${wall.toFixed(1)}${percent(wall, base.wall)} | ${off[index].map((sample) => sample.cpuS.toFixed(1)).join(', ')} | ${cpu.toFixed(1)}${percent(cpu, base.cpu)} |`;
   });
+  if (MODES !== ALL_MODES || PROFILE) {
+    console.error(['| tracing | ok | wall (s) | wall, median | CPU (s) | CPU, median |', ...rows].join('\n'));
+    if (PROFILE) console.error(`profiles in ${PROFILE}`);
+    return;
+  }
   const cpuOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.cpuS));
   const wallOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.wallS));
   const goal = (value: number, reference: number) =>
@@ -188,7 +259,9 @@ async function main(): Promise<void> {
 Command: \`npm run bench\` (\`bench/tracing.ts\`). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, same machine.
 
 A ${ITEMS.toLocaleString('en-US')}-item batch, concurrency ${CONCURRENCY}, every call ${LATENCY_MS} ms, the worker as its own \`fanout worker\`
-process (one process: \`FANOUT_WORKER_HEAP_MB=off\`, its CPU from /proc over the batch), ${ROUNDS} rounds with the modes interleaved:
+process (one process: \`FANOUT_WORKER_HEAP_MB=off\`, its CPU from /proc over the batch), ${ROUNDS} rounds with the modes interleaved,
+each round starting one mode later than the one before (a worker's CPU grows with its place in a round here, so a fixed order
+would charge that to the modes that run later):
 tracing **off** (no \`OTEL_*\`), **sampled** (the defaults: every window and lane traced, 1% of items' model calls, exported to a real
 Jaeger, which held ${spansInJaeger.toLocaleString('en-US')} spans of these runs at the end), **sampled, discarding collector** (the same
 spans, exported to an endpoint in the benchmark's process that reads each export and answers 200: the worker's own cost,

@@ -148,6 +148,8 @@ export const ENVIRONMENT_VARIABLES = {
     'BENCH_AGENT_STEPS',
     'BENCH_AGENT_PAGE_WORDS',
     'BENCH_TRACING_ITEMS',
+    'BENCH_TRACING_MODES',
+    'BENCH_TRACING_PROFILE',
   ],
   /** Not for users to set, so not in README: the code sets them for itself, or they are the system's own. */
   internal: [

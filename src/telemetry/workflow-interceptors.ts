@@ -8,7 +8,8 @@
  * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
  */
 import * as otel from '@opentelemetry/api';
-import { headersWithContext } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import type { Payload } from '@temporalio/common';
+import { headersWithContext, TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
 import {
   OpenTelemetryInboundInterceptor,
   OpenTelemetryInternalsInterceptor,
@@ -149,6 +150,12 @@ class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
  * bench/tracing.ts measured the SDK's version at most of tracing's CPU in the workflow thread.
  */
 class LeanOutbound extends OpenTelemetryOutboundInterceptor {
+  /**
+   * A window's trace header, made once per context: every lane of a window is scheduled in the window's run context,
+   * so the header (the context injected, then encoded as a payload) is the same for all of them.
+   */
+  private windowHeader?: { context: otel.Context; payload: Payload };
+
   override scheduleActivity(
     input: ActivityInput,
     next: Next<WorkflowOutboundCallsInterceptor, 'scheduleActivity'>,
@@ -156,8 +163,12 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
     // A batch window schedules an activity per lane, thousands in a long batch: its lanes' RunActivity spans go
     // straight under the window's run span, without a StartActivity span each (its end alone costs the sandbox's span
     // processor several promises).
-    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW)
-      return next({ ...input, headers: headersWithContext(input.headers) });
+    if (workflowInfo().workflowType === BATCH_WINDOW_WORKFLOW) {
+      const context = otel.context.active();
+      if (this.windowHeader?.context !== context)
+        this.windowHeader = { context, payload: headersWithContext({})[TRACE_HEADER] };
+      return next({ ...input, headers: { ...input.headers, [TRACE_HEADER]: this.windowHeader.payload } });
+    }
     const span = this.tracer.startSpan(`StartActivity:${input.activityType}`, { kind: otel.SpanKind.INTERNAL });
     const headers = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () =>
       headersWithContext(input.headers),
