@@ -115,6 +115,24 @@ describe('killCharge', () => {
     const survivorAgain = [...log, request('survivor', 2500, { respondedAt: 2600 }, { worker: 'live' })];
     expect(killCharge(survivorAgain, 2000, 'dead', Infinity).survivorsSentAgain).toEqual(['survivor']);
   });
+
+  it('does not charge a kill with a call a live worker aborted itself just before it, unanswered', () => {
+    // A lane on the live worker heard of a cancel late and aborted its call 5 ms inside the settle time; the resume
+    // sends it again after the kill. Answered, it would be charged (the live worker may not have read it).
+    const log = [
+      request('victim', 1900, { clientClosedAt: 2000 }, { worker: 'dead' }),
+      request('aborted-by-live', 400, { clientClosedAt: 1005 }, { worker: 'live' }),
+      request('victim', 2500, { respondedAt: 2600 }, { worker: 'live' }),
+      request('aborted-by-live', 2500, { respondedAt: 2600 }, { worker: 'live' }),
+    ];
+    expect(killCharge(log, 2000, 'dead', Infinity).sentAgain).toEqual(['victim']);
+    const answered = [
+      ...log,
+      request('answered-live', 400, { respondedAt: 1005 }, { worker: 'live' }),
+      request('answered-live', 2500, { respondedAt: 2600 }, { worker: 'live' }),
+    ];
+    expect(killCharge(answered, 2000, 'dead', Infinity).sentAgain).toEqual(['victim', 'answered-live']);
+  });
 });
 
 describe('providerRoute', () => {

@@ -368,11 +368,32 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
       laterLanes.push(`${anyLane.length} calls up to ${Math.max(...anyLane.map((call) => call.arrived))} ms`);
     // And an answer written before the stop reached the batch was the live worker's to keep: none is sent again.
     const earlier = windows.map((window) => (typeof window === 'number' ? { at: window, until: window } : window));
+    const answeredBefore = answeredBeforeStopSentAgain(log, reached, earlier);
+    if (answeredBefore.length > 0)
+      // The timeline a failure needs (ms from when the stop reached the batch): the faults, and each id's requests.
+      console.log(
+        JSON.stringify({
+          label,
+          stop: index,
+          faults: faults.map((each) => ({ kind: each.kind, at: each.at - reached })),
+          requests: log
+            .filter((request) => answeredBefore.includes(request.taskId))
+            .map((request) => ({
+              id: request.taskId,
+              worker: request.worker,
+              caller: request.caller,
+              outcome: request.outcome,
+              arrived: request.arrivedAt - reached,
+              responded: request.respondedAt === undefined ? undefined : request.respondedAt - reached,
+              clientClosed: request.clientClosedAt === undefined ? undefined : request.clientClosedAt - reached,
+            })),
+        }),
+      );
     expect({
       label,
       stop: index,
       startedAfterItReachedTheirLane: startedAfterStop(log, reached, fault.resumedAt, true),
-      answeredBeforeItSentAgain: answeredBeforeStopSentAgain(log, reached, earlier),
+      answeredBeforeItSentAgain: answeredBefore,
     }).toEqual({ label, stop: index, startedAfterItReachedTheirLane: [], answeredBeforeItSentAgain: [] });
     windows.push(fault.kind === 'budget-stop' ? reached : { at: fault.at, until: reached });
   }

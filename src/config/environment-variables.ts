@@ -150,6 +150,9 @@ export const ENVIRONMENT_VARIABLES = {
     'BENCH_TRACING_ITEMS',
     'BENCH_TRACING_MODES',
     'BENCH_TRACING_PROFILE',
+    'BENCH_ACTIONS_ITEMS',
+    'BENCH_ACTIONS_CALL_MS',
+    'BENCH_ACTIONS_ROUNDS',
   ],
   /** Not for users to set, so not in README: the code sets them for itself, or they are the system's own. */
   internal: [

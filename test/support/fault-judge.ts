@@ -70,7 +70,8 @@ export function startedAfterStop(
  * after it are at most the calls the killed worker had open (by the x-fanout-worker header each request carries; a call
  * it had an answer for less than `settleMs` before the kill counts, as the worker may not have read it), and none of the
  * survivors' open calls is among them. An id whose requests before the kill had all ended unanswered (aborted by an
- * earlier cancel, refused), or that was open at one of the `earlier` faults, goes again for that, not for the kill.
+ * earlier cancel or by its own live worker, refused), or that was open at one of the `earlier` faults, goes again for
+ * that, not for the kill.
  */
 export function killCharge(
   requests: readonly SimulatedRequest[],
@@ -83,11 +84,18 @@ export function killCharge(
   const endOf = (request: SimulatedRequest) => request.respondedAt ?? request.clientClosedAt ?? Infinity;
   const before = requests.filter((request) => request.arrivedAt <= at);
   // A call open at an earlier fault (aborted by a cancel whose resume sends it again only after this kill) is that
-  // fault's to excuse, not this kill's.
+  // fault's to excuse, not this kill's. Nor is a call a live worker aborted itself before the kill, unanswered (a lane
+  // the cancel reached late, on another worker): it has no answer to lose, and it goes again for that stop.
+  const abortedByLiveWorker = (request: SimulatedRequest) =>
+    request.respondedAt === undefined &&
+    request.clientClosedAt !== undefined &&
+    request.clientClosedAt < at &&
+    request.worker !== undefined &&
+    request.worker !== killed;
   const charged = new Set(
     before
       .filter((request) => endOf(request) > at - settleMs || request.outcome === 200)
-      .filter((request) => !openAtAnyFault(request, earlier))
+      .filter((request) => !openAtAnyFault(request, earlier) && !abortedByLiveWorker(request))
       .map((request) => request.taskId),
   );
   const sentAgain = new Set(
