@@ -77,7 +77,10 @@ describe('batch lanes: several calls one after another per activity, each answer
         suite.stack.client,
         'window',
         240,
-        (index) => `x [sim latency=${200 + (index % 5) * 100}]`,
+        // Calls of 0.6-1.4 s: a successor's first call comes a chain of workflow tasks after its hand-over (the
+        // batch's, the successor's, its lanes' dispatch), which on a loaded 2-core machine took longer than the old
+        // window's last calls of 0.2-0.6 s; model calls last seconds.
+        (index) => `x [sim latency=${600 + (index % 5) * 200}]`,
         { concurrency: 12, pageSize: 20, pagesPerRun: 2, ...stripes },
       );
       const summary = await handle.result();

@@ -34,19 +34,26 @@ export async function runningAgents(
   } = {},
 ): Promise<RunningAgent[]> {
   const found: RunningAgent[] = [];
-  const visit = async (workflowId: string, depth: number): Promise<void> => {
+  /** Reads one agent and, below it, its sub-agents; false when its query failed (it is tried again at the next look). */
+  const visit = async (workflowId: string, depth: number): Promise<boolean> => {
     let progress: AgentProgress;
     try {
       progress = await workflows.getHandle(workflowId).query(agentProgressQuery, cursors.get(workflowId) ?? 0);
     } catch {
-      return; // not started yet, or closed and gone: nothing to show
+      return false; // not started yet, closed and gone, or the query timed out (a loaded worker): nothing to show now
     }
     found.push({ workflowId, progress });
-    if (depth >= MAX_WALK_DEPTH) return;
-    // A sub-agent that finished since the last look is read once more, for its last events.
+    if (depth >= MAX_WALK_DEPTH) return true;
+    // A sub-agent that finished since the last look is read once more, for its last events: counted as read only once
+    // that read has worked, so a query that timed out does not lose its last events.
     const lastLooks = finished ? progress.finishedChildren.filter((child) => !finished.has(child)) : [];
-    lastLooks.forEach((child) => finished?.add(child));
-    await Promise.all([...progress.children, ...lastLooks].map((child) => visit(child, depth + 1)));
+    await Promise.all([
+      ...progress.children.map((child) => visit(child, depth + 1)),
+      ...lastLooks.map(async (child) => {
+        if (await visit(child, depth + 1)) finished?.add(child);
+      }),
+    ]);
+    return true;
   };
   if (root.type === 'agent') await visit(root.workflowId, 0);
   else if (root.type === 'batch') await Promise.all((root.batchAgents ?? []).map((id) => visit(id, 0)));
@@ -57,8 +64,11 @@ export async function runningAgents(
   if (finished) {
     const seen = new Set(found.map((agent) => agent.workflowId));
     const gone = [...cursors.keys()].filter((workflowId) => !seen.has(workflowId) && !finished.has(workflowId));
-    await Promise.all(gone.map((workflowId) => visit(workflowId, MAX_WALK_DEPTH)));
-    gone.forEach((workflowId) => finished.add(workflowId));
+    await Promise.all(
+      gone.map(async (workflowId) => {
+        if (await visit(workflowId, MAX_WALK_DEPTH)) finished.add(workflowId);
+      }),
+    );
   }
   return found;
 }
