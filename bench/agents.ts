@@ -21,7 +21,7 @@ import { startSimulator } from '../src/sim/simulator';
 import { FileStorage, PayloadStore } from '../src/store';
 import { defineTool } from '../src/tools/define-tool';
 import { createFanoutWorker } from '../src/worker';
-import { startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import { settledActions, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
 import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -48,19 +48,6 @@ interface Row {
   /** Words of tool output in the conversation the last model call is sent (the simulator counts a word as a token). */
   conversationWords: number;
   seconds: number;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The server's action counter once it has stopped moving (the last actions land a moment after a run closes). */
-async function settledActions(server: MeteredServer): Promise<Record<string, number>> {
-  let previous = await server.actions();
-  for (;;) {
-    await sleep(1000);
-    const current = await server.actions();
-    if (total(current, previous) === 0) return current;
-    previous = current;
-  }
 }
 
 /** A run's events, a few per page: a page of an inline transcript's history can pass the client's 4 MB message limit. */

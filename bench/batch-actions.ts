@@ -17,7 +17,13 @@ import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import type { AgentTask } from '../src/contract/agent-task';
 import { createFanoutWorker } from '../src/worker';
-import { difference, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import {
+  difference,
+  settledActions,
+  startMeteredServer,
+  total,
+  type MeteredServer,
+} from '../test/support/metered-server';
 import { spawnSimulator } from './remote-simulator';
 import { scratchDirectory } from './scratch';
 
@@ -29,19 +35,6 @@ const CALL_MS = Number(process.env.BENCH_ACTIONS_CALL_MS ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_ACTIONS_ROUNDS ?? 1);
 const directory = scratchDirectory('fanout-batch-actions-');
 const EventType = temporal.api.enums.v1.EventType;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** The server's action counter once it has stopped moving (the last actions land a moment after a run closes). */
-async function settled(server: MeteredServer): Promise<Record<string, number>> {
-  let previous = await server.actions();
-  for (;;) {
-    await sleep(1000);
-    const current = await server.actions();
-    if (total(current, previous) === 0) return current;
-    previous = current;
-  }
-}
 
 /** The kinds of history event that are, or go with, a billable action. */
 const KINDS: Record<string, string> = {
@@ -114,9 +107,9 @@ async function measureAll(server: MeteredServer): Promise<Row[]> {
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: Row[] = [];
   const measure = async (scenario: string, body: () => Promise<string>) => {
-    const before = await settled(server);
+    const before = await settledActions(server);
     const workflowId = await body();
-    const spent = difference(await settled(server), before);
+    const spent = difference(await settledActions(server), before);
     rows.push({ scenario, spent, histories: await histories(server.client, workflowId) });
     console.error(`batch-actions: ${scenario}: ${total(spent)} actions (${JSON.stringify(spent)})`);
   };

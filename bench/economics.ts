@@ -22,7 +22,13 @@ import type { AgentTask } from '../src/contract/agent-task';
 import type { SimulatorConfigInput } from '../src/sim/config';
 import type { SimulatedRequest } from '../src/sim/simulator';
 import { createFanoutWorker } from '../src/worker';
-import { difference, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import {
+  difference,
+  settledActions,
+  startMeteredServer,
+  total,
+  type MeteredServer,
+} from '../test/support/metered-server';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
 import { scratchDirectory } from './scratch';
 
@@ -36,16 +42,6 @@ const DOLLARS_PER_MILLION_ACTIONS = 50;
 const directory = scratchDirectory('fanout-economics-');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function settled(server: MeteredServer): Promise<Record<string, number>> {
-  let previous = await server.actions();
-  for (;;) {
-    await sleep(1000);
-    const current = await server.actions();
-    if (total(current, previous) === 0) return current;
-    previous = current;
-  }
-}
 
 async function configure(simulator: RemoteSimulator, config: SimulatorConfigInput): Promise<void> {
   const response = await fetch(`${simulator.baseUrl.replace(/\/v1$/, '')}/_sim/config`, {
@@ -136,9 +132,9 @@ async function actionsPerCall(server: MeteredServer): Promise<string> {
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: CostRow[] = [];
   const measure = async (scenario: string, calls: number, body: () => Promise<string | undefined>) => {
-    const before = await settled(server);
+    const before = await settledActions(server);
     const note = await body();
-    rows.push({ scenario, calls, spent: difference(await settled(server), before), note });
+    rows.push({ scenario, calls, spent: difference(await settledActions(server), before), note });
     console.error(`economics: ${scenario}: ${total(rows[rows.length - 1].spent)} actions for ${calls} calls`);
   };
   try {
@@ -268,13 +264,13 @@ async function pacingRun(
   };
   const processes = await Promise.all(Array.from({ length: workers }, () => spawnWorker(server, taskQueue, env)));
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
-  const before = await settled(server);
+  const before = await settledActions(server);
   const startedAt = performance.now();
   try {
     const sink = path.join(directory, `${taskQueue}.out.jsonl`);
     const summary = await (await client.startBatch({ source, sink, options: { concurrency: 50 } })).result();
     const wallS = (performance.now() - startedAt) / 1000;
-    const spent = total(await settled(server), before);
+    const spent = total(await settledActions(server), before);
     const log = await simulator.log();
     const lines = readFileSync(sink, 'utf8')
       .split('\n')

@@ -27,7 +27,7 @@ import { startSimulator } from '../src/sim/simulator';
 import { Storage } from '../src/store';
 import { createFanoutWorker } from '../src/worker';
 import type { ProviderBatchInput, ProviderBatchResult } from '../src/workflows/provider-batch';
-import { difference, startMeteredServer, total, type MeteredServer } from '../test/support/metered-server';
+import { difference, settledActions, startMeteredServer, total } from '../test/support/metered-server';
 import { scratchDirectory } from './scratch';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
@@ -40,18 +40,6 @@ const COMPLETION_TOKENS = Number(process.env.BENCH_ROUTES_COMPLETION_TOKENS ?? 3
 const MODELS = ['gpt-4o-mini', 'gpt-5-mini', 'gpt-5'];
 const DOLLARS_PER_MILLION_ACTIONS = 50;
 const directory = scratchDirectory('fanout-routes-');
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function settled(server: MeteredServer): Promise<Record<string, number>> {
-  let previous = await server.actions();
-  for (;;) {
-    await sleep(1000);
-    const current = await server.actions();
-    if (total(current, previous) === 0) return current;
-    previous = current;
-  }
-}
 
 function taskFile(name: string, count: number): string {
   const file = path.join(directory, `${name}.jsonl`);
@@ -105,11 +93,11 @@ async function main(): Promise<void> {
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: Measured[] = [];
   const measure = async (route: string, items: number, body: () => Promise<string>) => {
-    const before = await settled(server);
+    const before = await settledActions(server);
     const startedAt = Date.now();
     const note = await body();
     const wallS = (Date.now() - startedAt) / 1000;
-    rows.push({ route, items, actions: difference(await settled(server), before), wallS, note });
+    rows.push({ route, items, actions: difference(await settledActions(server), before), wallS, note });
     console.error(`routes: ${route} x ${items}: ${total(rows[rows.length - 1].actions)} actions`);
   };
   try {

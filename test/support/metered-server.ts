@@ -36,6 +36,17 @@ export function total(counts: Record<string, number>, since: Record<string, numb
   return Object.entries(counts).reduce((sum, [key, value]) => sum + value - (since[key] ?? 0), 0);
 }
 
+/** The server's action counter once it has stopped moving (the last actions land a moment after a run closes). */
+export async function settledActions(server: MeteredServer): Promise<Record<string, number>> {
+  let previous = await server.actions();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const current = await server.actions();
+    if (total(current, previous) === 0) return current;
+    previous = current;
+  }
+}
+
 export function difference(counts: Record<string, number>, since: Record<string, number>): Record<string, number> {
   return Object.fromEntries(
     Object.entries(counts)
