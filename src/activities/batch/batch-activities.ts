@@ -342,7 +342,7 @@ export function createBatchActivities(
       // The worker began to shut down: the lane took nothing after that and its open calls have ended; what it never
       // took goes on from its journal on another worker, so no call is started here only to be cut at the grace's end.
       const untaken = input.entries.findIndex((_, index) => index >= next && !done.has(index));
-      if (untaken >= 0 && dependencies.stopping?.aborted && !stoppedByRun() && fatal === undefined && !failedFast)
+      if (untaken >= 0 && dependencies.stopping?.aborted && !stoppedByRun() && !failedFast)
         throw ApplicationFailure.create({
           type: FailureType.WorkerStopping,
           message: `worker shutting down: lane ${input.lane} goes on elsewhere from item ${untaken + 1} of ${input.entries.length}`,
