@@ -21,14 +21,17 @@ function installRuntime(command: Command): void {
 
 /** Parses the command line and runs the command (src/cli/main.ts loads this once it knows the CLI runs here). */
 export function runProgram(): void {
+  let tracedWorker = false;
   buildProgram()
     // Installed once, after parsing and before any command connects: the first connection fixes the process's runtime.
     // Not in a `fanout worker` that re-launches itself with a heap cap: the child installs its own (and binds the metrics port).
     .hook('preAction', (_program, command) => {
       if (command.name() === 'worker' && heapCapToApply() !== undefined) return;
       installRuntime(command);
-      // Any OTEL_* variable turns tracing on (src/telemetry/); the SDK is not even loaded otherwise.
-      startTracingFromEnvironment();
+      // Any OTEL_* variable turns tracing on (src/telemetry/); the SDK is not even loaded otherwise. A worker's exports
+      // take the exporter's own timeout (they run behind its calls); any other command's are bounded by the flush bound.
+      const worker = command.name() === 'worker';
+      tracedWorker = startTracingFromEnvironment({ shortLived: !worker }) !== undefined && worker;
     })
     .parseAsync(process.argv)
     .catch((error: unknown) => {
@@ -40,6 +43,10 @@ export function runProgram(): void {
       }
       process.exitCode = reportError(error);
     })
-    // The last spans go out, for at most FANOUT_OTEL_FLUSH_MS: a collector that is down never holds the command up.
-    .finally(() => stopTracing());
+    // The last spans go out, for at most FANOUT_OTEL_FLUSH_MS: a collector that is down never holds the command up. A
+    // stopped worker then exits: an export still retrying a collector that is down (for up to its 10 s) must not hold it.
+    .finally(async () => {
+      await stopTracing();
+      if (tracedWorker) process.exit();
+    });
 }

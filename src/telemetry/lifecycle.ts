@@ -1,4 +1,4 @@
-import type { Tracing } from './tracing';
+import type { Tracing, TracingStart } from './tracing';
 import { tracingWanted } from './wanted';
 
 /** The SDK side of tracing, loaded only when an OTEL_* variable asks for it. */
@@ -10,6 +10,8 @@ function sdk(): typeof import('./tracing') {
  * Starts this process's tracing if an `OTEL_*` variable asks for it (once; later calls return the same): what
  * `fanout` commands and `createFanoutWorker` do themselves. A program that starts runs through `FanoutClient` calls it
  * (or sets up its own OpenTelemetry SDK) for the run's trace to begin at its start. Undefined when tracing is off.
+ * Each export may take the exporter's timeout (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s by default) unless `shortLived`: a
+ * short-lived program's exports are bounded by FANOUT_OTEL_FLUSH_MS, so none holds its exit.
  *
  * @example
  * startTracingFromEnvironment();
@@ -17,8 +19,8 @@ function sdk(): typeof import('./tracing') {
  * ...
  * await stopTracing();
  */
-export function startTracingFromEnvironment(): Tracing | undefined {
-  return tracingWanted() ? sdk().startTracing() : undefined;
+export function startTracingFromEnvironment(start: TracingStart = {}): Tracing | undefined {
+  return tracingWanted() ? sdk().startTracing(process.env, start) : undefined;
 }
 
 /**

@@ -26,17 +26,19 @@ function flushMsFromEnvironment(environment: Environment = process.env): number 
 }
 
 /** The exporter OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL names: http/protobuf (default) or http/json. */
-function exporterFromEnvironment(environment: Environment): SpanExporter {
+function exporterFromEnvironment(environment: Environment, shortLived: boolean): SpanExporter {
   const protocol = (
     environment.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ||
     environment.OTEL_EXPORTER_OTLP_PROTOCOL ||
     'http/protobuf'
   ).trim();
-  // An export that has not reached the collector within the flush bound is given up (the exporter retries a refused
-  // connection with backoff until its timeout, 10 s by default): spans are lost, and nothing waits on a collector that
-  // is down, not even a process's exit (the retry timers would hold it). OTEL_EXPORTER_OTLP_TIMEOUT, if set, wins.
+  // How long one export may take, retries included, before its spans are dropped: OTEL_EXPORTER_OTLP_TIMEOUT if set,
+  // else the exporter's own 10 s in a long-lived process (a worker), whose exports run behind its calls and wait on
+  // nothing: a collector slower than a second (Phoenix on a loaded machine answered in 1.0-1.03 s) must not lose the
+  // spans a run ends with. A short-lived command bounds each export by the flush bound instead: the exporter retries a
+  // refused connection with backoff until its timeout, and the retry timers would hold the command's exit.
   const userTimeout = environment.OTEL_EXPORTER_OTLP_TRACES_TIMEOUT || environment.OTEL_EXPORTER_OTLP_TIMEOUT;
-  const config = userTimeout ? {} : { timeoutMillis: flushMsFromEnvironment(environment) };
+  const config = userTimeout || !shortLived ? {} : { timeoutMillis: flushMsFromEnvironment(environment) };
   if (protocol === 'http/protobuf') return new OtlpProtobufExporter(config);
   if (protocol === 'http/json') return new OtlpHttpJsonExporter(config);
   throw new Error(
@@ -74,6 +76,11 @@ function workflowSpanAdapter(next: SpanProcessor): SpanProcessor {
   };
 }
 
+/** How a process that starts tracing lives: `shortLived` (a CLI command) bounds every export by the flush bound. */
+export interface TracingStart {
+  shortLived?: boolean;
+}
+
 /**
  * Starts tracing for this process when the environment asks for it (`tracingWanted`), once: a tracer provider
  * registered globally (so a caller's own active span is the parent of what fanout starts), its sampler from
@@ -81,10 +88,13 @@ function workflowSpanAdapter(next: SpanProcessor): SpanProcessor {
  * processor (OTEL_BSP_*: bounded queue, spans dropped when it is full, never a call held up) in front of an OTLP
  * exporter (OTEL_EXPORTER_OTLP_ENDPOINT, _HEADERS, _TIMEOUT). Returns undefined when tracing is off.
  */
-export function startTracing(environment: Environment = process.env): Tracing | undefined {
+export function startTracing(
+  environment: Environment = process.env,
+  { shortLived = false }: TracingStart = {},
+): Tracing | undefined {
   if (started) return started;
   if (!tracingWanted(environment)) return undefined;
-  const exporter = exporterFromEnvironment(environment);
+  const exporter = exporterFromEnvironment(environment, shortLived);
   const resource = resourceFromAttributes({ 'service.name': DEFAULT_SERVICE_NAME }).merge(
     detectResources({ detectors: [envDetector] }),
   );

@@ -136,7 +136,7 @@ async function startDemoTracing(log: (line: string) => void): Promise<DemoTracin
     process.env.OTEL_BSP_SCHEDULE_DELAY ??= '200';
   }
   process.env.OTEL_SERVICE_NAME ??= 'fanout-demo';
-  startTracingFromEnvironment();
+  startTracingFromEnvironment({ shortLived: true });
   return {
     traced: (start) =>
       fanoutTracer().startActiveSpan('fanout demo', async (span) => {
