@@ -5,7 +5,7 @@
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
  *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f,g] [--quick] [--big] [--big-items N] [--agents N]
- *     [--agents-contenders ours,plain,asyncio]
+ *     [--agents-contenders ours,plain,asyncio] [--cli-baseline <another build's dist/cli/main.js>]
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
@@ -41,11 +41,14 @@ const { values: flags } = parseArgs({
     'big-items': { type: 'string', default: '100000' },
     agents: { type: 'string', default: '200' },
     'agents-contenders': { type: 'string', default: 'ours,plain,asyncio' },
+    'cli-baseline': { type: 'string' },
   },
 });
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 1 : 3));
 const BIG_ITEMS = Number(flags['big-items']);
 const AGENTS = Number(flags.agents);
+// (b) runs this CLI too (e.g. an earlier build's dist/cli/main.js copied into .dist-before/), beside this checkout's.
+const CLI_BASELINE = flags['cli-baseline'] === undefined ? undefined : path.resolve(flags['cli-baseline']);
 const AGENT_CONTENDERS = new Set(flags['agents-contenders'].split(',').map((name) => name.trim()));
 const SCENARIOS = new Set(
   (flags.only ?? (flags.big ? 'a,b,c,d,e,f,g' : 'a,b,c,e,g')).split(',').map((name) => name.trim()),
@@ -592,6 +595,58 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
     taskQueue: ours.taskQueue,
   });
   let coldRounds = 0;
+  // `fanout batch start --watch` as a user runs it: a new process from its start to its exit, the summary its last line.
+  const cliContender = (name: string, cli: string): Contender => ({
+    name,
+    run: async (size) => {
+      const sink = newSink();
+      const run = await timedOnWorker(harness, ours, async () => {
+        const child = track(
+          spawn(
+            process.execPath,
+            [
+              cli,
+              'batch',
+              'start',
+              sources[size],
+              '--out',
+              sink,
+              '--concurrency',
+              '50',
+              '--watch',
+              '--json',
+              '--address',
+              harness.server.address,
+              '--task-queue',
+              ours.taskQueue,
+            ],
+            { stdio: ['ignore', 'pipe', 'pipe'] },
+          ),
+        );
+        let stdout = '';
+        let stderr = '';
+        child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+        child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
+        const code = await withDeadline(
+          new Promise<number | null>((resolve) => child.once('exit', resolve)),
+          180_000,
+          () => stopChild(child),
+        );
+        if (code !== 0) throw new Error(`fanout batch start exited with ${code}: ${stderr || stdout.slice(-500)}`);
+        return JSON.parse(stdout.trim().split('\n').pop() as string) as { succeeded: number; wallMs: number };
+      });
+      if (run.result.succeeded !== count(size))
+        throw new Error(`CLI batch: ${run.result.succeeded} of ${count(size)} succeeded`);
+      if (sinkCounts(sink).ids !== count(size)) throw new Error('CLI batch: the sink does not hold every id');
+      return {
+        wallMs: run.wallMs,
+        value: run.wallMs / ideal,
+        rssMb: run.rssMb,
+        // What the process adds to the batch: start-up, connecting, the file's check, the start, the result's way back, the exit.
+        note: `inside the workflow ${(run.result.wallMs / ideal).toFixed(2)} x, process beyond the workflow ${(run.wallMs - run.result.wallMs).toFixed(0)} ms`,
+      };
+    },
+  });
   try {
     return await measure('b', '1,000-item batch, concurrency 50, 200 ms calls (ideal 4.0 s)', 'wall / ideal', false, [
       {
@@ -621,56 +676,10 @@ async function windowScenario(harness: Harness): Promise<ScenarioResult> {
           };
         },
       },
-      {
-        name: 'ours: `fanout batch start --watch` CLI process, end to end',
-        run: async (size) => {
-          const sink = newSink();
-          const run = await timedOnWorker(harness, ours, async () => {
-            const child = track(
-              spawn(
-                process.execPath,
-                [
-                  CLI,
-                  'batch',
-                  'start',
-                  sources[size],
-                  '--out',
-                  sink,
-                  '--concurrency',
-                  '50',
-                  '--watch',
-                  '--json',
-                  '--address',
-                  harness.server.address,
-                  '--task-queue',
-                  ours.taskQueue,
-                ],
-                { stdio: ['ignore', 'pipe', 'pipe'] },
-              ),
-            );
-            let stdout = '';
-            let stderr = '';
-            child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-            child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
-            const code = await withDeadline(
-              new Promise<number | null>((resolve) => child.once('exit', resolve)),
-              180_000,
-              () => stopChild(child),
-            );
-            if (code !== 0) throw new Error(`fanout batch start exited with ${code}: ${stderr || stdout.slice(-500)}`);
-            return JSON.parse(stdout.trim().split('\n').pop() as string) as { succeeded: number; wallMs: number };
-          });
-          if (run.result.succeeded !== count(size))
-            throw new Error(`CLI batch: ${run.result.succeeded} of ${count(size)} succeeded`);
-          if (sinkCounts(sink).ids !== count(size)) throw new Error('CLI batch: the sink does not hold every id');
-          return {
-            wallMs: run.wallMs,
-            value: run.wallMs / ideal,
-            rssMb: run.rssMb,
-            note: `inside the workflow ${(run.result.wallMs / ideal).toFixed(2)} x`,
-          };
-        },
-      },
+      cliContender('ours: `fanout batch start --watch` CLI process, end to end', CLI),
+      ...(CLI_BASELINE === undefined
+        ? []
+        : [cliContender(`ours: the same, baseline CLI ${path.relative(ROOT, CLI_BASELINE)}`, CLI_BASELINE)]),
       {
         name: 'plain SDK: plainBatch (sliding window), 100 activity slots',
         run: async (size) => {
@@ -1329,6 +1338,8 @@ function findPython(): string | undefined {
 
 async function main(): Promise<void> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
+  if (CLI_BASELINE !== undefined && !existsSync(CLI_BASELINE))
+    throw new Error(`--cli-baseline: ${CLI_BASELINE} is missing`);
   buildPlainWorker();
   const plainBundle = path.join(directory, 'plain-workflow-bundle.js');
   await bundlePlainWorkflows(plainBundle);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { runBatchStart, runCli } from './support/processes';
 import { useTestStack } from './support/suite-stack';
+import { waitFor } from './support/wait-for';
 
 const directory = mkdtempSync(path.join(tmpdir(), 'fanout-cli-'));
 function file(name: string, content: string): string {
@@ -265,6 +266,11 @@ describe('fanout batch', () => {
 
     const status = await runCli(['batch', 'status', 'cli-batch', '--json', ...suite.connectionArgs]);
     expect(JSON.parse(status.stdout)).toMatchObject({ batchId: 'cli-batch', total: 30 });
+    // Cancelled once an item has answered, so the resume has one to keep (the CLI alone is no slower than a 1.5 s call).
+    await waitFor(
+      'an item of cli-batch to answer',
+      async () => (await suite.stack.client.getBatch('cli-batch').progress()).succeeded > 0,
+    );
 
     const cancelled = await runCli(['batch', 'cancel', 'cli-batch', ...suite.connectionArgs]);
     expect(cancelled.code).toBe(0);

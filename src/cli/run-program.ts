@@ -1,9 +1,7 @@
-import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { CommanderError, type Command } from 'commander';
 import { logLevelFromEnvironment } from '../config/environment';
-import { installPrometheusRuntime } from '../metrics';
 import { ExitCode, reportError } from './errors';
-import { metricsEndpointOf, type MetricsFlags } from './commands/worker';
+import type { MetricsFlags } from './commands/worker';
 import { heapCapToApply } from './heap-cap';
 import { buildProgram } from './program';
 import { startTracingFromEnvironment, stopTracing } from '../telemetry/lifecycle';
@@ -11,12 +9,24 @@ import { startTracingFromEnvironment, stopTracing } from '../telemetry/lifecycle
 // The SDK logs every worker state change at INFO; a CLI user wants warnings only (FANOUT_LOG_LEVEL to change).
 const level = logLevelFromEnvironment('WARN');
 
-/** A worker asked for metrics serves them through the runtime: its Prometheus exporter is part of it. */
+/**
+ * A worker asked for metrics serves them through the runtime: its Prometheus exporter is part of it. Every other
+ * command installs the plain runtime, from its own modules: `@temporalio/worker` itself loads the whole worker and
+ * its bundler (~0.4 s), which a client command never uses.
+ */
 function installRuntime(command: Command): void {
+  const { DefaultLogger } = require('@temporalio/worker/lib/logger') as typeof import('@temporalio/worker/lib/logger');
   const logger = new DefaultLogger(level);
-  const endpoint = command.name() === 'worker' ? metricsEndpointOf(command.opts<MetricsFlags>()) : undefined;
-  if (endpoint) installPrometheusRuntime(endpoint, { logger });
-  else Runtime.install({ logger });
+  if (command.name() === 'worker') {
+    const { metricsEndpointOf } = require('./commands/worker') as typeof import('./commands/worker');
+    const endpoint = metricsEndpointOf(command.opts<MetricsFlags>());
+    if (endpoint) {
+      (require('../metrics') as typeof import('../metrics')).installPrometheusRuntime(endpoint, { logger });
+      return;
+    }
+  }
+  const { Runtime } = require('@temporalio/worker/lib/runtime') as typeof import('@temporalio/worker/lib/runtime');
+  Runtime.install({ logger });
 }
 
 /** Parses the command line and runs the command (src/cli/main.ts loads this once it knows the CLI runs here). */

@@ -17,6 +17,7 @@ import { clientCommand, positiveNumber, promptCacheOf, wholeNumber, type Connect
 import type { PromptCache } from '../../contract/agent-task';
 import { formatCost, formatPacing, formatTokens } from '../report';
 import { formatAgentEvent, runningAgents } from '../agent-view';
+import { pause } from '../pause';
 
 interface BatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -140,33 +141,45 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
       }
     }
   };
-  while (finished === undefined) {
-    try {
-      if (await gate.due()) {
-        const progress = await handle.progress();
-        await printAgentEvents(progress.runningAgents ?? []);
-        const payload = {
-          ok: progress.succeeded,
-          failed: progress.failed,
-          inFlight: progress.inFlight,
-          rate: progress.callsPerSecond.toFixed(1),
-          etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s`,
-        };
-        // The total is known once the first run has scanned the file; until then there is no bar to fill.
-        if (bar && !started && progress.state !== 'scanning') {
-          bar.start(progress.total, progress.done, payload);
-          started = true;
-        } else if (bar && started) {
-          bar.setTotal(progress.total);
-          bar.update(progress.done, payload);
-        }
-        if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
-      }
-    } catch {
-      // between runs (continue-as-new) a query can miss; the next one answers
+  // The agents' events being read, if any: the last read (below) waits for it, so no event is printed twice or lost.
+  let readingAgents: Promise<void> = Promise.resolve();
+  const look = async (): Promise<void> => {
+    if (!(await gate.due())) return;
+    const progress = await handle.progress();
+    if (finished !== undefined) return;
+    readingAgents = printAgentEvents(progress.runningAgents ?? []);
+    await readingAgents;
+    // The result came meanwhile: the summary follows, and a progress line after it would no longer be the last line.
+    if (finished !== undefined) return;
+    const payload = {
+      ok: progress.succeeded,
+      failed: progress.failed,
+      inFlight: progress.inFlight,
+      rate: progress.callsPerSecond.toFixed(1),
+      etaText: progress.etaSeconds === null ? '?' : `${Math.round(progress.etaSeconds)}s`,
+    };
+    // The total is known once the first run has scanned the file; until then there is no bar to fill.
+    if (bar && !started && progress.state !== 'scanning') {
+      bar.start(progress.total, progress.done, payload);
+      started = true;
+    } else if (bar && started) {
+      bar.setTotal(progress.total);
+      bar.update(progress.done, payload);
     }
-    await Promise.race([outcome, new Promise((resolve) => setTimeout(resolve, 1000))]);
+    if (json) process.stdout.write(`${JSON.stringify(progress)}\n`);
+  };
+  while (finished === undefined) {
+    // A look still under way when the result arrives is left to end on its own (a query on a batch that has just
+    // closed may wait for a worker to replay it): the summary says more than its progress would.
+    await Promise.race([
+      look().catch(() => {
+        // between runs (continue-as-new) a query can miss; the next one answers
+      }),
+      outcome,
+    ]);
+    if (finished === undefined) await pause(1000, outcome);
   }
+  await readingAgents.catch(() => undefined);
   // The agents that ended since the last look, once more for their last events (a closed workflow still answers queries).
   await printAgentEvents([]).catch(() => undefined);
   bar?.stop();

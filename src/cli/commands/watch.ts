@@ -6,6 +6,7 @@ import { CliError, ExitCode } from '../errors';
 import { clientCommand, onRun, type ConnectionFlags } from '../options';
 import { printRunResult } from '../run-result';
 import { formatAgentEvent, runningAgents } from '../agent-view';
+import { pause } from '../pause';
 
 interface WatchFlags extends ConnectionFlags {
   json?: boolean;
@@ -88,7 +89,7 @@ export async function watchRun(handle: RunHandle<unknown>, flags: WatchFlags): P
     } catch {
       // a query can miss while a workflow task is being retried; the next one answers
     }
-    await Promise.race([outcome, new Promise((resolve) => setTimeout(resolve, 500))]);
+    await pause(500, outcome);
   }
   if (started) bar?.stop();
   started = false;
