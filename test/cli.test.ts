@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { runBatchStart, runCli } from './support/processes';
+import { runBatchStart, runCli, startCli } from './support/processes';
 import { useTestStack } from './support/suite-stack';
 import { waitFor } from './support/wait-for';
 
@@ -243,6 +243,42 @@ describe('fanout batch', () => {
     const empty = await runBatchStart(tasks, path.join(directory, 'x.jsonl'), ['--id', '', ...suite.connectionArgs]);
     expect(empty.code).toBe(2);
     expect(empty.stderr).toContain('the batch id: must not be empty');
+  });
+
+  it('stops watching at the first Ctrl-C (SIGINT), leaving the batch to run', async () => {
+    const tasks = file('batch-ctrl-c.jsonl', '{"id":"a","prompt":"x"}\n');
+    // A task queue no worker polls: the batch waits, and so does its watch.
+    const watching = startCli([
+      'batch',
+      'start',
+      tasks,
+      '--out',
+      path.join(directory, 'ctrl-c.jsonl'),
+      '--id',
+      'cli-ctrl-c',
+      '--watch',
+      ...suite.connectionArgs,
+      '--task-queue',
+      'no-worker-polls-this',
+    ]);
+    try {
+      await waitFor('the watch to start', () => watching.errors().includes('cli-ctrl-c'), { timeoutMs: 30_000 });
+      watching.signal('SIGINT');
+      // One Ctrl-C ends it (the Temporal runtime's own SIGINT handler swallowed the first one).
+      let timer: NodeJS.Timeout | undefined;
+      const ended = await Promise.race([
+        watching.done,
+        new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 20_000))),
+      ]);
+      clearTimeout(timer);
+      expect(ended).toBeDefined();
+    } finally {
+      watching.signal('SIGKILL');
+      await suite.servers.server.client.workflow
+        .getHandle('cli-ctrl-c')
+        .terminate('test over')
+        .catch(() => undefined);
+    }
   });
 
   it('starts, watches, reports, cancels and resumes a batch', async () => {

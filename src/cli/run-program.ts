@@ -26,8 +26,14 @@ function installRuntime(command: Command): void {
     }
   }
   const { Runtime } = require('@temporalio/worker/lib/runtime') as typeof import('@temporalio/worker/lib/runtime');
-  Runtime.install({ logger });
+  // The runtime takes SIGINT and SIGTERM to shut down the workers of this process: only where a command runs one. Any
+  // other command leaves them to Node (a Ctrl-C ends it at once); the runtime's handler swallowed the first Ctrl-C of a
+  // `batch start --watch`, which ended only at the second.
+  Runtime.install({ logger, ...(RUNS_A_WORKER.has(command.name()) ? {} : { shutdownSignals: [] }) });
 }
+
+/** Commands that run a worker in this process. */
+const RUNS_A_WORKER = new Set(['worker', 'dev', 'demo']);
 
 /** Parses the command line and runs the command (src/cli/main.ts loads this once it knows the CLI runs here). */
 export function runProgram(): void {

@@ -58,6 +58,10 @@ export async function spawnWorker(options: {
 /** A `fanout` command running: what it has printed so far, and its end. */
 export interface CliProcess {
   output(): string;
+  /** What it has printed on stderr so far. */
+  errors(): string;
+  /** Sends the command `signal` (as a terminal's Ctrl-C sends SIGINT). */
+  signal(signal: NodeJS.Signals): void;
   readonly done: Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
@@ -73,6 +77,8 @@ export function startCli(args: string[], env: Record<string, string> = {}): CliP
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return {
     output: () => stdout,
+    errors: () => stderr,
+    signal: (signal) => child.kill(signal),
     done: new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr }))),
   };
 }
