@@ -383,6 +383,31 @@ describe('a workflow whose workflow tasks run on this worker (hosted)', () => {
     expect(Date.now() - noticedAt).toBeLessThan(1000);
   });
 
+  it("looks every watch interval at a run whose call asked for every look (a lane), and sees its cancel with no notice here: the run's tasks may have moved to another worker", async () => {
+    let cancelled = false;
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: () => runningDescription(cancelled ? [cancelRequested('lane')] : []),
+        pollers: () => [],
+      },
+      { hostedWatchIntervalMs: 60_000 },
+    );
+    let told = 0;
+    watchdog.hosted('wf', 'run');
+    // A hosted call of the same run first: the run's watch waits out the hosted interval until the lane comes.
+    watchdog.register({ ...call('other'), poke: () => undefined });
+    await sleep(300);
+    expect(record.describes).toBe(0);
+    watchdog.register({ ...call('lane'), poke: () => undefined, cancelRequested: () => (told += 1), everyLook: true });
+    await waitFor('looks at the watch interval (100 ms)', () => record.describes >= 3, { timeoutMs: 2000 });
+    // The cancel's notice went to the worker that now runs the run's tasks: none comes here.
+    cancelled = true;
+    const cancelledAt = Date.now();
+    await waitFor('the lane told of its cancel', () => told === 1, { timeoutMs: 2000 });
+    expect(Date.now() - cancelledAt).toBeLessThan(1000);
+  });
+
   it('looks again at the watch interval after a notice that came before the server had the cancel', async () => {
     let describes = 0;
     const { watchdog } = start(

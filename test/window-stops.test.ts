@@ -21,15 +21,34 @@ describe('a window stop on one worker', () => {
     expect(stopped).toEqual(['a', 'b', 'late']);
   });
 
-  it('forgets a window once its last lane here has left', () => {
+  it('remembers a stopped window after its last lane here has left: a lane that starts late stops at once', () => {
     const stops = new WindowStops();
     const window = WindowStops.key('batch/window-0', 'run-1');
     const stopped: string[] = [];
     const leave = stops.join(window, () => stopped.push('a'));
     stops.stop(window);
     leave();
-    // A retried attempt of a lane of a window Temporal still runs hears of its own cancel, not of this memory.
-    stops.join(window, () => stopped.push('b'));
-    expect(stopped).toEqual(['a']);
+    // A lane dispatched before the cancel that starts only now: the window's stop is final.
+    stops.join(window, () => stopped.push('late'));
+    expect(stopped).toEqual(['a', 'late']);
+    // A window not stopped is forgotten with its last lane; another run of the same window id is another window.
+    const other = WindowStops.key('batch/window-1', 'run-1');
+    stops.join(other, () => stopped.push('other'))();
+    stops.join(other, () => stopped.push('other again'));
+    stops.join(WindowStops.key('batch/window-0', 'run-2'), () => stopped.push('next run'));
+    expect(stopped).toEqual(['a', 'late']);
+  });
+
+  it('remembers a stop heard with no lane here, and at most 10,000 stopped windows', () => {
+    const stops = new WindowStops();
+    const stopped: string[] = [];
+    stops.stop(WindowStops.key('batch/window-0', 'early'));
+    stops.join(WindowStops.key('batch/window-0', 'early'), () => stopped.push('early'));
+    expect(stopped).toEqual(['early']);
+    for (let index = 0; index <= 10_000; index += 1) stops.stop(WindowStops.key(`batch/window-${index}`, 'many'));
+    // The oldest is forgotten, the newest kept.
+    stops.join(WindowStops.key('batch/window-0', 'many'), () => stopped.push('oldest'));
+    stops.join(WindowStops.key('batch/window-10000', 'many'), () => stopped.push('newest'));
+    expect(stopped).toEqual(['early', 'newest']);
   });
 });

@@ -49,8 +49,9 @@ export function watchForCancellation(
  * Calls `stop` once this worker's watchdog sees the server's cancel request for the current activity (its look at the
  * run), before the heartbeat whose answer aborts `cancellationSignal` comes back: a batch window's lanes on this worker
  * then stop starting calls in the same turn, where each heartbeat's own answer would tell them one by one. Without a
- * worker client (a test environment) it does nothing: the cancellation signal still comes. Returns the function that
- * stops watching.
+ * worker client (a test environment) it does nothing: the cancellation signal still comes. The run is looked at every
+ * `watchIntervalMs` even when its workflow is hosted here (`everyLook`): its tasks may have moved to another worker, which
+ * then gets the cancel's notice. Returns the function that stops watching.
  */
 export function watchForCancelRequest(stop: () => void, context: Context = Context.current()): () => void {
   const { info } = context;
@@ -69,6 +70,7 @@ export function watchForCancelRequest(stop: () => void, context: Context = Conte
     attempt: info.attempt,
     poke: () => context.heartbeat(),
     cancelRequested: stop,
+    everyLook: true,
   });
 }
 

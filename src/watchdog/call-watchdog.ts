@@ -53,6 +53,13 @@ export interface WatchedCall {
    * window's lanes on this worker stop together, not each when its own heartbeat comes back).
    */
   cancelRequested?(): void;
+  /**
+   * Look at this call's run every `watchIntervalMs` even while its workflow is hosted here: a batch lane runs for
+   * minutes, and its window's workflow tasks may move to another worker meanwhile (after a kill or a server restart),
+   * whose workflow code then gets the cancel notices; trusting them here left a lane starting calls up to 10 s after its
+   * window was cancelled. One describe a second per window, shared by all its lanes here.
+   */
+  everyLook?: boolean;
 }
 
 const { PendingActivityState, WorkflowExecutionStatus } = temporal.api.enums.v1;
@@ -92,6 +99,8 @@ interface WorkflowWatch {
   hosted: boolean;
   /** Until when looks come at `watchIntervalMs` whether hosted or not (after a cancel notice). */
   fastUntil: number;
+  /** A call here asked to be looked at every `watchIntervalMs`, hosted or not (`WatchedCall.everyLook`). */
+  everyLook: boolean;
   /** When a notice asked for the next look (consumed by `schedule`). */
   noticeAt?: number;
   /** A describe of this run is out. */
@@ -166,6 +175,7 @@ export class CallWatchdog {
         failures: 0,
         hosted: this.hostedRuns.has(HostedRuns.key(call.workflowId, call.runId)),
         fastUntil: 0,
+        everyLook: false,
         looking: false,
       };
       // A cancel noticed a moment before this call started (dispatched, not yet running) is looked at as if just now.
@@ -177,6 +187,14 @@ export class CallWatchdog {
       this.workflows.set(key, watch);
       this.schedule(watch);
       this.cutOff.start();
+    }
+    if (call.everyLook && !watch.everyLook) {
+      watch.everyLook = true;
+      // A watch that waits out a hosted run's long interval takes the short one from now on.
+      if (watch.hosted && !watch.looking) {
+        clearTimeout(watch.timer);
+        this.schedule(watch);
+      }
     }
     // Several calls of one activity (a batch chunk) share its entry: one poke reaches them all, the last one out removes it.
     const existing = watch.calls.get(call.activityId);
@@ -256,7 +274,7 @@ export class CallWatchdog {
     // A little jitter, so the watches of many workers and workflows do not describe in lockstep; doubling while they fail.
     const now = Date.now();
     const interval =
-      watch.hosted && now >= watch.fastUntil
+      watch.hosted && !watch.everyLook && now >= watch.fastUntil
         ? (this.options.hostedWatchIntervalMs ?? this.options.watchIntervalMs * 10)
         : this.options.watchIntervalMs;
     // Capped well under the lost-worker threshold: a throttled describe is still word from the server (see CutOffGuard).
