@@ -9,6 +9,13 @@
  * To look closer: BENCH_TRACING_MODES picks some modes (comma-separated: off, sampled, discarding, down; the docs are
  * then left alone, and Jaeger is started only for `sampled`), and BENCH_TRACING_PROFILE=DIR runs each worker under
  * `node --cpu-prof` into DIR/<mode>-<round>/ (one profile per thread: the main thread and each workflow thread).
+ * BENCH_TRACING_BEFORE=<another build's dist/cli/main.js> runs each traced mode a second time in every round with that
+ * build's worker, named `<mode> (before)`: a change and the code before it side by side in one run (the docs are then
+ * left alone too).
+ *
+ * Besides each mode's medians, the table gives its median per-round ratio to `off` (each round's figure over the same
+ * round's `off`): the machine's load moves every mode of a round alike, so the ratio within a round is steadier than
+ * the ratio of the medians.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
@@ -47,6 +54,18 @@ const MODES: readonly Mode[] = process.env.BENCH_TRACING_MODES
     })
   : ALL_MODES;
 const PROFILE = process.env.BENCH_TRACING_PROFILE;
+const BEFORE = process.env.BENCH_TRACING_BEFORE;
+
+/** A mode as one build's worker runs it: the worktree's, or (`before`) BENCH_TRACING_BEFORE's. */
+interface Variant {
+  mode: Mode;
+  name: string;
+  cli: string;
+}
+const VARIANTS: readonly Variant[] = MODES.flatMap((mode) => [
+  { mode, name: mode, cli },
+  ...(BEFORE && mode !== 'off' ? [{ mode, name: `${mode} (before)`, cli: BEFORE }] : []),
+]);
 
 /**
  * An OTLP/HTTP endpoint that reads each export and answers 200 with an empty response, at almost no CPU: the worker's
@@ -108,6 +127,7 @@ async function startWorker(
   simulator: RemoteSimulator,
   taskQueue: string,
   tracing: Record<string, string>,
+  workerCli: string,
   profileName?: string,
 ): Promise<ChildProcess> {
   const environment: NodeJS.ProcessEnv = { ...process.env };
@@ -115,7 +135,7 @@ async function startWorker(
   const profile = PROFILE && profileName ? ['--cpu-prof', '--cpu-prof-dir', path.join(PROFILE, profileName)] : [];
   const worker = spawn(
     process.execPath,
-    [...profile, cli, 'worker', '--address', server.address, '--task-queue', taskQueue],
+    [...profile, workerCli, 'worker', '--address', server.address, '--task-queue', taskQueue],
     {
       env: {
         ...environment,
@@ -139,7 +159,8 @@ async function startWorker(
 }
 
 interface Sample {
-  mode: Mode;
+  variant: string;
+  round: number;
   wallS: number;
   cpuS: number;
   ok: number;
@@ -148,13 +169,14 @@ interface Sample {
 async function runOnce(
   server: DevServer,
   simulator: RemoteSimulator,
-  mode: Mode,
+  variant: Variant,
   tracing: Record<string, string>,
   source: string,
   round: number,
 ): Promise<Sample> {
-  const taskQueue = `bench-tracing-${round}-${mode.replace(/[^a-z]+/g, '-')}`;
-  const worker = await startWorker(server, simulator, taskQueue, tracing, `${mode.replace(/[^a-z]+/g, '-')}-${round}`);
+  const slug = variant.name.replace(/[^a-z]+/g, '-');
+  const taskQueue = `bench-tracing-${round}-${slug}`;
+  const worker = await startWorker(server, simulator, taskQueue, tracing, variant.cli, `${slug}-${round}`);
   try {
     const client = await FanoutClient.connect({ client: server.client, taskQueue });
     const sink = path.join(directory, `${taskQueue}.jsonl`);
@@ -175,7 +197,7 @@ async function runOnce(
       .join(', ');
     // The batch's span of the monotonic clock the profiles' timestamps are on (µs), to tell it from the worker's start.
     if (PROFILE) {
-      const profiles = path.join(PROFILE, `${mode.replace(/[^a-z]+/g, '-')}-${round}`);
+      const profiles = path.join(PROFILE, `${slug}-${round}`);
       mkdirSync(profiles, { recursive: true });
       writeFileSync(
         path.join(profiles, 'batch.json'),
@@ -183,9 +205,9 @@ async function runOnce(
       );
     }
     console.error(
-      `${mode} round ${round}: ${summary.succeeded} ok, wall ${wallS.toFixed(1)} s, worker CPU ${cpuS.toFixed(1)} s (by thread: ${threads})`,
+      `${variant.name} round ${round}: ${summary.succeeded} ok, wall ${wallS.toFixed(1)} s, worker CPU ${cpuS.toFixed(1)} s (by thread: ${threads})`,
     );
-    return { mode, wallS, cpuS, ok: summary.succeeded };
+    return { variant: variant.name, round, wallS, cpuS, ok: summary.succeeded };
   } finally {
     worker.kill('SIGTERM');
     await new Promise((resolve) => worker.once('exit', resolve));
@@ -222,9 +244,9 @@ async function main(): Promise<void> {
     // Each round starts one mode later than the one before (off, sampled, ...; then sampled, ..., off): a worker's CPU
     // for the same batch grows with its place in a round on this machine, and a fixed order charged that to tracing.
     for (let round = 1; round <= ROUNDS; round += 1)
-      for (let place = 0; place < MODES.length; place += 1) {
-        const mode = MODES[(round - 1 + place) % MODES.length];
-        samples.push(await runOnce(server, simulator, mode, tracing[mode], source, round));
+      for (let place = 0; place < VARIANTS.length; place += 1) {
+        const variant = VARIANTS[(round - 1 + place) % VARIANTS.length];
+        samples.push(await runOnce(server, simulator, variant, tracing[variant.mode], source, round));
       }
     spansInJaeger = jaeger
       ? (await jaeger.traces('bench-tracing', 1000)).reduce((total, trace) => total + trace.spans.length, 0)
@@ -236,24 +258,33 @@ async function main(): Promise<void> {
     await server.stop();
   }
 
-  const off = MODES.map((mode) => samples.filter((sample) => sample.mode === mode));
-  const base = { wall: median(off[0].map((sample) => sample.wallS)), cpu: median(off[0].map((sample) => sample.cpuS)) };
-  const rows = MODES.map((mode, index) => {
-    const wall = median(off[index].map((sample) => sample.wallS));
-    const cpu = median(off[index].map((sample) => sample.cpuS));
-    const percent = (value: number, reference: number) =>
-      index === 0 ? '' : ` (${value >= reference ? '+' : ''}${(((value - reference) / reference) * 100).toFixed(1)}%)`;
-    return `| ${mode} | ${off[index].map((sample) => sample.ok).join(', ')} | ${off[index].map((sample) => sample.wallS.toFixed(1)).join(', ')} | ${wall.toFixed(1)}${percent(wall, base.wall)} | ${off[index].map((sample) => sample.cpuS.toFixed(1)).join(', ')} | ${cpu.toFixed(1)}${percent(cpu, base.cpu)} |`;
+  const of = VARIANTS.map((variant) => samples.filter((sample) => sample.variant === variant.name));
+  const off = of[0];
+  const base = { wall: median(off.map((sample) => sample.wallS)), cpu: median(off.map((sample) => sample.cpuS)) };
+  const signed = (ratio: number) => `${ratio >= 1 ? '+' : ''}${((ratio - 1) * 100).toFixed(1)}%`;
+  /** The median over rounds of a round's figure over the same round's `off`. */
+  const pairedRatio = (runs: Sample[], figure: (sample: Sample) => number) =>
+    median(
+      runs.map(
+        (sample) => figure(sample) / figure(off.find((candidate) => candidate.round === sample.round) as Sample),
+      ),
+    );
+  const rows = VARIANTS.map((variant, index) => {
+    const runs = of[index];
+    const wall = median(runs.map((sample) => sample.wallS));
+    const cpu = median(runs.map((sample) => sample.cpuS));
+    const vsOff = (value: number, reference: number, figure: (sample: Sample) => number) =>
+      index === 0 ? '' : ` (${signed(value / reference)}; per round ${signed(pairedRatio(runs, figure))})`;
+    return `| ${variant.name} | ${runs.map((sample) => sample.ok).join(', ')} | ${runs.map((sample) => sample.wallS.toFixed(1)).join(', ')} | ${wall.toFixed(1)}${vsOff(wall, base.wall, (sample) => sample.wallS)} | ${runs.map((sample) => sample.cpuS.toFixed(1)).join(', ')} | ${cpu.toFixed(1)}${vsOff(cpu, base.cpu, (sample) => sample.cpuS)} |`;
   });
-  if (MODES !== ALL_MODES || PROFILE) {
+  if (MODES !== ALL_MODES || PROFILE || BEFORE) {
     console.error(['| tracing | ok | wall (s) | wall, median | CPU (s) | CPU, median |', ...rows].join('\n'));
     if (PROFILE) console.error(`profiles in ${PROFILE}`);
     return;
   }
-  const cpuOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.cpuS));
-  const wallOf = (mode: Mode) => median(off[MODES.indexOf(mode)].map((sample) => sample.wallS));
-  const goal = (value: number, reference: number) =>
-    `${value >= reference ? '+' : ''}${(((value - reference) / reference) * 100).toFixed(1)}%`;
+  const runsOf = (mode: Mode) => of[VARIANTS.findIndex((variant) => variant.name === mode)];
+  const cpuOf = (mode: Mode) => signed(pairedRatio(runsOf(mode), (sample) => sample.cpuS));
+  const wallOf = (mode: Mode) => signed(pairedRatio(runsOf(mode), (sample) => sample.wallS));
   const section = `## Tracing
 
 Command: \`npm run bench\` (\`bench/tracing.ts\`). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, same machine.
@@ -267,13 +298,16 @@ Jaeger, which held ${spansInJaeger.toLocaleString('en-US')} spans of these runs 
 spans, exported to an endpoint in the benchmark's process that reads each export and answers 200: the worker's own cost,
 without Jaeger's CPU on the same two cores), and **collector down** (the same, exported to a port nothing listens on).
 
+In brackets beside a median: the median against \`off\`'s, then the median of each round's figure against the same round's
+\`off\` (the load of the machine moves a round's modes alike, so that ratio is the steadier one).
+
 | tracing | ok per round | wall per round (s) | wall, median (s) | worker CPU per round (s) | worker CPU, median (s) |
 | --- | --- | --- | ---: | --- | ---: |
 ${rows.join('\n')}
 
-The issue's goals: at most 3% more worker CPU with sampling on (here ${goal(cpuOf('sampled, discarding collector'), base.cpu)} with a
-collector that takes everything, ${goal(cpuOf('sampled'), base.cpu)} exporting to a Jaeger on the same machine), at most 1% more wall
-with the collector down (here ${goal(wallOf('collector down'), base.wall)}).`;
+The issue's goals, by the rounds' ratios: at most 3% more worker CPU with sampling on (here ${cpuOf('sampled, discarding collector')} with a
+collector that takes everything, ${cpuOf('sampled')} exporting to a Jaeger on the same machine), at most 1% more wall
+with the collector down (here ${wallOf('collector down')}).`;
   const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
   const block = `<!-- tracing:start -->\n${section}\n<!-- tracing:end -->`;
   const existing = readFileSync(target, 'utf8');

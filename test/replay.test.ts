@@ -2,6 +2,7 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { Worker, type ReplayResult } from '@temporalio/worker';
 import * as workflows from '../src/workflows';
+import { tracedBundleOf } from '../src/telemetry/worker-tracing';
 import { readHistory } from './support/history-json';
 
 /**
@@ -28,11 +29,19 @@ const workflowIdOf = (name: string): string => {
 const workflowTypeOf = (fixture: (typeof fixtures)[number]): string =>
   fixture.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name ?? '(no start event)';
 
-/** Replays every fixture on one replay worker; histories are replayed one at a time, in the order given. */
-async function replayAll(): Promise<Map<string, ReplayResult>> {
+/** The workflow bundle this build produced (`traced`: its twin with the tracing interceptors, which a traced worker runs). */
+function bundle(traced: boolean): string {
   const codePath = process.env.FANOUT_WORKFLOW_BUNDLE;
   if (!codePath)
     throw new Error('FANOUT_WORKFLOW_BUNDLE is not set (test/support/global-setup.ts sets it after `npm run build`)');
+  if (!traced) return codePath;
+  const twin = tracedBundleOf(codePath);
+  if (!twin) throw new Error(`no traced twin of ${codePath}`);
+  return twin;
+}
+
+/** Replays every fixture on one replay worker; histories are replayed one at a time, in the order given. */
+async function replayAll(codePath: string): Promise<Map<string, ReplayResult>> {
   const results = new Map<string, ReplayResult>();
   const replays = Worker.runReplayHistories(
     { workflowBundle: { codePath } },
@@ -47,9 +56,11 @@ async function replayAll(): Promise<Map<string, ReplayResult>> {
 }
 
 let replayed: Map<string, ReplayResult>;
+let replayedTraced: Map<string, ReplayResult>;
 
 beforeAll(async () => {
-  replayed = await replayAll();
+  replayed = await replayAll(bundle(false));
+  replayedTraced = await replayAll(bundle(true));
 });
 
 describe('saved histories replay on the current workflow code', () => {
@@ -73,4 +84,32 @@ describe('saved histories replay on the current workflow code', () => {
     const error = result?.error;
     if (error) throw new Error(`${name}.json does not replay: ${error.name}: ${error.message}`);
   });
+});
+
+/**
+ * Saved (untraced) histories the traced workflow code does not replay: a worker restarted with tracing turned on cannot
+ * carry these runs on. Found when the traced replay was added, on the code before that change too, and not yet traced to
+ * its cause: in batch-stripes-lent the batch's two slot signals of one workflow task (events 53-54) are not scheduled
+ * where the history has them ("No command scheduled for event 53, SignalExternalWorkflowExecutionInitiated"). Each is
+ * checked to still fail, so a fix shows here until its fixture is taken off the list.
+ */
+const TRACED_NONDETERMINISM = new Set(['batch-stripes-lent.v0-2-0']);
+
+describe('saved histories replay on the traced workflow code (a worker with tracing on)', () => {
+  it.each(fixtures.map((fixture) => fixture.name).filter((name) => !TRACED_NONDETERMINISM.has(name)))(
+    '%s replays without nondeterminism',
+    (name) => {
+      const result = replayedTraced.get(name);
+      expect(result).toBeDefined();
+      const error = result?.error;
+      if (error) throw new Error(`${name}.json does not replay traced: ${error.name}: ${error.message}`);
+    },
+  );
+
+  it.each([...TRACED_NONDETERMINISM])(
+    '%s still does not (a known fault: take it off the list once it does)',
+    (name) => {
+      expect(replayedTraced.get(name)?.error?.name).toBe('DeterminismViolationError');
+    },
+  );
 });

@@ -383,6 +383,35 @@ it("traces a SIGKILLed worker's attempt: its chat span ends with WorkerLost, the
   expect(named(run, 'StartActivity:callAgent')).toHaveLength(1);
 });
 
+it("makes no span for a query: a watched agent's trace holds its work, not each look at it", async () => {
+  // The SDK's interceptor makes a HandleQuery span per query of a run that has handled an update (here the approval);
+  // `fanout status` queries the agent at each look.
+  const service = uniqueName('fanout-watched');
+  const taskQueue = await tracedWorker(service);
+  const { server, simulator } = suite.servers;
+  const client = await FanoutClient.connect({ client: server.client, taskQueue });
+  const handle = await client.startParallel([
+    { id: 'watched', prompt: 'Ship [[tool:publish {"title":"Report"}]] [sim latency=1500]', tools: ['publish'] },
+  ]);
+  const connection = ['--address', server.address];
+  const child = `${handle.workflowId}/agent:watched`;
+  await waitFor('the agent to wait for approval', async () =>
+    (await runCli(['status', child, ...connection])).stdout.includes('waiting for approval: call_1_1'),
+  );
+  expect((await runCli(['approve', child, 'call_1_1', ...connection])).code).toBe(0);
+  // Its answer's model call takes 1.5 s: looks at the agent meanwhile.
+  await waitFor('the second model call', () => modelCalls(simulator, 'watched').length === 2);
+  for (let look = 0; look < 3; look += 1) expect((await runCli(['status', child, ...connection])).code).toBe(0);
+  expect((await handle.result()).results[0].status).toBe('ok');
+  await traceWith(service, (candidate) => named(candidate, 'RunWorkflow:fanOut').length === 1);
+  // Every trace of the worker's service: a query made without a caller's span would be a trace of its own.
+  const spans = (await (jaeger as Jaeger).traces(service)).flatMap((trace) => trace.spans);
+  expect(spans.some((span) => span.operationName === 'HandleUpdate:approve')).toBe(true);
+  expect(
+    spans.filter((span) => span.operationName.startsWith('HandleQuery')).map((span) => span.operationName),
+  ).toEqual([]);
+});
+
 it('traces each wait for approval as await_approval {tool}, from the ask to the answer, with its outcome', async () => {
   const service = uniqueName('fanout-approval');
   const taskQueue = await tracedWorker(service);

@@ -8,6 +8,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-node';
 import { countFromEnvironment, type Environment } from '../config/environment';
+import { ExportBreaker } from './export-breaker';
 import { DEFAULT_FLUSH_MS, DEFAULT_SERVICE_NAME, tracingWanted } from './wanted';
 
 /** The process's tracing, once started. */
@@ -98,7 +99,13 @@ export function startTracing(
   const resource = resourceFromAttributes({ 'service.name': DEFAULT_SERVICE_NAME }).merge(
     detectResources({ detectors: [envDetector] }),
   );
-  const processor = new BatchSpanProcessor(exporter);
+  // A collector that is down: after a refused export, the breaker drops the next exports' spans unserialised for a
+  // back-off (5 s, doubling to 60 s) and says so once (export-breaker.ts).
+  const endpoint =
+    environment.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ||
+    environment.OTEL_EXPORTER_OTLP_ENDPOINT ||
+    'http://localhost:4318';
+  const processor = new BatchSpanProcessor(new ExportBreaker(exporter, { endpoint }));
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   provider.register();
   started = { provider, resource, workflowSpans: workflowSpanAdapter(processor) };

@@ -20,6 +20,7 @@ import {
   workflowInfo,
   type ActivityInput,
   type Next,
+  type QueryInput,
   type StartChildWorkflowExecutionInput,
   type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
@@ -144,6 +145,22 @@ class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
 }
 
 /**
+ * The SDK's inbound interceptor without its `HandleQuery:<name>` span per query. Every look of a watch (`fanout
+ * status --watch`, `batch status --watch`, an agent's view of its sub-agents) queries each run, window or agent it
+ * shows, and each query's span was made in the sandbox and handed out through the sink, on the workflow thread the
+ * run's own work needs, for a span that says only that someone looked. A query makes no command, so leaving its span
+ * out changes nothing a run does or replays. The run's span and each signal's span stay the SDK's.
+ */
+class UntracedQueriesInbound extends OpenTelemetryInboundInterceptor {
+  override handleQuery(
+    input: QueryInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>,
+  ): Promise<unknown> {
+    return next(input);
+  }
+}
+
+/**
  * The SDK's outbound interceptor with a leaner `scheduleActivity`: the same `StartActivity:<type>` span, open while the
  * activity runs, and the same header, with one promise instead of the SDK's four or five. The sandbox captures (and
  * source-maps) a stack for every promise workflow code creates, and a batch window schedules an activity per lane:
@@ -190,7 +207,7 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
 
 export const interceptors = (): WorkflowInterceptors => ({
   // The SDK's first: its run span (with the caller's context from the headers) is the parent of invoke_agent.
-  inbound: [new OpenTelemetryInboundInterceptor(), new AgentSpanInbound()],
+  inbound: [new UntracedQueriesInbound(), new AgentSpanInbound()],
   // Ours first: the SDK's child-start span opens inside the spawn span.
   outbound: [new SpawnSpanOutbound(), new LeanOutbound()],
   internals: [new OpenTelemetryInternalsInterceptor()],
