@@ -41,7 +41,7 @@ it('changes nothing outside the re-launched child', () => {
 });
 
 it("sizes the child's young generation unless the user chose one", () => {
-  expect(semiSpaceArguments({}, [])).toEqual(['--max-semi-space-size=4']);
+  expect(semiSpaceArguments({}, [])).toEqual(['--max-semi-space-size=8']);
   expect(semiSpaceArguments({}, ['--max-semi-space-size=32'])).toEqual([]);
   expect(semiSpaceArguments({ NODE_OPTIONS: '--inspect --min_semi_space_size=2' }, [])).toEqual([]);
 });

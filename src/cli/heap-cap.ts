@@ -23,11 +23,11 @@ const CAPPED_HEAP_GROWING_PERCENT = 100;
 /**
  * The young generation's semi-space of the child's threads (the worker's and the workflow threads': V8 flags are the
  * process's), in MB. Node lets it grow to 16 MB, and a worker reaches that in its first seconds: 32 MB of new space per
- * thread. With 500 calls of 3 s in flight most of what a call allocates outlives a scavenge either way, so a smaller one
- * costs no CPU per call measured (bench/worker-memory.ts, 4 against 16 side by side: 2.95-3.58 against 3.03-3.16 ms in
- * the zero-latency batch, 3.98-4.25 against 3.92-4.88 in the 3 s one) for about 50 MB less peak RSS; 2 MB cost CPU.
+ * thread. With 500 calls of 3 s in flight most of what a call allocates outlives a scavenge either way: 8 MB costs no CPU
+ * per call measured (bench/worker-memory.ts, side by side with the build before: 4.62 and 4.11 ms against 4.52 and 4.08 in
+ * compare.ts's 4,000 x 3 s batch) for 10-20 MB less peak RSS; 4 MB saved 10-20 MB more but cost 5-10% CPU per call there.
  */
-const CAPPED_SEMI_SPACE_MB = 4;
+const CAPPED_SEMI_SPACE_MB = 8;
 /** A young generation size the user chose (node arguments or NODE_OPTIONS): then theirs holds. */
 const SEMI_SPACE_FLAG = /(^|\s)--(max|min)[-_]semi[-_]space[-_]size/;
 /**
