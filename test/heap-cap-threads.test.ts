@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
+import { semiSpaceArguments } from '../src/cli/heap-cap';
 
 /**
  * `fanout worker`'s re-launched child gives the workflow threads (which hold the cached workflows) a heap cap sized for
@@ -37,4 +38,10 @@ it('changes nothing outside the re-launched child', () => {
   const uncapped = limits(250, '');
   expect(uncapped.cap).toBeNull();
   expect(Math.abs(uncapped.thread - uncapped.main)).toBeLessThan(16);
+});
+
+it("sizes the child's young generation unless the user chose one", () => {
+  expect(semiSpaceArguments({}, [])).toEqual(['--max-semi-space-size=8']);
+  expect(semiSpaceArguments({}, ['--max-semi-space-size=32'])).toEqual([]);
+  expect(semiSpaceArguments({ NODE_OPTIONS: '--inspect --min_semi_space_size=2' }, [])).toEqual([]);
 });
