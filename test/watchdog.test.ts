@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { CallWatchdog, type CallWatchdogOptions } from '../src/watchdog/call-watchdog';
+import { HostedRuns } from '../src/watchdog/hosted-runs';
 import { Presence, PRESENCE_QUEUE, presencePollMs } from '../src/watchdog/presence';
 import { waitFor } from './support/wait-for';
 
@@ -262,6 +263,19 @@ describe('the sweep over running workflows no live worker has calls in', () => {
       timeoutMs: 30_000,
     });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
+  });
+});
+
+describe('the runs hosted here', () => {
+  it('settles at a look every activity that look was offered for, even one scheduled exactly the grace before it', () => {
+    const runs = new HostedRuns();
+    runs.scheduled('wf', 'run', 'a', 1000);
+    // A look at 1100 with a 100 ms grace is offered the run (the activity is exactly the grace old)...
+    expect(runs.toLookAt(100, 1100)).toEqual([{ workflowId: 'wf', runId: 'run' }]);
+    // ... and what it finds settles that activity: the same bound, or the run is described again at the next round
+    // (the one-in-thirty flake of 'describes ... a run once' below: two runs described twice, both scheduled that ms).
+    expect(runs.awaitedOf('wf', 'run', 1100 - 100)).toEqual(['a']);
+    expect(runs.awaitedOf('wf', 'run', 999)).toEqual([]);
   });
 });
 

@@ -79,10 +79,10 @@ export class HostedRuns {
     return runs;
   }
 
-  /** The activity ids of this run still awaited, scheduled before `before`. */
+  /** The activity ids of this run still awaited, scheduled at or before `before` (the same bound as `toLookAt`). */
   awaitedOf(workflowId: string, runId: string, before: number): string[] {
     const run = this.awaited.get(HostedRuns.key(workflowId, runId));
-    return run ? [...run.activities].filter(([, at]) => at < before).map(([activityId]) => activityId) : [];
+    return run ? [...run.activities].filter(([, at]) => at <= before).map(([activityId]) => activityId) : [];
   }
 
   /** The run is gone (closed, deleted, its workflow function ended): nothing of it is left to look at. */
