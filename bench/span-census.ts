@@ -4,7 +4,6 @@
  */
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -12,6 +11,7 @@ import { startDevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
 import { spawnSimulator } from './remote-simulator';
 import { scratchDirectory } from './scratch';
+import { environmentWithoutOtel, writeTracedTasks } from './tracing-support';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 const ITEMS = Number(process.env.BENCH_TRACING_ITEMS ?? 4000);
@@ -47,12 +47,8 @@ async function main(): Promise<void> {
   });
   await new Promise<void>((resolve) => collector.listen(port, '127.0.0.1', resolve));
   try {
-    const file = path.join(directory, 'tasks.jsonl');
-    const lines: string[] = [];
-    for (let index = 0; index < ITEMS; index += 1) lines.push(JSON.stringify({ id: `t-${index}`, prompt: 'traced' }));
-    writeFileSync(file, `${lines.join('\n')}\n`);
-    const environment: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of Object.keys(environment)) if (name.startsWith('OTEL_')) delete environment[name];
+    const file = writeTracedTasks(directory, ITEMS);
+    const environment = environmentWithoutOtel();
     const worker = spawn(process.execPath, [cli, 'worker', '--address', server.address, '--task-queue', 'census'], {
       env: {
         ...environment,

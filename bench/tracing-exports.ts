@@ -7,11 +7,11 @@
  *
  *   npx tsx bench/tracing-exports.ts
  */
-import { createServer } from 'node:http';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { freePort } from '../src/local/free-port';
 import { ExportBreaker } from '../src/telemetry/export-breaker';
+import { startDiscardingCollector } from './tracing-support';
 
 const SPANS = 861;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -36,18 +36,10 @@ async function exportBatch(exporter: SpanExporter): Promise<{ cpuMs: number; wal
 }
 
 async function main(): Promise<void> {
-  const port = await freePort();
-  const collector = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      response.writeHead(200, { 'content-type': 'application/x-protobuf' });
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => collector.listen(port, '127.0.0.1', resolve));
+  const collector = await startDiscardingCollector();
   const nowhere = `http://127.0.0.1:${await freePort()}/v1/traces`;
   const ways: Record<string, () => SpanExporter> = {
-    'collector up': () => new OTLPTraceExporter({ url: `http://127.0.0.1:${port}/v1/traces`, timeoutMillis: 1000 }),
+    'collector up': () => new OTLPTraceExporter({ url: `${collector.endpoint}/v1/traces`, timeoutMillis: 1000 }),
     'collector down': () => new OTLPTraceExporter({ url: nowhere, timeoutMillis: 1000 }),
     'collector down, breaker': () =>
       new ExportBreaker(new OTLPTraceExporter({ url: nowhere, timeoutMillis: 1000 }), { warn: () => undefined }),
@@ -62,7 +54,7 @@ async function main(): Promise<void> {
       const name = names[(round + place) % names.length];
       results.get(name)?.push(await exportBatch(name === 'collector down, breaker' ? breaker : ways[name]()));
     }
-  collector.close();
+  await collector.close();
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
   console.error(`${SPANS} spans per batch, ${ROUNDS} rounds: CPU and wall (ms) per batch, medians`);
   for (const name of names) {

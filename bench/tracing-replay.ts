@@ -12,7 +12,6 @@
  *   BENCH_TRACING_BEFORE_BUNDLE=<other build>/dist/workflow-bundle-traced.js npx tsx bench/tracing-replay.ts
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
@@ -20,6 +19,7 @@ import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { spawnSimulator } from './remote-simulator';
 import { scratchDirectory } from './scratch';
+import { environmentWithoutOtel, median, writeTracedTasks } from './tracing-support';
 
 // Quiet: a replay worker logs an error for every sink call of the histories' last workflow task (no sinks are registered).
 Runtime.install({ logger: new DefaultLogger('ERROR', () => undefined) });
@@ -44,12 +44,8 @@ type History = temporal.api.history.v1.IHistory;
 async function recordBatch(): Promise<{ workflowId: string; history: History }[]> {
   const server = await startDevServer();
   const simulator = await spawnSimulator(['--latency', '50']);
-  const file = path.join(directory, 'tasks.jsonl');
-  const lines: string[] = [];
-  for (let index = 0; index < ITEMS; index += 1) lines.push(JSON.stringify({ id: `t-${index}`, prompt: 'traced' }));
-  writeFileSync(file, `${lines.join('\n')}\n`);
-  const environment: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of Object.keys(environment)) if (name.startsWith('OTEL_')) delete environment[name];
+  const file = writeTracedTasks(directory, ITEMS);
+  const environment = environmentWithoutOtel();
   const worker = spawn(
     process.execPath,
     [path.join(dist, 'cli', 'main.js'), 'worker', '--address', server.address, '--task-queue', 'replayed'],
@@ -113,12 +109,6 @@ async function replayCpu(codePath: string, histories: { workflowId: string; hist
   const used = process.cpuUsage(started);
   return (used.user + used.system) / 1e6;
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
 
 async function main(): Promise<void> {
   const histories = await recordBatch();

@@ -18,7 +18,6 @@
  * the ratio of the medians.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:http';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -28,6 +27,7 @@ import { freePort } from '../src/local/free-port';
 import { startJaeger, type Jaeger } from '../test/support/jaeger';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
 import { scratchDirectory } from './scratch';
+import { median, startDiscardingCollector } from './tracing-support';
 
 Runtime.install({ logger: new DefaultLogger('ERROR') });
 
@@ -66,26 +66,6 @@ const VARIANTS: readonly Variant[] = MODES.flatMap((mode) => [
   { mode, name: mode, cli },
   ...(BEFORE && mode !== 'off' ? [{ mode, name: `${mode} (before)`, cli: BEFORE }] : []),
 ]);
-
-/**
- * An OTLP/HTTP endpoint that reads each export and answers 200 with an empty response, at almost no CPU: the worker's
- * own cost of tracing with a collector that takes everything, without a viewer's CPU on the same cores.
- */
-async function startDiscardingCollector(): Promise<{ endpoint: string; close: () => Promise<void> }> {
-  const port = await freePort();
-  const collector = createServer((request, response) => {
-    request.resume();
-    request.on('end', () => {
-      response.writeHead(200, { 'content-type': 'application/x-protobuf' });
-      response.end();
-    });
-  });
-  await new Promise<void>((resolve) => collector.listen(port, '127.0.0.1', resolve));
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    close: () => new Promise<void>((resolve) => collector.close(() => resolve())),
-  };
-}
 
 /** User + system CPU seconds of a process so far, from /proc (clock ticks of 1/100 s). */
 function cpuSeconds(pid: number): number {
@@ -213,12 +193,6 @@ async function runOnce(
     await new Promise((resolve) => worker.once('exit', resolve));
   }
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
-};
 
 async function main(): Promise<void> {
   const server = await startDevServer();
