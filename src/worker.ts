@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import path from 'node:path';
 import { NativeConnection, Worker, type InjectedSinks, type WorkerOptions } from '@temporalio/worker';
@@ -49,6 +49,13 @@ export const FANOUT_WORKER_DEFAULTS = {
    * takes them over, beside the replay that costs them.
    */
   stickyQueueTimeoutMs: 10_000,
+  /**
+   * Frames in a workflow's stack traces (FANOUT_WORKFLOW_STACK_FRAMES). The SDK takes a stack trace of every promise
+   * workflow code makes, mapped through the bundle's source map, for the stack trace the Temporal UI shows: at V8's 10
+   * frames that was about a fifth of a batch's workflow CPU (bench/tracing-replay.ts with a bundle cut to 5). Five keep
+   * the SDK call a workflow waits in and the two project frames above it.
+   */
+  workflowStackFrames: 5,
 } as const;
 
 /** Options of a fan-out worker. Every field falls back to an environment variable, then a default. */
@@ -109,6 +116,12 @@ export interface FanoutWorkerOptions {
   /** A prebuilt workflow bundle (`npm run build` writes dist/workflow-bundle.js). Env FANOUT_WORKFLOW_BUNDLE. */
   workflowBundlePath?: string;
   /**
+   * Frames kept in a workflow's stack traces, from 1 to 100 (the prebuilt bundle's workflows; V8's own is 10): the SDK
+   * takes one for every promise workflow code makes. Env FANOUT_WORKFLOW_STACK_FRAMES; default
+   * `FANOUT_WORKER_DEFAULTS.workflowStackFrames` (5).
+   */
+  workflowStackFrames?: number;
+  /**
    * Agent calls of one workflow task the server may hand straight back to this worker with its completion (eager
    * dispatch; the worker's free slots bound it, and batches never use it). Env FANOUT_EAGER_ACTIVITIES; 0 turns it off;
    * default `maxConcurrentActivities`. Needs `system.enableActivityEagerExecution` on the server (the dev server sets it).
@@ -156,6 +169,19 @@ function findWorkflowBundle(explicit: string | undefined, environment: Environme
   }
   const beside = path.join(__dirname, 'workflow-bundle.js');
   return existsSync(beside) ? beside : undefined;
+}
+
+/**
+ * The prebuilt bundle's code with its workflows' stack traces cut to `frames`: set at the top of the bundle's script,
+ * before the SDK freezes the sandbox's globals, and on its first line, so that the source map's lines still hold.
+ */
+function bundleWithStackFrames(bundlePath: string, frames: number): { code: string } {
+  if (!Number.isInteger(frames) || frames < 1 || frames > 100) {
+    throw new Error(
+      `workflow stack frames (FANOUT_WORKFLOW_STACK_FRAMES) must be a whole number from 1 to 100, got ${frames}`,
+    );
+  }
+  return { code: `Error.stackTraceLimit = ${frames}; ${readFileSync(bundlePath, 'utf8')}` };
 }
 
 /**
@@ -278,7 +304,14 @@ export async function createFanoutWorker(options: FanoutWorkerOptions = {}): Pro
     ...(ownWorkflows
       ? {}
       : bundlePath
-        ? { workflowBundle: { codePath: bundlePath } }
+        ? {
+            workflowBundle: bundleWithStackFrames(
+              bundlePath,
+              options.workflowStackFrames ??
+                integerFromEnvironment('FANOUT_WORKFLOW_STACK_FRAMES') ??
+                FANOUT_WORKER_DEFAULTS.workflowStackFrames,
+            ),
+          }
         : { workflowsPath: require.resolve('./workflows') }),
     ...(extra.tuner === undefined ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities } : {}),
     activityTaskPollerBehavior: {

@@ -101,3 +101,35 @@ it("hands a fan-out's calls straight back to the worker that scheduled them (eag
     }
   }
 });
+
+it.each([
+  ['the default', undefined, 5],
+  ['2', 2, 2],
+  ["V8's own 10", 10, 10],
+])(
+  "cuts workflow stack traces to %s frames (workflowStackFrames): the stack trace query's, a promise's at most that",
+  async (_name, workflowStackFrames, frames) => {
+    const stack = await startTestWorker(suite.servers, workflowStackFrames ? { workflowStackFrames } : {});
+    workers.push(stack);
+    const handle = await stack.client.startParallel(tasks('waiting', 2, 2000));
+    const workflow = suite.servers.server.client.workflow.getHandle(handle.workflowId);
+    // While its calls run: where the fan-out waits.
+    let trace = '';
+    for (let tries = 0; tries < 50 && !trace.includes('    at '); tries += 1) {
+      trace = await workflow.query<string>('__stack_trace');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    // The SDK drops the frame of its own promise hook from each trace it takes: one fewer than the limit.
+    const lengths = trace
+      .split('\n\n')
+      .map((promise) => promise.split('\n').filter((line) => line.startsWith('    at ')).length);
+    expect(Math.max(...lengths)).toBe(frames - 1);
+    await handle.result();
+  },
+);
+
+it('refuses workflowStackFrames out of 1-100, naming the setting, before the worker starts', async () => {
+  await expect(startTestWorker(suite.servers, { workflowStackFrames: 0 })).rejects.toThrow(
+    'workflow stack frames (FANOUT_WORKFLOW_STACK_FRAMES) must be a whole number from 1 to 100, got 0',
+  );
+});
