@@ -1,5 +1,4 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import { APIError as AnthropicApiError, APIConnectionTimeoutError, APIUserAbortError } from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import type {
   ChatCompletion,
@@ -249,6 +248,12 @@ export function completionOf(message: Anthropic.Messages.Message, promptCache: P
  * message; a timeout or a connection failure keeps its kind. An abort is left as it is: the caller reads its own signal.
  */
 function asOpenAiError(error: unknown): unknown {
+  // Only an Anthropic call fails here, so its SDK is loaded already; not loaded with this module (llm-client.ts).
+  const {
+    APIError: AnthropicApiError,
+    APIConnectionTimeoutError,
+    APIUserAbortError,
+  } = require('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk');
   if (error instanceof APIUserAbortError) return error;
   if (error instanceof APIConnectionTimeoutError) return new OpenAI.APIConnectionTimeoutError();
   if (error instanceof AnthropicApiError) {

@@ -1,4 +1,4 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type { ObjectStorage } from '../store';
 import { linesOf } from '../spool/lines';
 import { usageFromAnthropic } from '../llm/token-usage';
@@ -54,7 +54,12 @@ export class AnthropicBatches implements ProviderBatchClient {
 
   constructor(
     private readonly storage: ObjectStorage,
-    private readonly client: Anthropic = new Anthropic({ maxRetries: 0 }),
+    // The SDK is loaded when the first Anthropic batch client is made, not with every worker.
+    private readonly client: Anthropic = new (
+      require('@anthropic-ai/sdk') as typeof import('@anthropic-ai/sdk')
+    ).default({
+      maxRetries: 0,
+    }),
   ) {}
 
   private async record(key: PartKey): Promise<SubmissionRecord | undefined> {

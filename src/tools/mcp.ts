@@ -1,8 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { z } from 'zod';
 import type { Environment } from '../config/environment';
 import { DEFAULT_TOOL_TIMEOUT_MS, type Tool } from './define-tool';
@@ -121,7 +118,16 @@ export class McpTools {
     let connection = this.connections.get(server.name);
     if (!connection) {
       connection = (async () => {
-        const client = new Client({ name: 'temporal-fanout', version: '0.2.0' });
+        // The MCP SDK is loaded at the first connection: a worker without MCP servers never loads it.
+        const { Client: McpClient } =
+          require('@modelcontextprotocol/sdk/client/index.js') as typeof import('@modelcontextprotocol/sdk/client/index.js');
+        const { StdioClientTransport } =
+          require('@modelcontextprotocol/sdk/client/stdio.js') as typeof import('@modelcontextprotocol/sdk/client/stdio.js');
+        const { StreamableHTTPClientTransport } =
+          require('@modelcontextprotocol/sdk/client/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/client/streamableHttp.js');
+        const { ErrorCode, McpError } =
+          require('@modelcontextprotocol/sdk/types.js') as typeof import('@modelcontextprotocol/sdk/types.js');
+        const client: Client = new McpClient({ name: 'temporal-fanout', version: '0.2.0' });
         // A connection that failed a call is dropped: later calls connect again. It is closed (a stdio server's process
         // must not outlive it) once its other calls have ended: over HTTP one refused request (a proxy's 502) says
         // nothing of the others in flight, and closing under them would fail calls the server is running, which their
