@@ -10,9 +10,11 @@ import {
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import { agentTaskSchema, DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task';
+import type * as AgentTaskSchemas from '../../contract/agent-task';
+import type { AgentTask } from '../../contract/agent-task';
+import { DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task-rules';
 import { FailureType } from '../../contract/failure-types';
-import { resolveRunOptions } from '../../contract/run-options';
+import { resolveRunOptions } from '../../contract/run-option-defaults';
 import { failed } from '../task-outcome';
 import { agentLoopActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
@@ -34,6 +36,21 @@ import {
 
 /** Structured answers sent back for repair when the task says nothing. */
 const DEFAULT_OUTPUT_REPAIRS = 2;
+
+/**
+ * The task, validated (input may come from any Temporal client). The schema is loaded here, not at the top: a workflow's
+ * modules are loaded afresh for every run, and agents started by fanout's workflows come validated (`taskValidated`).
+ */
+function validTask(task: unknown): AgentTask {
+  const { agentTaskSchema } = require('../../contract/agent-task') as typeof AgentTaskSchemas;
+  const parsed = agentTaskSchema.safeParse(task);
+  if (parsed.success) return parsed.data;
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidInput,
+    message: `agent task: ${parsed.error.message}`,
+    nonRetryable: true,
+  });
+}
 
 /**
  * A durable agent: model steps (`agentStep`) and the tool calls each asks for (`toolCall`, concurrently, results in the
@@ -58,16 +75,10 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   // A saved state's spend was counted by the runs that spent it: this run's budgets and reports count only the rest.
   const resumed = loaded?.saved?.state;
   if (resumed) resumed.before = { usage: resumed.usage, costUsd: resumed.costUsd };
-  const parsedTask = agentTaskSchema.safeParse(given.task ?? loaded?.task);
-  if (!parsedTask.success)
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidInput,
-      message: `agent task: ${parsedTask.error.message}`,
-      nonRetryable: true,
-    });
+  const checkedTask = given.taskValidated && given.task ? given.task : validTask(given.task ?? loaded?.task);
   // The run's answer cache (a batch's agents get it in their options) on a task that sets none: each step reads it there.
   const cache = given.options?.cache;
-  const defaulted = withCallDefaults(parsedTask.data, given.options ?? {});
+  const defaulted = withCallDefaults(checkedTask, given.options ?? {});
   const task = cache && cache.mode !== 'off' && !defaulted.cache ? { ...defaulted, cache } : defaulted;
   const input: AgentInput = {
     ...given,

@@ -69,6 +69,8 @@ async function spawn(
           args: [
             {
               task: child,
+              // Validated by the `agentStep` that prepared the call (spawn-agents.ts), as its recorded result says.
+              taskValidated: true,
               ...(input.options === undefined ? {} : { options: input.options }),
               inlineOutputBytes: input.inlineOutputBytes,
               depth: depth + 1,
