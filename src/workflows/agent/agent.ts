@@ -167,18 +167,25 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     describe(`step ${pending.step}: ${pending.result.calls.map((call) => call.summary).join(', ')}`);
     // Every call ends before a failure is thrown (cancelled, a call still answering keeps its result, and an agent with
     // a place saves it after). A call that fails (not cancelled) cancels the others, whose answers so far are kept.
+    // Promise chains in one scope entry, not an async function and a scope entry per call: every promise a workflow
+    // makes costs a stack capture in the SDK's sandbox (see TaskRun.runTask). Each call starts (and schedules its
+    // activity) synchronously, in the order asked, as before.
     const calls = new CancellationScope();
-    const running = pending.result.calls.map(async (call, index) => {
-      if (pending.done[index]) return pending.done[index];
-      try {
-        const run = () => runToolCall(toolCalls, pending.result, call, index, pending.step);
-        return (pending.done[index] = await calls.run(run));
-      } catch (error) {
-        if (!isCancellation(error)) calls.cancel();
-        throw error;
-      }
-    });
-    const ended = await Promise.allSettled(running);
+    const ended = await calls.run(() =>
+      Promise.allSettled(
+        pending.result.calls.map((call, index) => {
+          const done = pending.done[index];
+          if (done) return done;
+          return runToolCall(toolCalls, pending.result, call, index, pending.step).then(
+            (result) => (pending.done[index] = result),
+            (error: unknown) => {
+              if (!isCancellation(error)) calls.cancel();
+              throw error;
+            },
+          );
+        }),
+      ),
+    );
     const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
     const cancelled = CancellationScope.current().consideredCancelled;
     if (failures.length > 0) throw failures.find((reason) => isCancellation(reason) === cancelled) ?? failures[0];
