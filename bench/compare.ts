@@ -496,8 +496,11 @@ async function timedOnWorker<T>(
   harness.simulator.reset();
   const rss = peakRss(worker.pid);
   const startedAt = performance.now();
+  const monotonicStart = process.hrtime.bigint() / 1000n;
   try {
     const result = await work();
+    // On the clock of a --cpu-prof worker's profile and of /proc samples (CLOCK_MONOTONIC, µs): the run's window there.
+    console.error(`run window (µs, monotonic): ${monotonicStart} ${process.hrtime.bigint() / 1000n}`);
     return { wallMs: performance.now() - startedAt, rssMb: rss.stop(), result };
   } catch (error) {
     rss.stop();

@@ -96,6 +96,18 @@ describe('agents with tools', () => {
     expect(inputs).not.toContain('found');
   });
 
+  it('validates the task of an agent a client starts itself, and fails it InvalidInput when it does not fit', async () => {
+    // fanout's own workflows start agents with a task they validated (taskValidated); any other client's is checked.
+    const task = { id: 'not an id!', prompt: 'hello', tools: ['search'] } as AgentTask;
+    const handle = await startAgent(suite.stack, uniqueName('unchecked-agent'), task);
+    const failure = await handle.result().then(
+      () => undefined,
+      (error: unknown) => error as { cause?: { type?: string; message?: string } },
+    );
+    expect(failure?.cause).toMatchObject({ type: 'InvalidInput', message: expect.stringContaining('agent task:') });
+    expect(modelCalls(suite.servers.simulator, 'not an id!')).toHaveLength(0);
+  });
+
   it('sends a failing tool, a timed-out tool and input that fails the schema back to the model as tool results', async () => {
     const prompt = 'Try [[tool:broken {}]] [[tool:sluggish {}]] [[tool:search {"query":"wrong field"}]]';
     const handle = await suite.stack.client.startParallel([

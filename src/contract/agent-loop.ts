@@ -305,6 +305,12 @@ export interface AgentInput {
   place?: string;
   /** Set by a batch in place of `task`, which is then read from the batch's file. */
   item?: AgentBatchItem;
+  /**
+   * Set by fanout's own workflows when `task` has passed agentTaskSchema already (their input's validation, or the
+   * `agentStep` that prepared a `spawn_agents` call): the agent does not load the schema to check it again. A client
+   * that starts an `agent` itself leaves it out.
+   */
+  taskValidated?: boolean;
   /** Set with `place` once the agent has loaded it: the fingerprint of its task, saved with its place (SavedPlace). */
   placeFingerprint?: string;
 }

@@ -1,5 +1,5 @@
-import { sha256 } from '@noble/hashes/sha256';
-import { bytesToHex } from '@noble/hashes/utils';
+import type * as Sha256 from '@noble/hashes/sha256';
+import type * as HashUtils from '@noble/hashes/utils';
 
 /**
  * Where a blob lives: an absolute local path (or a `file://` URL) or an `s3://bucket/key` URI. Pure string handling, so
@@ -37,12 +37,14 @@ export function childOf(base: string, name: string): string {
   return `${base.replace(/\/+$/, '')}/${name}`;
 }
 
-/** FNV-1a, 32 bits, as 8 hex digits: a short, deterministic tag (no crypto in workflow code). */
 /**
  * SHA-256 of the text, in hex: what tells cut names apart. Pure JavaScript (workflow code names agents' places too),
  * and wide enough that no two ids of any batch share it (a 32-bit hash collided within a few tens of thousands).
+ * Loaded on first use: workflows load their modules afresh for every run, and few names are long.
  */
 function hashOf(text: string): string {
+  const { sha256 } = require('@noble/hashes/sha256') as typeof Sha256;
+  const { bytesToHex } = require('@noble/hashes/utils') as typeof HashUtils;
   return bytesToHex(sha256(text));
 }
 

@@ -1,7 +1,14 @@
 import { z } from 'zod';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { answerCacheSchema } from './answer-cache';
-import { modelProviderSchema, promptCacheSchema, type ModelProvider, type PromptCache } from './agent-task';
+
+export {
+  RATE_LIMIT_WAIT_MS,
+  resolveRunOptions,
+  RUN_OPTION_DEFAULTS,
+  type ResolvedRunOptions,
+} from './run-option-defaults';
+import { modelProviderSchema, promptCacheSchema } from './agent-task';
 
 /** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */
 export const retryOptionsSchema = z.strictObject({
@@ -70,64 +77,3 @@ export const runOptionsSchema = z.strictObject({
 });
 
 export type RunOptions = z.infer<typeof runOptionsSchema>;
-
-/** Run options with every default applied. */
-export interface ResolvedRunOptions {
-  maxParallel: number;
-  errorPolicy: ErrorPolicy;
-  retry: Required<RetryOptions>;
-  agentTimeoutMs: number;
-  heartbeatTimeoutMs: number | undefined;
-  runTimeoutMs: number | undefined;
-  tokenBudget: number | undefined;
-  costBudgetUsd: number | undefined;
-  provider: ModelProvider | undefined;
-  promptCache: PromptCache | undefined;
-}
-
-/**
- * How long one attempt may wait for the provider's rate limit (pacing and 429s) on top of `agentTimeoutMs`, ms. A 429
- * is waited out inside the attempt, so it uses no attempt; only after this long without getting through does the call
- * fail, RateLimitWaitExceeded. The workflow adds it to the start-to-close timeout, and the activity takes it off again
- * to find the request's own deadline, which is why it is one constant rather than a run option (a worker can wait
- * less: FANOUT_RATE_LIMIT_WAIT_MS).
- */
-export const RATE_LIMIT_WAIT_MS = 10 * 60_000;
-
-/**
- * The defaults of the run options (the others have none). The workflows apply them, so a new value changes what runs
- * do: gate it with `patched()` where it changes their commands (CONTRIBUTING.md).
- */
-export const RUN_OPTION_DEFAULTS: Readonly<
-  Pick<ResolvedRunOptions, 'maxParallel' | 'errorPolicy' | 'retry' | 'agentTimeoutMs'>
-> = {
-  maxParallel: MAX_IN_FLIGHT_PER_RUN,
-  errorPolicy: 'continue',
-  retry: {
-    maximumAttempts: 5,
-    initialIntervalMs: 1000,
-    backoffCoefficient: 2,
-    maximumIntervalMs: 30_000,
-  },
-  agentTimeoutMs: 120_000,
-};
-
-export function resolveRunOptions(options: RunOptions | undefined): ResolvedRunOptions {
-  return {
-    maxParallel: options?.maxParallel ?? RUN_OPTION_DEFAULTS.maxParallel,
-    errorPolicy: options?.errorPolicy ?? RUN_OPTION_DEFAULTS.errorPolicy,
-    retry: {
-      maximumAttempts: options?.retry?.maximumAttempts ?? RUN_OPTION_DEFAULTS.retry.maximumAttempts,
-      initialIntervalMs: options?.retry?.initialIntervalMs ?? RUN_OPTION_DEFAULTS.retry.initialIntervalMs,
-      backoffCoefficient: options?.retry?.backoffCoefficient ?? RUN_OPTION_DEFAULTS.retry.backoffCoefficient,
-      maximumIntervalMs: options?.retry?.maximumIntervalMs ?? RUN_OPTION_DEFAULTS.retry.maximumIntervalMs,
-    },
-    agentTimeoutMs: options?.agentTimeoutMs ?? RUN_OPTION_DEFAULTS.agentTimeoutMs,
-    heartbeatTimeoutMs: options?.heartbeatTimeoutMs,
-    runTimeoutMs: options?.runTimeoutMs,
-    tokenBudget: options?.tokenBudget,
-    costBudgetUsd: options?.costBudgetUsd,
-    provider: options?.provider,
-    promptCache: options?.promptCache,
-  };
-}

@@ -2,7 +2,7 @@ import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow'
 import type { AgentLoopActivities } from '../../contract/agent-loop';
 import type { BatchAgentItemActivities } from '../../contract/batch-activities';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
-import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../../contract/run-options';
+import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../../contract/run-option-defaults';
 
 /** A tool call may run this long before Temporal times its attempt out (tools abort themselves at their own timeout). */
 const TOOL_CALL_TIMEOUT_MS = 15 * 60_000;

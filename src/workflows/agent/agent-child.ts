@@ -42,6 +42,8 @@ export async function runAgentChild(
       args: [
         {
           task,
+          // Every caller's task passed its run's input validation (fanOut, dag, fanOutFanIn).
+          taskValidated: true,
           options: {
             retry: options.retry,
             agentTimeoutMs: options.agentTimeoutMs,

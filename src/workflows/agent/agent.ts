@@ -10,9 +10,11 @@ import {
   TemporalFailure,
   workflowInfo,
 } from '@temporalio/workflow';
-import { agentTaskSchema, DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task';
+import type * as AgentTaskSchemas from '../../contract/agent-task';
+import type { AgentTask } from '../../contract/agent-task';
+import { DEFAULT_MAX_STEPS, withCallDefaults } from '../../contract/agent-task-rules';
 import { FailureType } from '../../contract/failure-types';
-import { resolveRunOptions } from '../../contract/run-options';
+import { resolveRunOptions } from '../../contract/run-option-defaults';
 import { failed } from '../task-outcome';
 import { agentLoopActivities, placeActivities } from './activity-options';
 import { failureWithSpend } from './child-failure';
@@ -34,6 +36,21 @@ import {
 
 /** Structured answers sent back for repair when the task says nothing. */
 const DEFAULT_OUTPUT_REPAIRS = 2;
+
+/**
+ * The task, validated (input may come from any Temporal client). The schema is loaded here, not at the top: a workflow's
+ * modules are loaded afresh for every run, and agents started by fanout's workflows come validated (`taskValidated`).
+ */
+function validTask(task: unknown): AgentTask {
+  const { agentTaskSchema } = require('../../contract/agent-task') as typeof AgentTaskSchemas;
+  const parsed = agentTaskSchema.safeParse(task);
+  if (parsed.success) return parsed.data;
+  throw ApplicationFailure.create({
+    type: FailureType.InvalidInput,
+    message: `agent task: ${parsed.error.message}`,
+    nonRetryable: true,
+  });
+}
 
 /**
  * A durable agent: model steps (`agentStep`) and the tool calls each asks for (`toolCall`, concurrently, results in the
@@ -58,16 +75,10 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   // A saved state's spend was counted by the runs that spent it: this run's budgets and reports count only the rest.
   const resumed = loaded?.saved?.state;
   if (resumed) resumed.before = { usage: resumed.usage, costUsd: resumed.costUsd };
-  const parsedTask = agentTaskSchema.safeParse(given.task ?? loaded?.task);
-  if (!parsedTask.success)
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidInput,
-      message: `agent task: ${parsedTask.error.message}`,
-      nonRetryable: true,
-    });
+  const checkedTask = given.taskValidated && given.task ? given.task : validTask(given.task ?? loaded?.task);
   // The run's answer cache (a batch's agents get it in their options) on a task that sets none: each step reads it there.
   const cache = given.options?.cache;
-  const defaulted = withCallDefaults(parsedTask.data, given.options ?? {});
+  const defaulted = withCallDefaults(checkedTask, given.options ?? {});
   const task = cache && cache.mode !== 'off' && !defaulted.cache ? { ...defaulted, cache } : defaulted;
   const input: AgentInput = {
     ...given,
@@ -156,18 +167,25 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     describe(`step ${pending.step}: ${pending.result.calls.map((call) => call.summary).join(', ')}`);
     // Every call ends before a failure is thrown (cancelled, a call still answering keeps its result, and an agent with
     // a place saves it after). A call that fails (not cancelled) cancels the others, whose answers so far are kept.
+    // Promise chains in one scope entry, not an async function and a scope entry per call: every promise a workflow
+    // makes costs a stack capture in the SDK's sandbox (see TaskRun.runTask). Each call starts (and schedules its
+    // activity) synchronously, in the order asked, as before.
     const calls = new CancellationScope();
-    const running = pending.result.calls.map(async (call, index) => {
-      if (pending.done[index]) return pending.done[index];
-      try {
-        const run = () => runToolCall(toolCalls, pending.result, call, index, pending.step);
-        return (pending.done[index] = await calls.run(run));
-      } catch (error) {
-        if (!isCancellation(error)) calls.cancel();
-        throw error;
-      }
-    });
-    const ended = await Promise.allSettled(running);
+    const ended = await calls.run(() =>
+      Promise.allSettled(
+        pending.result.calls.map((call, index) => {
+          const done = pending.done[index];
+          if (done) return done;
+          return runToolCall(toolCalls, pending.result, call, index, pending.step).then(
+            (result) => (pending.done[index] = result),
+            (error: unknown) => {
+              if (!isCancellation(error)) calls.cancel();
+              throw error;
+            },
+          );
+        }),
+      ),
+    );
     const failures = ended.flatMap((end) => (end.status === 'rejected' ? [end.reason as unknown] : []));
     const cancelled = CancellationScope.current().consideredCancelled;
     if (failures.length > 0) throw failures.find((reason) => isCancellation(reason) === cancelled) ?? failures[0];

@@ -69,6 +69,8 @@ async function spawn(
           args: [
             {
               task: child,
+              // Validated by the `agentStep` that prepared the call (spawn-agents.ts), as its recorded result says.
+              taskValidated: true,
               ...(input.options === undefined ? {} : { options: input.options }),
               inlineOutputBytes: input.inlineOutputBytes,
               depth: depth + 1,
@@ -154,18 +156,21 @@ function runWorkflowTool<Name extends WorkflowToolName>(
   return tool.run(context, call, step, index);
 }
 
+type ToolCallExtra = Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult' | 'approval'>;
+
 /**
  * One tool call of a step, by where it runs: refused with why, run here (a workflow tool), or in the `toolCall`
  * activity, through approval when the tool needs it. The activity stores every call's result; this resolves to it.
+ * A call that waits for nothing first schedules its activity at once, in a promise chain (see runTools in agent.ts).
  */
-export async function runToolCall(
+export function runToolCall(
   context: ToolCallContext,
   result: AgentToolsStep,
   call: ToolCallRequest,
   index: number,
   step: number,
 ): Promise<ToolCallResult> {
-  const { task, selfId, state, tracker } = context;
+  const { task, state, tracker } = context;
   // The task's answer cache goes to the call in its input (not a command): tools whose defineTool opted in use it.
   const base = {
     taskId: task.id,
@@ -174,11 +179,34 @@ export async function runToolCall(
     index,
     ...(task.cache && task.cache.mode !== 'off' ? { cache: task.cache } : {}),
   };
-  let extra: Pick<ToolCallInput, 'denied' | 'invalid' | 'workflowResult' | 'approval'> = {};
   tracker.emit('tool-call', step, call.summary);
-  if (call.runner === 'none') extra = { invalid: call.invalid };
-  else if (call.runner === 'workflow') extra = { workflowResult: await runWorkflowTool(context, call, step, index) };
-  else if (call.approvalTimeoutMs !== undefined) {
+  const schedule = (extra: ToolCallExtra): Promise<ToolCallResult> =>
+    context.toolCall
+      .executeWithOptions({ activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` }, [
+        { ...base, ...extra },
+      ])
+      .then((done) => {
+        state.toolCalls += 1;
+        tracker.emit('tool-result', step, `${call.summary} ${done.detail}`);
+        return done;
+      });
+  if (call.runner === 'none') return schedule({ invalid: call.invalid });
+  if (call.runner === 'activity' && call.approvalTimeoutMs === undefined) return schedule({});
+  return waitThenSchedule(context, call, step, index, schedule);
+}
+
+/** A call that waits first (a workflow tool's run, a person's approval), then schedules its `toolCall` activity. */
+async function waitThenSchedule(
+  context: ToolCallContext,
+  call: ToolCallRequest,
+  step: number,
+  index: number,
+  schedule: (extra: ToolCallExtra) => Promise<ToolCallResult>,
+): Promise<ToolCallResult> {
+  const { selfId, tracker } = context;
+  let extra: ToolCallExtra = {};
+  if (call.runner === 'workflow') extra = { workflowResult: await runWorkflowTool(context, call, step, index) };
+  else if (call.runner === 'activity' && call.approvalTimeoutMs !== undefined) {
     const since = Date.now();
     tracker.waiting.set(call.id, {
       callId: call.id,
@@ -214,11 +242,5 @@ export async function runToolCall(
       tracker.emit('approved', step, call.id);
     }
   }
-  const done = await context.toolCall.executeWithOptions(
-    { activityId: `tool:${step}:${index + 1}`, summary: `step ${step}: ${call.summary}` },
-    [{ ...base, ...extra }],
-  );
-  state.toolCalls += 1;
-  tracker.emit('tool-result', step, `${call.summary} ${done.detail}`);
-  return done;
+  return schedule(extra);
 }
