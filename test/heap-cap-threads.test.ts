@@ -8,7 +8,11 @@ import { semiSpaceArguments } from '../src/cli/heap-cap';
  */
 const HEAP_CAP = path.resolve(__dirname, '..', 'src', 'cli', 'heap-cap.ts');
 
-function limits(cachedWorkflows: number, marker: string): { main: number; thread: number; cap: number | null } {
+function limits(
+  cachedWorkflows: number,
+  marker: string,
+  nodeArguments: string[] = [],
+): { main: number; thread: number; cap: number | null } {
   const script = `
     const v8 = require('node:v8');
     const { Worker } = require('node:worker_threads');
@@ -20,7 +24,7 @@ function limits(cachedWorkflows: number, marker: string): { main: number; thread
   `;
   const output = execFileSync(
     process.execPath,
-    ['--max-old-space-size=128', '--require', require.resolve('tsx/cjs'), '-e', script],
+    ['--max-old-space-size=128', ...nodeArguments, '--require', require.resolve('tsx/cjs'), '-e', script],
     { env: { ...process.env, FANOUT_HEAP_CAPPED: marker }, encoding: 'utf8' },
   );
   return JSON.parse(output.trim().split('\n').pop() as string) as { main: number; thread: number; cap: number | null };
@@ -29,8 +33,10 @@ function limits(cachedWorkflows: number, marker: string): { main: number; thread
 it("gives the workflow threads half the cap plus 1 MB per cached workflow, and keeps the worker thread's cap", () => {
   const capped = limits(250, '1');
   expect(capped.cap).toBe(64 + 250);
-  // heap_size_limit adds the young generation to the old space's cap.
-  expect(capped.thread - capped.main).toBeGreaterThanOrEqual(250 - 64 - 1);
+  // heap_size_limit adds the young generation (three semi-spaces: 2 MB in the threads, Node's 16 MB here) to the old
+  // space's cap.
+  expect(capped.thread).toBe(64 + 250 + 3 * 2);
+  expect(capped.main).toBe(128 + 3 * 16);
   expect(capped.main).toBeLessThan(128 + 64);
 });
 
@@ -44,4 +50,15 @@ it("sizes the child's young generation unless the user chose one", () => {
   expect(semiSpaceArguments({}, [])).toEqual(['--max-semi-space-size=8']);
   expect(semiSpaceArguments({}, ['--max-semi-space-size=32'])).toEqual([]);
   expect(semiSpaceArguments({ NODE_OPTIONS: '--inspect --min_semi_space_size=2' }, [])).toEqual([]);
+});
+
+it("gives the workflow threads 2 MB semi-spaces where the young generation's size is the launcher's, not the user's", () => {
+  // heap_size_limit is the old space's cap plus three semi-spaces (two of new space, one of new large objects).
+  const launchers = limits(250, '1', semiSpaceArguments({}, []));
+  expect(launchers.thread).toBe(64 + 250 + 3 * 2);
+  expect(launchers.main).toBe(128 + 3 * 8);
+  const users = limits(250, '1', ['--max-semi-space-size=4']);
+  expect(users.thread).toBe(64 + 250 + 3 * 4);
+  const unsized = limits(250, '1', []);
+  expect(unsized.thread).toBe(64 + 250 + 3 * 2);
 });
