@@ -1,11 +1,8 @@
 import {
   close,
   createReadStream,
-  fsync,
   open as openCallback,
   read as readCallback,
-  rename as renameCallback,
-  write as writeCallback,
   writeFile as writeFileCallback,
 } from 'node:fs';
 import { promisify } from 'node:util';
@@ -93,48 +90,6 @@ async function writeUnsynced(target: string, bytes: Buffer): Promise<void> {
   }
 }
 
-/**
- * The flushed atomic write of a whole object (claim-check payloads, an agent's messages: one or more per step): a
- * temporary sibling written, flushed (fsync) and renamed into place, as writeAtomically does, through plain
- * descriptors and callbacks instead of a FileHandle and a promise per system call, which cost the worker's main
- * thread more than the calls themselves.
- */
-function writeSynced(target: string, bytes: Buffer): Promise<void> {
-  const temporary = `${target}.${randomUUID().slice(0, 8)}.tmp`;
-  return new Promise((resolve, reject) => {
-    const fail = (error: unknown) => {
-      rm(temporary, { force: true }).then(
-        () => reject(error),
-        () => reject(error),
-      );
-    };
-    const written = (fd: number) =>
-      writeCallback(fd, bytes, 0, bytes.length, 0, (writeError, count) => {
-        const shortWrite =
-          writeError === null && count !== bytes.length
-            ? new StorageError('Unavailable', target, `wrote ${count} of ${bytes.length} bytes`)
-            : undefined;
-        if (writeError || shortWrite) return close(fd, () => fail(writeError ?? shortWrite));
-        fsync(fd, (syncError) =>
-          close(fd, (closeError) => {
-            const error = syncError ?? closeError;
-            if (error) return fail(error);
-            renameCallback(temporary, target, (renameError) => (renameError ? fail(renameError) : resolve()));
-          }),
-        );
-      });
-    openCallback(temporary, 'w', (openError, fd) => {
-      if (!openError) return written(fd);
-      if (openError.code !== 'ENOENT') return reject(openError);
-      // Only then: most files go where others went before.
-      mkdir(path.dirname(target), { recursive: true }).then(
-        () => openCallback(temporary, 'w', (again, retried) => (again ? reject(again) : written(retried))),
-        reject,
-      );
-    });
-  });
-}
-
 /** Local files: the embedded default, for workers on one machine (several machines: S3; see `openAppender`). */
 export class FileStorage implements ObjectStorage {
   async size(uri: string): Promise<number | undefined> {
@@ -194,7 +149,10 @@ export class FileStorage implements ObjectStorage {
     try {
       const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
       if (options?.sync === false) return await writeUnsynced(localPath(uri), bytes);
-      await writeSynced(localPath(uri), bytes);
+      await writeAtomically(localPath(uri), async (handle) => {
+        await handle.write(bytes, 0, bytes.length, 0);
+        return bytes.length;
+      });
     } catch (error) {
       wrap(uri, error);
     }
