@@ -14,7 +14,7 @@
  * (`npm run build` first), so the harness survives rewrites behind them.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -25,6 +25,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
+import { cpuSeconds, processTree, statusMb } from './proc';
 import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
@@ -262,27 +263,6 @@ function plainWorker(server: DevServer, simulator: Simulator, bundle: string, sl
   );
 }
 
-function readStatus(pid: number, field: 'VmHWM' | 'VmRSS'): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
-}
-
-/** A process and its descendants (ours re-launches itself with a heap cap: the worker is the child), from /proc. */
-function processTree(pid: number): number[] {
-  const tree = [pid];
-  for (let index = 0; index < tree.length; index += 1) {
-    try {
-      for (const task of readdirSync(`/proc/${tree[index]}/task`)) {
-        const children = readFileSync(`/proc/${tree[index]}/task/${task}/children`, 'utf8').trim();
-        if (children) tree.push(...children.split(/\s+/).map(Number));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return tree;
-}
-
 /**
  * Peak RSS of a worker over one round, its child processes included: the sum of each process's VmHWM after a reset
  * (an upper bound: their peaks need not coincide), or the largest sum of VmRSS sampled when it cannot be reset.
@@ -295,7 +275,7 @@ function peakRss(pid: number): { stop(): number } {
   } catch {
     resettable = false;
   }
-  const total = (field: 'VmHWM' | 'VmRSS') => pids.reduce((sum, each) => sum + readStatus(each, field), 0);
+  const total = (field: 'VmHWM' | 'VmRSS') => pids.reduce((sum, each) => sum + statusMb(each, field), 0);
   let sampled = total('VmRSS');
   const timer = setInterval(() => {
     try {
@@ -384,16 +364,6 @@ function medianSample(row: Row): Sample | undefined {
 /** A warm-up run of every contender, then `ROUNDS` rounds, each contender once per round, the order rotated each round. */
 /** The dev server's process, for its CPU time per run (printed, not tabled). */
 let serverPid: number | undefined;
-
-/** User + system CPU seconds of a process so far, from /proc (clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return 0;
-  }
-}
 
 async function measure(
   id: string,
@@ -1010,7 +980,7 @@ async function batchCheck(harness: Harness, fanout: FanoutClient, worker: Worker
   try {
     const run = await oursBatch(harness, fanout, worker, writeTasks('after-agents', 1000), 1000, 50, 180_000);
     await new Promise((resolve) => setTimeout(resolve, 5000));
-    const rssMb = processTree(worker.pid).reduce((sum, pid) => sum + readStatus(pid, 'VmRSS'), 0);
+    const rssMb = processTree(worker.pid).reduce((sum, pid) => sum + statusMb(pid, 'VmRSS'), 0);
     return { ratio: run.wallMs / 4000, rssMb };
   } finally {
     harness.simulator.configure({ latency: { minMs: latency, maxMs: latency } });

@@ -12,12 +12,13 @@
  * of the run (clear_refs); CPU is user + system of the process tree from /proc over the run, per call.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { startSimulator } from '../src/sim/simulator';
+import { cpuSeconds, processTree, statusMb } from './proc';
 import { scratchDirectory } from './scratch';
 
 const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
@@ -36,30 +37,6 @@ const SCENARIOS = {
 const children = new Set<ChildProcess>();
 process.once('exit', () => children.forEach((child) => child.kill('SIGKILL')));
 const directory = scratchDirectory('fanout-memory-');
-
-function processTree(pid: number): number[] {
-  const tree = [pid];
-  for (let index = 0; index < tree.length; index += 1) {
-    try {
-      for (const task of readdirSync(`/proc/${tree[index]}/task`)) {
-        const found = readFileSync(`/proc/${tree[index]}/task/${task}/children`, 'utf8').trim();
-        if (found) tree.push(...found.split(/\s+/).map(Number));
-      }
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return tree;
-}
-
-function status(pid: number, field: 'VmHWM' | 'VmRSS'): number {
-  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-}
-
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 interface Variant {
   name: string;
@@ -140,7 +117,7 @@ async function main(): Promise<void> {
         const env = { ...(scenario.slots ? { FANOUT_MAX_CONCURRENT_ACTIVITIES: scenario.slots } : {}), ...variant.env };
         const worker = await startWorker(variant, env, server.address, taskQueue, simulator.baseUrl);
         await new Promise((resolve) => setTimeout(resolve, 2000));
-        const idle = processTree(worker.pid).map((pid) => status(pid, 'VmRSS').toFixed(0));
+        const idle = processTree(worker.pid).map((pid) => statusMb(pid, 'VmRSS').toFixed(0));
         console.error(`(${id}) ${variant.name}: RSS ${idle.join(' + ')} MB once polling`);
         workers.push({ variant, worker, fanout: await FanoutClient.connect({ client: server.client, taskQueue }) });
       }
@@ -162,7 +139,7 @@ async function main(): Promise<void> {
           const wallMs = performance.now() - startedAt;
           if (summary.succeeded !== items)
             throw new Error(`${variant.name}: ${summary.succeeded} of ${items} succeeded`);
-          const rss = pids.map((pid) => status(pid, 'VmHWM'));
+          const rss = pids.map((pid) => statusMb(pid, 'VmHWM'));
           const cpu = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore;
           const line = `peak RSS ${rss.reduce((sum, each) => sum + each, 0).toFixed(0)} MB (${rss.map((each) => each.toFixed(0)).join(' + ')}), CPU ${((cpu * 1000) / items).toFixed(2)} ms per call, wall ${(wallMs / 1000).toFixed(1)} s`;
           console.error(`(${id}) round ${round} ${variant.name}: ${line}`);
