@@ -87,29 +87,15 @@ describe('saved histories replay on the current workflow code', () => {
 });
 
 /**
- * Saved (untraced) histories the traced workflow code does not replay: a worker restarted with tracing turned on cannot
- * carry these runs on. Found when the traced replay was added, on the code before that change too, and not yet traced to
- * its cause: in batch-stripes-lent the batch's two slot signals of one workflow task (events 53-54) are not scheduled
- * where the history has them ("No command scheduled for event 53, SignalExternalWorkflowExecutionInitiated"). Each is
- * checked to still fail, so a fix shows here until its fixture is taken off the list.
+ * A worker restarted with tracing turned on carries on the runs an untraced worker started: the traced interceptors
+ * settle every promise workflow code awaits when the untraced code does (src/telemetry/workflow-interceptors.ts). The
+ * other way round, a traced worker's batch replayed untraced, is test/tracing.test.ts's.
  */
-const TRACED_NONDETERMINISM = new Set(['batch-stripes-lent.v0-2-0']);
-
 describe('saved histories replay on the traced workflow code (a worker with tracing on)', () => {
-  it.each(fixtures.map((fixture) => fixture.name).filter((name) => !TRACED_NONDETERMINISM.has(name)))(
-    '%s replays without nondeterminism',
-    (name) => {
-      const result = replayedTraced.get(name);
-      expect(result).toBeDefined();
-      const error = result?.error;
-      if (error) throw new Error(`${name}.json does not replay traced: ${error.name}: ${error.message}`);
-    },
-  );
-
-  it.each([...TRACED_NONDETERMINISM])(
-    '%s still does not (a known fault: take it off the list once it does)',
-    (name) => {
-      expect(replayedTraced.get(name)?.error?.name).toBe('DeterminismViolationError');
-    },
-  );
+  it.each(fixtures.map((fixture) => fixture.name))('%s replays without nondeterminism', (name) => {
+    const result = replayedTraced.get(name);
+    expect(result).toBeDefined();
+    const error = result?.error;
+    if (error) throw new Error(`${name}.json does not replay traced: ${error.name}: ${error.message}`);
+  });
 });

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { Worker } from '@temporalio/worker';
+import { tracedBundleOf } from '../src/telemetry/worker-tracing';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -8,7 +10,7 @@ import path from 'node:path';
 import type { BatchSummary } from '../src/contract/batch';
 import type { FanOutResult } from '../src/contract/fan-out';
 import type { ProviderBatchResult } from '../src/workflows/provider-batch';
-import { batchDirectory, readSink } from './support/batch-files';
+import { batchDirectory, readSink, writeTasks } from './support/batch-files';
 import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
@@ -294,6 +296,58 @@ it("traces a batch's windows and lanes, and the model calls of the items its rat
   const lanes = named(run, 'RunActivity:runBatchLane');
   expect(lanes.length).toBeGreaterThan(0);
   for (const lane of lanes) expect(ancestorsOf(run, lane)[0]).toBe('RunWorkflow:batchWindow');
+});
+
+it("replays a traced worker's batch (stripes lending, windows handing over) on the untraced workflow code and the traced", async () => {
+  // A worker restarted with tracing turned off (or on) carries on the runs the other started: the traced interceptors
+  // settle every promise workflow code awaits when the untraced code does, so both make the same commands.
+  const taskQueue = await tracedWorker(uniqueName('fanout-traced-replay'));
+  const { server } = suite.servers;
+  const directory = batchDirectory();
+  try {
+    // Two stripes (concurrency 4, two calls a window): the first's calls are short and it runs out of items first, and
+    // lends its calls to the second, whose windows hand over a page each (as the batch-stripes-lent fixture).
+    const source = writeTasks(directory, 24, (index) => `item ${index} [sim latency=${index < 12 ? 20 : 300}]`, 'lent');
+    const client = await FanoutClient.connect({ client: server.client, taskQueue });
+    const batchId = uniqueName('traced-lent');
+    const handle = await client.startBatch({
+      source,
+      sink: path.join(directory, 'lent.out.jsonl'),
+      batchId,
+      options: { concurrency: 4, windowCalls: 2, pageSize: 3, pagesPerRun: 1, itemsPerActivity: 2 },
+    });
+    expect((await handle.result()).succeeded).toBe(24);
+    const batch = await handle.workflow.fetchHistory();
+    const windowIds = (batch.events ?? []).flatMap(
+      (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+    );
+    const signalled = (batch.events ?? []).map(
+      (event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName,
+    );
+    expect({
+      windows: windowIds.length >= 4,
+      lent: signalled.includes('slotsLent'),
+      freed: signalled.includes('slotsFreed'),
+    }).toEqual({ windows: true, lent: true, freed: true });
+    const histories = [
+      { workflowId: handle.workflow.workflowId, history: batch },
+      ...(await Promise.all(
+        windowIds.map(async (workflowId) => ({
+          workflowId,
+          history: await server.client.workflow.getHandle(workflowId).fetchHistory(),
+        })),
+      )),
+    ];
+    const bundle = process.env.FANOUT_WORKFLOW_BUNDLE as string;
+    for (const codePath of [bundle, tracedBundleOf(bundle) as string]) {
+      const failed: string[] = [];
+      for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath } }, histories))
+        if (result.error) failed.push(`${result.workflowId}: ${result.error.name}: ${result.error.message}`);
+      expect({ codePath, failed }).toEqual({ codePath, failed: [] });
+    }
+  } finally {
+    rmSync(directory, { recursive: true, force: true });
+  }
 });
 
 it('sends nothing and loads no OpenTelemetry SDK when no OTEL_* variable is set: a worker and the CLI', async () => {

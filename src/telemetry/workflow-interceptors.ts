@@ -8,20 +8,33 @@
  * This file runs in Temporal's workflow sandbox: it imports no Node module and nothing with I/O.
  */
 import * as otel from '@opentelemetry/api';
-import type { Payload } from '@temporalio/common';
-import { headersWithContext, TRACE_HEADER } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
+import { ApplicationFailureCategory, type Payload } from '@temporalio/common';
+import {
+  extractContextFromHeaders,
+  headersWithContext,
+  TRACE_HEADER,
+  UPDATE_ID_ATTR_KEY,
+} from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
 import {
   OpenTelemetryInboundInterceptor,
   OpenTelemetryInternalsInterceptor,
   OpenTelemetryOutboundInterceptor,
+  SPAN_DELIMITER,
+  SpanName,
 } from '@temporalio/interceptors-opentelemetry/lib/workflow';
 import {
+  ApplicationFailure,
   ContinueAsNew,
   workflowInfo,
   type ActivityInput,
+  type ContinueAsNewInput,
+  type LocalActivityInput,
   type Next,
   type QueryInput,
+  type SignalInput,
+  type SignalWorkflowInput,
   type StartChildWorkflowExecutionInput,
+  type UpdateInput,
   type WorkflowExecuteInput,
   type WorkflowInboundCallsInterceptor,
   type WorkflowInterceptors,
@@ -41,9 +54,73 @@ function tracer(): otel.Tracer {
   return otel.trace.getTracer(TRACER_NAME);
 }
 
+/*
+ * Why every interceptor here hands back the very promise its `next` returned, never one of its own.
+ *
+ * The SDK's interceptors wrap each call in `async` functions and `await`s (and, on a history recorded without tracing,
+ * an extra `await Promise.resolve()` each), so with them a signal's, a child's start's or a run's promise settles a few
+ * microtasks later than without. Workflow code that runs two promise chains in one workflow task (a batch ending one
+ * window while it starts the next) can then take the other branch and send other commands: a worker with tracing on
+ * could not carry on a batch a worker without it had started (test/replay.test.ts replays every saved history on the
+ * traced bundle), nor the other way round. So each span here is opened before `next` is called, made the active
+ * context while it runs, and ended by a reaction on its promise: workflow code awaits the same promise, settled at the
+ * same moment, as with no interceptor at all.
+ */
+
+/** Ends `span` once `settled` settles, with the status the SDK's interceptors give; hands back `settled` itself. */
+function endWhenSettled<T>(span: otel.Span, settled: Promise<T>, acceptable?: (error: unknown) => boolean): Promise<T> {
+  settled.then(
+    () => {
+      span.setStatus({ code: otel.SpanStatusCode.OK });
+      span.end();
+    },
+    (error: unknown) => {
+      markFailed(span, error, acceptable);
+      span.end();
+    },
+  );
+  return settled;
+}
+
+/** The SDK's error status: an error it may end with (a continue-as-new) is OK, a benign failure leaves it unset. */
+function markFailed(span: otel.Span, error: unknown, acceptable?: (error: unknown) => boolean): void {
+  if (acceptable?.(error)) {
+    span.setStatus({ code: otel.SpanStatusCode.OK });
+    return;
+  }
+  const benign = error instanceof ApplicationFailure && error.category === ApplicationFailureCategory.BENIGN;
+  const message =
+    typeof (error as { message?: unknown })?.message === 'string' ? (error as Error).message : String(error);
+  span.setStatus({ code: benign ? otel.SpanStatusCode.UNSET : otel.SpanStatusCode.ERROR, message });
+  span.recordException(error as Error);
+}
+
+/**
+ * Runs `call` with `span` as the active context (in `parent`), and ends the span when the promise it returns settles
+ * (or at once if it throws). Returns that promise itself.
+ */
+function inSpan<T>(
+  span: otel.Span,
+  parent: otel.Context,
+  call: () => Promise<T>,
+  acceptable?: (error: unknown) => boolean,
+): Promise<T> {
+  let settled: Promise<T>;
+  try {
+    settled = otel.context.with(otel.trace.setSpan(parent, span), call);
+  } catch (error) {
+    markFailed(span, error, acceptable);
+    span.end();
+    throw error;
+  }
+  return endWhenSettled(span, settled, acceptable);
+}
+
+const isContinueAsNew = (error: unknown) => error instanceof ContinueAsNew;
+
 /** `invoke_agent {id}` around an agent's run: its model, and at its end its tokens, cost and status. */
 class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
-  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+  execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, 'execute'>): Promise<unknown> {
     const info = workflowInfo();
     if (info.workflowType !== AGENT_WORKFLOW) return next(input);
     const agent = (input.args[0] ?? {}) as Partial<AgentInput>;
@@ -60,9 +137,11 @@ class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
         'fanout.agent.depth': agent.depth ?? 0,
       },
     });
-    return otel.context.with(otel.trace.setSpan(otel.context.active(), span), async () => {
-      try {
-        const outcome = (await next(input)) as AgentOutcome | undefined;
+    const running = otel.context.with(otel.trace.setSpan(otel.context.active(), span), () => next(input));
+    // Ended by reactions on the run's own promise, which is handed back as it is (see endWhenSettled).
+    running.then(
+      (result) => {
+        const outcome = result as AgentOutcome | undefined;
         if (outcome) {
           span.setAttributes({
             'gen_ai.usage.input_tokens': outcome.usage.promptTokens,
@@ -78,18 +157,18 @@ class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
             span.setStatus({ code: otel.SpanStatusCode.ERROR, message: outcome.message ?? 'stopped' });
           }
         }
-        return outcome;
-      } catch (error) {
+        span.end();
+      },
+      (error: unknown) => {
         if (!(error instanceof ContinueAsNew)) {
           const type = (error as { type?: unknown; name?: unknown }).type ?? (error as { name?: unknown }).name;
           span.setAttribute('error.type', typeof type === 'string' ? type : '_OTHER');
           span.setStatus({ code: otel.SpanStatusCode.ERROR, message: (error as Error).message });
         }
-        throw error;
-      } finally {
         span.end();
-      }
-    });
+      },
+    );
+    return running;
   }
 }
 
@@ -101,7 +180,7 @@ class AgentSpanInbound implements WorkflowInboundCallsInterceptor {
 class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
   private readonly open = new Map<string, { span: otel.Span; running: number }>();
 
-  async startChildWorkflowExecution(
+  startChildWorkflowExecution(
     input: StartChildWorkflowExecutionInput,
     next: Next<WorkflowOutboundCallsInterceptor, 'startChildWorkflowExecution'>,
   ): Promise<[Promise<string>, Promise<unknown>]> {
@@ -131,27 +210,56 @@ class SpawnSpanOutbound implements WorkflowOutboundCallsInterceptor {
       current.span.end();
       this.open.delete(call[1]);
     };
+    let starting: Promise<[Promise<string>, Promise<unknown>]>;
     try {
-      const [started, result] = await otel.context.with(otel.trace.setSpan(otel.context.active(), current.span), () =>
-        next(input),
-      );
-      result.then(ended, ended);
-      return [started, result];
+      starting = otel.context.with(otel.trace.setSpan(otel.context.active(), current.span), () => next(input));
     } catch (error) {
       ended();
       throw error;
     }
+    // The start's own promise, handed back as it is (see endWhenSettled); the span ends with the last sub-agent.
+    starting.then(([, result]) => result.then(ended, ended), ended);
+    return starting;
   }
 }
 
 /**
- * The SDK's inbound interceptor without its `HandleQuery:<name>` span per query. Every look of a watch (`fanout
- * status --watch`, `batch status --watch`, an agent's view of its sub-agents) queries each run, window or agent it
- * shows, and each query's span was made in the sandbox and handed out through the sink, on the workflow thread the
- * run's own work needs, for a span that says only that someone looked. A query makes no command, so leaving its span
- * out changes nothing a run does or replays. The run's span and each signal's span stay the SDK's.
+ * The SDK's inbound interceptor, each span ended by a reaction on the promise workflow code settles (see
+ * endWhenSettled), and without its `HandleQuery:<name>` span per query. Every look of a watch (`fanout status --watch`,
+ * `batch status --watch`, an agent's view of its sub-agents) queries each run, window or agent it shows, and each
+ * query's span was made in the sandbox and handed out through the sink, on the workflow thread the run's own work
+ * needs, for a span that says only that someone looked. A query makes no command, so leaving its span out changes
+ * nothing a run does or replays. The run's span and each signal's and update's span keep the SDK's names.
  */
-class UntracedQueriesInbound extends OpenTelemetryInboundInterceptor {
+class TransparentInbound extends OpenTelemetryInboundInterceptor {
+  override execute(
+    input: WorkflowExecuteInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'execute'>,
+  ): Promise<unknown> {
+    const parent = extractContextFromHeaders(input.headers) ?? otel.context.active();
+    const name = `${SpanName.WORKFLOW_EXECUTE}${SPAN_DELIMITER}${workflowInfo().workflowType}`;
+    return inSpan(this.tracer.startSpan(name, {}, parent), parent, () => next(input), isContinueAsNew);
+  }
+
+  override handleSignal(
+    input: SignalInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'handleSignal'>,
+  ): Promise<void> {
+    const parent = extractContextFromHeaders(input.headers) ?? otel.context.active();
+    const name = `${SpanName.WORKFLOW_HANDLE_SIGNAL}${SPAN_DELIMITER}${input.signalName}`;
+    return inSpan(this.tracer.startSpan(name, {}, parent), parent, () => next(input));
+  }
+
+  override handleUpdate(
+    input: UpdateInput,
+    next: Next<WorkflowInboundCallsInterceptor, 'handleUpdate'>,
+  ): Promise<unknown> {
+    const parent = extractContextFromHeaders(input.headers) ?? otel.context.active();
+    const name = `${SpanName.WORKFLOW_HANDLE_UPDATE}${SPAN_DELIMITER}${input.name}`;
+    const span = this.tracer.startSpan(name, { attributes: { [UPDATE_ID_ATTR_KEY]: input.updateId } }, parent);
+    return inSpan(span, parent, () => next(input));
+  }
+
   override handleQuery(
     input: QueryInput,
     next: Next<WorkflowInboundCallsInterceptor, 'handleQuery'>,
@@ -161,7 +269,8 @@ class UntracedQueriesInbound extends OpenTelemetryInboundInterceptor {
 }
 
 /**
- * The SDK's outbound interceptor with a leaner `scheduleActivity`: the same `StartActivity:<type>` span, open while the
+ * The SDK's outbound interceptor, each span ended by a reaction on the promise workflow code settles (see
+ * endWhenSettled), with a leaner `scheduleActivity`: the same `StartActivity:<type>` span, open while the
  * activity runs, and the same header, with one promise instead of the SDK's four or five. The sandbox captures (and
  * source-maps) a stack for every promise workflow code creates, and a batch window schedules an activity per lane:
  * bench/tracing.ts measured the SDK's version at most of tracing's CPU in the workflow thread.
@@ -203,11 +312,51 @@ class LeanOutbound extends OpenTelemetryOutboundInterceptor {
     );
     return result;
   }
+  override scheduleLocalActivity(
+    input: LocalActivityInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'scheduleLocalActivity'>,
+  ): Promise<unknown> {
+    return this.withHeader(`${SpanName.ACTIVITY_START}${SPAN_DELIMITER}${input.activityType}`, input, next);
+  }
+
+  override startChildWorkflowExecution(
+    input: StartChildWorkflowExecutionInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'startChildWorkflowExecution'>,
+  ): Promise<[Promise<string>, Promise<unknown>]> {
+    return this.withHeader(`${SpanName.CHILD_WORKFLOW_START}${SPAN_DELIMITER}${input.workflowType}`, input, next);
+  }
+
+  override signalWorkflow(
+    input: SignalWorkflowInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'signalWorkflow'>,
+  ): Promise<void> {
+    return this.withHeader(`${SpanName.WORKFLOW_SIGNAL}${SPAN_DELIMITER}${input.signalName}`, input, next);
+  }
+
+  override continueAsNew(
+    input: ContinueAsNewInput,
+    next: Next<WorkflowOutboundCallsInterceptor, 'continueAsNew'>,
+  ): Promise<never> {
+    const name = `${SpanName.CONTINUE_AS_NEW}${SPAN_DELIMITER}${input.options.workflowType}`;
+    return this.withHeader(name, input, next, isContinueAsNew);
+  }
+
+  /** `next` called with the trace header of a span named `name`, open (and the active context) until it settles. */
+  private withHeader<I extends { headers: Record<string, Payload> }, T>(
+    name: string,
+    input: I,
+    next: (input: I) => Promise<T>,
+    acceptable?: (error: unknown) => boolean,
+  ): Promise<T> {
+    const parent = otel.context.active();
+    const span = this.tracer.startSpan(name, {}, parent);
+    return inSpan(span, parent, () => next({ ...input, headers: headersWithContext(input.headers) }), acceptable);
+  }
 }
 
 export const interceptors = (): WorkflowInterceptors => ({
   // The SDK's first: its run span (with the caller's context from the headers) is the parent of invoke_agent.
-  inbound: [new UntracedQueriesInbound(), new AgentSpanInbound()],
+  inbound: [new TransparentInbound(), new AgentSpanInbound()],
   // Ours first: the SDK's child-start span opens inside the spawn span.
   outbound: [new SpawnSpanOutbound(), new LeanOutbound()],
   internals: [new OpenTelemetryInternalsInterceptor()],
