@@ -28,7 +28,7 @@ import { InvalidInputError, validateBatchInput } from '../contract/validation';
 import { resolveCacheSettings } from './cache-settings';
 import { batchProgressQuery } from '../workflows/messages';
 import { windowProgressQuery } from '../workflows/batch/messages';
-import { providerBatchProgressQuery } from '../workflows/provider-batch';
+import { providerBatchProgressQuery } from '../workflows/provider-batch/messages';
 import type { DescribableRun } from './query-gate';
 import type { BatchActivities } from '../contract/batch-activities';
 
