@@ -26,6 +26,7 @@ import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
 import { cpuSeconds, processTree, statusMb } from './proc';
+import { startReady, stopChild } from './ready-process';
 import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
@@ -101,15 +102,6 @@ function track(child: ChildProcess): ChildProcess {
   children.add(child);
   child.once('exit', () => children.delete(child));
   return child;
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-  await exited;
-  clearTimeout(killer);
 }
 
 interface DevServer {
@@ -196,24 +188,21 @@ async function spawnWorker(
   const logFile = path.join(directory, `${label.replace(/\W+/g, '-')}.log`);
   const log = createWriteStream(logFile);
   const taskQueue = command[command.indexOf('--task-queue') + 1];
-  const child = track(
-    spawn(process.execPath, command, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] }),
+  const started = await startReady(
+    `worker ${label}`,
+    command,
+    { ...process.env, ...env },
+    {
+      ready,
+      onStderr: (chunk) => log.write(chunk),
+    },
   );
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      log.write(chunk);
-      output = (output + chunk.toString()).slice(-4000);
-      if (ready.test(output)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker ${label} exited with ${code} before polling:\n${output}`)));
-  });
   return {
     label,
     taskQueue,
-    pid: child.pid as number,
+    pid: started.pid,
     stop: async () => {
-      await stopChild(child);
+      await started.stop();
       log.end();
     },
   };

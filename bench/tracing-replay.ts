@@ -11,13 +11,13 @@
  *   npx tsx bench/tracing-replay.ts
  *   BENCH_TRACING_BEFORE_BUNDLE=<other build>/dist/workflow-bundle-traced.js npx tsx bench/tracing-replay.ts
  */
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { temporal } from '@temporalio/proto';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { spawnSimulator } from './remote-simulator';
+import { fanoutWorkerArgs, startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 import { environmentWithoutOtel, median, writeTracedTasks } from './tracing-support';
 
@@ -46,28 +46,18 @@ async function recordBatch(): Promise<{ workflowId: string; history: History }[]
   const simulator = await spawnSimulator(['--latency', '50']);
   const file = writeTracedTasks(directory, ITEMS);
   const environment = environmentWithoutOtel();
-  const worker = spawn(
-    process.execPath,
-    [path.join(dist, 'cli', 'main.js'), 'worker', '--address', server.address, '--task-queue', 'replayed'],
-    {
-      env: {
+  let worker: ReadyProcess | undefined;
+  try {
+    worker = await startReady(
+      'worker',
+      fanoutWorkerArgs(path.join(dist, 'cli', 'main.js'), server.address, 'replayed'),
+      {
         ...environment,
         OPENAI_BASE_URL: simulator.baseUrl,
         OPENAI_API_KEY: 'bench',
         FANOUT_WORKER_HEAP_MB: 'off',
       },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  try {
-    await new Promise<void>((resolve, reject) => {
-      let output = '';
-      worker.stderr?.on('data', (chunk: Buffer) => {
-        output += chunk.toString();
-        if (output.includes('worker polling')) resolve();
-      });
-      worker.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${output}`)));
-    });
+    );
     const client = await FanoutClient.connect({ client: server.client, taskQueue: 'replayed' });
     const handle = await client.startBatch({
       source: file,
@@ -87,8 +77,7 @@ async function recordBatch(): Promise<{ workflowId: string; history: History }[]
       histories.push({ workflowId: id, history: await server.client.workflow.getHandle(id).fetchHistory() });
     return histories;
   } finally {
-    worker.kill('SIGTERM');
-    await new Promise((resolve) => worker.once('exit', resolve));
+    await worker?.stop();
     await simulator.close();
     await server.stop();
   }

@@ -17,7 +17,6 @@
  * round's `off`): the machine's load moves every mode of a round alike, so the ratio within a round is steadier than
  * the ratio of the medians.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
@@ -26,6 +25,7 @@ import { startDevServer, type DevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
 import { startJaeger, type Jaeger } from '../test/support/jaeger';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
+import { fanoutWorkerArgs, startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 import { median, startDiscardingCollector } from './tracing-support';
 
@@ -102,40 +102,24 @@ function writeTasks(count: number): string {
 }
 
 /** A `fanout worker` in one process (no heap-cap child), so its CPU is one /proc entry. */
-async function startWorker(
+function startWorker(
   server: DevServer,
   simulator: RemoteSimulator,
   taskQueue: string,
   tracing: Record<string, string>,
   workerCli: string,
   profileName?: string,
-): Promise<ChildProcess> {
+): Promise<ReadyProcess> {
   const environment: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(environment)) if (name.startsWith('OTEL_')) delete environment[name];
   const profile = PROFILE && profileName ? ['--cpu-prof', '--cpu-prof-dir', path.join(PROFILE, profileName)] : [];
-  const worker = spawn(
-    process.execPath,
-    [...profile, workerCli, 'worker', '--address', server.address, '--task-queue', taskQueue],
-    {
-      env: {
-        ...environment,
-        ...tracing,
-        OPENAI_BASE_URL: simulator.baseUrl,
-        OPENAI_API_KEY: 'bench',
-        FANOUT_WORKER_HEAP_MB: 'off',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    },
-  );
-  await new Promise<void>((resolve, reject) => {
-    let output = '';
-    worker.stderr?.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.includes('worker polling')) resolve();
-    });
-    worker.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${output}`)));
+  return startReady('worker', [...profile, ...fanoutWorkerArgs(workerCli, server.address, taskQueue)], {
+    ...environment,
+    ...tracing,
+    OPENAI_BASE_URL: simulator.baseUrl,
+    OPENAI_API_KEY: 'bench',
+    FANOUT_WORKER_HEAP_MB: 'off',
   });
-  return worker;
 }
 
 interface Sample {
@@ -160,16 +144,16 @@ async function runOnce(
   try {
     const client = await FanoutClient.connect({ client: server.client, taskQueue });
     const sink = path.join(directory, `${taskQueue}.jsonl`);
-    const cpuBefore = cpuSeconds(worker.pid as number);
-    const threadsBefore = threadCpuSeconds(worker.pid as number);
+    const cpuBefore = cpuSeconds(worker.pid);
+    const threadsBefore = threadCpuSeconds(worker.pid);
     const startedAt = performance.now();
     const batchStartUs = Number(process.hrtime.bigint() / 1000n);
     const summary = await (
       await client.startBatch({ source, sink, options: { concurrency: CONCURRENCY, pageSize: 500 } })
     ).result();
     const wallS = (performance.now() - startedAt) / 1000;
-    const cpuS = cpuSeconds(worker.pid as number) - cpuBefore;
-    const threads = [...threadCpuSeconds(worker.pid as number)]
+    const cpuS = cpuSeconds(worker.pid) - cpuBefore;
+    const threads = [...threadCpuSeconds(worker.pid)]
       .map(([name, seconds]) => [name, seconds - (threadsBefore.get(name) ?? 0)] as const)
       .filter(([, seconds]) => seconds >= 0.05)
       .sort((a, b) => b[1] - a[1])
@@ -189,8 +173,7 @@ async function runOnce(
     );
     return { variant: variant.name, round, wallS, cpuS, ok: summary.succeeded };
   } finally {
-    worker.kill('SIGTERM');
-    await new Promise((resolve) => worker.once('exit', resolve));
+    await worker.stop();
   }
 }
 

@@ -13,7 +13,7 @@
  * `--variant NAME=NODE_ARGS` (repeatable) adds another of our workers, on its own task queue, started with those node
  * arguments (e.g. `cap=--max-old-space-size=256`), so settings are compared side by side in one run.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -22,6 +22,7 @@ import { startDevServer } from '../src/local/dev-server';
 import { startSimulator } from '../src/sim/simulator';
 import { runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
+import { startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
@@ -43,8 +44,6 @@ const CALLS = Number(flags.calls);
 const WIDTH = Number(flags.width);
 const ROUNDS = Number(flags.rounds);
 const [MIN_MS, MAX_MS] = flags['latency-ms'].split('-').map(Number);
-const children = new Set<ChildProcess>();
-process.once('exit', () => children.forEach((child) => child.kill('SIGKILL')));
 
 function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -82,39 +81,17 @@ function cpuByThread(pid: number): Map<string, number> {
   return byName;
 }
 
-async function worker(
+function worker(
   label: string,
   args: string[],
   env: NodeJS.ProcessEnv,
   ready: RegExp,
   extraNodeArgs: string[] = [],
-): Promise<{ pid: number; stop(): Promise<void> }> {
+): Promise<ReadyProcess> {
   const nodeArgs = flags.profile
     ? ['--cpu-prof', '--cpu-prof-dir', flags.profile, '--cpu-prof-name', `${label}-${Date.now()}.cpuprofile`]
     : [];
-  nodeArgs.push(...extraNodeArgs);
-  const child = spawn(process.execPath, [...nodeArgs, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  children.add(child);
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-4000);
-      if (ready.test(output)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`${label} exited with ${code}: ${output}`)));
-  });
-  return {
-    pid: child.pid as number,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners('exit');
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
+  return startReady(label, [...nodeArgs, ...extraNodeArgs, ...args], { ...process.env, ...env }, { ready });
 }
 
 function tasks(round: number, batch: number) {

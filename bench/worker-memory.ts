@@ -11,7 +11,6 @@
  * that it finds node_modules). `default` (this checkout's dist/) always runs. Peak RSS is the sum of each process's VmHWM after a reset at the start
  * of the run (clear_refs); CPU is user + system of the process tree from /proc over the run, per call.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,6 +18,7 @@ import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { startSimulator } from '../src/sim/simulator';
 import { cpuSeconds, processTree, statusMb } from './proc';
+import { fanoutWorkerArgs, startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 
 const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
@@ -34,8 +34,6 @@ const SCENARIOS = {
   c: { items: 5000, concurrency: 200, latencyMs: 0, slots: undefined },
   e: { items: 4000, concurrency: 500, latencyMs: 3000, slots: '500' },
 } as const;
-const children = new Set<ChildProcess>();
-process.once('exit', () => children.forEach((child) => child.kill('SIGKILL')));
 const directory = scratchDirectory('fanout-memory-');
 
 interface Variant {
@@ -57,35 +55,19 @@ function parseVariant(spec: string): Variant {
   return { name, cli: cli ? path.resolve(cli) : CLI, nodeArgs: words.filter((word) => word.startsWith('--')), env };
 }
 
-async function startWorker(
+function startWorker(
   { cli, nodeArgs }: Variant,
   env: Record<string, string>,
   address: string,
   taskQueue: string,
   baseUrl: string,
-): Promise<{ pid: number; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [...nodeArgs, cli, 'worker', '--address', address, '--task-queue', taskQueue], {
-    env: { ...process.env, OPENAI_BASE_URL: baseUrl, OPENAI_API_KEY: 'bench', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
+): Promise<ReadyProcess> {
+  return startReady('worker', [...nodeArgs, ...fanoutWorkerArgs(cli, address, taskQueue)], {
+    ...process.env,
+    OPENAI_BASE_URL: baseUrl,
+    OPENAI_API_KEY: 'bench',
+    ...env,
   });
-  children.add(child);
-  let output = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      output = (output + chunk.toString()).slice(-4000);
-      if (/worker polling/.test(output)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited with ${code}: ${output}`)));
-  });
-  return {
-    pid: child.pid as number,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners('exit');
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
 }
 
 function writeTasks(name: string, count: number): string {
