@@ -1,8 +1,11 @@
 /**
  * What tracing costs a batch (issue 34): the same batch with tracing off, on with the default sampling (every window
  * and lane, 1% of items: FANOUT_OTEL_BATCH_ITEM_RATIO) exporting to a real Jaeger, and on against a collector that is
- * down (a port nothing listens on). Wall time and the worker process's CPU side by side, rounds interleaved so the
- * machine's load falls on every mode alike. Writes its section of docs/BENCHMARKS.md between `<!-- tracing:start -->`
+ * down (a port nothing listens on). Wall time and the worker process's CPU side by side: every mode of a round runs at
+ * the same time, each with its own worker, task queue and batch, against the same server and simulator, so the
+ * machine's load of the moment falls on all of them alike and a round's ratios to `off` hold the modes' own difference
+ * (BENCH_TRACING_CONCURRENCY, default 20, keeps the batches together below what the two cores can run, so their wall is
+ * the calls' and not a share of the CPU). Writes its section of docs/BENCHMARKS.md between `<!-- tracing:start -->`
  * and `<!-- tracing:end -->`. BENCH_TRACING_ITEMS (default 4000) items, BENCH_ROUNDS rounds (default 4 here: one per
  * mode, each round starting one mode later, so every mode runs once in every place of a round).
  *
@@ -12,6 +15,10 @@
  * BENCH_TRACING_BEFORE=<another build's dist/cli/main.js> runs each traced mode a second time in every round with that
  * build's worker, named `<mode> (before)`: a change and the code before it side by side in one run (the docs are then
  * left alone too).
+ *
+ * BENCH_TRACING_TOGETHER=0 runs the modes one after another instead (concurrency 200), each round starting one mode
+ * later than the one before (the docs are then left alone): how this was measured before 2026-12-07, when the load
+ * moving between runs made the ratios wander by tens of percent.
  *
  * Besides each mode's medians, the table gives its median per-round ratio to `off` (each round's figure over the same
  * round's `off`): the machine's load moves every mode of a round alike, so the ratio within a round is steadier than
@@ -33,7 +40,11 @@ Runtime.install({ logger: new DefaultLogger('ERROR') });
 
 const ITEMS = Number(process.env.BENCH_TRACING_ITEMS ?? 4000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4);
-const CONCURRENCY = 200;
+/** Every mode of a round at once, each its own worker and batch (unless BENCH_TRACING_TOGETHER=0): see the file's comment. */
+const TOGETHER = process.env.BENCH_TRACING_TOGETHER !== '0';
+/** Low enough, when the modes run together, that their workers need less than the machine's two cores between them. */
+const DEFAULT_CONCURRENCY = TOGETHER ? 20 : 200;
+const CONCURRENCY = Number(process.env.BENCH_TRACING_CONCURRENCY ?? DEFAULT_CONCURRENCY);
 const LATENCY_MS = 200;
 const directory = scratchDirectory('fanout-bench-tracing-');
 const cli = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
@@ -130,19 +141,38 @@ interface Sample {
   ok: number;
 }
 
-async function runOnce(
+/** A variant's worker, started and connected, ready to run a batch. */
+interface Ready {
+  variant: Variant;
+  round: number;
+  slug: string;
+  taskQueue: string;
+  worker: ReadyProcess;
+  client: FanoutClient;
+}
+
+async function prepare(
   server: DevServer,
   simulator: RemoteSimulator,
   variant: Variant,
   tracing: Record<string, string>,
-  source: string,
   round: number,
-): Promise<Sample> {
+): Promise<Ready> {
   const slug = variant.name.replace(/[^a-z]+/g, '-');
   const taskQueue = `bench-tracing-${round}-${slug}`;
   const worker = await startWorker(server, simulator, taskQueue, tracing, variant.cli, `${slug}-${round}`);
   try {
     const client = await FanoutClient.connect({ client: server.client, taskQueue });
+    return { variant, round, slug, taskQueue, worker, client };
+  } catch (error) {
+    await worker.stop();
+    throw error;
+  }
+}
+
+/** The batch on a prepared worker, timed, its worker's CPU read from /proc around it; the worker is stopped after. */
+async function runBatch({ variant, round, slug, taskQueue, worker, client }: Ready, source: string): Promise<Sample> {
+  try {
     const sink = path.join(directory, `${taskQueue}.jsonl`);
     const cpuBefore = cpuSeconds(worker.pid);
     const threadsBefore = threadCpuSeconds(worker.pid);
@@ -200,11 +230,24 @@ async function main(): Promise<void> {
     const source = writeTasks(ITEMS);
     // Each round starts one mode later than the one before (off, sampled, ...; then sampled, ..., off): a worker's CPU
     // for the same batch grows with its place in a round on this machine, and a fixed order charged that to tracing.
-    for (let round = 1; round <= ROUNDS; round += 1)
+    for (let round = 1; round <= ROUNDS; round += 1) {
+      if (TOGETHER) {
+        const ready: Ready[] = [];
+        try {
+          for (const variant of VARIANTS)
+            ready.push(await prepare(server, simulator, variant, tracing[variant.mode], round));
+        } catch (error) {
+          await Promise.all(ready.map(({ worker }) => worker.stop()));
+          throw error;
+        }
+        samples.push(...(await Promise.all(ready.map((prepared) => runBatch(prepared, source)))));
+        continue;
+      }
       for (let place = 0; place < VARIANTS.length; place += 1) {
         const variant = VARIANTS[(round - 1 + place) % VARIANTS.length];
-        samples.push(await runOnce(server, simulator, variant, tracing[variant.mode], source, round));
+        samples.push(await runBatch(await prepare(server, simulator, variant, tracing[variant.mode], round), source));
       }
+    }
     spansInJaeger = jaeger
       ? (await jaeger.traces('bench-tracing', 1000)).reduce((total, trace) => total + trace.spans.length, 0)
       : 0;
@@ -234,7 +277,7 @@ async function main(): Promise<void> {
       index === 0 ? '' : ` (${signed(value / reference)}; per round ${signed(pairedRatio(runs, figure))})`;
     return `| ${variant.name} | ${runs.map((sample) => sample.ok).join(', ')} | ${runs.map((sample) => sample.wallS.toFixed(1)).join(', ')} | ${wall.toFixed(1)}${vsOff(wall, base.wall, (sample) => sample.wallS)} | ${runs.map((sample) => sample.cpuS.toFixed(1)).join(', ')} | ${cpu.toFixed(1)}${vsOff(cpu, base.cpu, (sample) => sample.cpuS)} |`;
   });
-  if (MODES !== ALL_MODES || PROFILE || BEFORE) {
+  if (MODES !== ALL_MODES || PROFILE || BEFORE || !TOGETHER || CONCURRENCY !== DEFAULT_CONCURRENCY) {
     console.error(['| tracing | ok | wall (s) | wall, median | CPU (s) | CPU, median |', ...rows].join('\n'));
     if (PROFILE) console.error(`profiles in ${PROFILE}`);
     return;
@@ -247,9 +290,10 @@ async function main(): Promise<void> {
 Command: \`npm run bench\` (\`bench/tracing.ts\`). Last run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, same machine.
 
 A ${ITEMS.toLocaleString('en-US')}-item batch, concurrency ${CONCURRENCY}, every call ${LATENCY_MS} ms, the worker as its own \`fanout worker\`
-process (one process: \`FANOUT_WORKER_HEAP_MB=off\`, its CPU from /proc over the batch), ${ROUNDS} rounds with the modes interleaved,
-each round starting one mode later than the one before (a worker's CPU grows with its place in a round here, so a fixed order
-would charge that to the modes that run later):
+process (one process: \`FANOUT_WORKER_HEAP_MB=off\`, its CPU from /proc over the batch), ${ROUNDS} rounds. In each round every
+mode runs **at the same time**, each with its own worker, task queue and batch, against one server and one simulator: the
+load of the moment on this shared machine falls on all of them alike (run one after another, the modes' ratios wandered by
+tens of percent between runs), and together they need less than the two cores, so each batch's wall is its calls':
 tracing **off** (no \`OTEL_*\`), **sampled** (the defaults: every window and lane traced, 1% of items' model calls, exported to a real
 Jaeger, which held ${spansInJaeger.toLocaleString('en-US')} spans of these runs at the end), **sampled, discarding collector** (the same
 spans, exported to an endpoint in the benchmark's process that reads each export and answers 200: the worker's own cost,
