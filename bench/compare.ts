@@ -25,7 +25,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
-import { cpuSeconds, processTree, statusMb } from './proc';
+import { cpuSeconds, processTree, statusMb, threadCpuDelta, threadCpuSeconds } from './proc';
 import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
@@ -1020,8 +1020,10 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
   ): Promise<Sample> => {
     const before = await settledCounts(harness);
     const cpuBefore = treeCpuSeconds(worker.pid);
+    const threadsBefore = threadCpuSeconds(worker.pid);
     const run = await timedOnWorker(harness, worker, work);
     const cpu = treeCpuSeconds(worker.pid) - cpuBefore;
+    console.error(`${worker.label} CPU by thread (s): ${threadCpuDelta(threadsBefore, threadCpuSeconds(worker.pid))}`);
     const inFlight = inFlightFigures(harness.simulator);
     const requests = harness.simulator.log().length;
     const after = await settledCounts(harness);

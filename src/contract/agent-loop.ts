@@ -9,6 +9,24 @@ import type { RunOptions } from './run-options';
  * workflow sandbox, the activities and the CLI all import it.
  */
 
+/** A chat message as the OpenAI API takes it (user, system, assistant with tool calls, tool). */
+export type ChatMessage = Record<string, unknown> & { role: string };
+
+/**
+ * A message of an agent's transcript: the message itself when it is small (`INLINE_MESSAGE_BYTES`), else a reference to
+ * it in the payload store. Small ones travel in history and in the stored transcript as they are: a file per message
+ * cost more than the message (a tool's `waited 300 ms` took a 230-byte reference and a flushed file of its own).
+ */
+export type MessageEntry = PayloadRef | ChatMessage;
+
+/** Messages of at most this many bytes (as JSON) are kept inline (MessageEntry); larger ones are stored by reference. */
+export const INLINE_MESSAGE_BYTES = 1024;
+
+/** Whether a transcript entry is a reference to a stored message (else it is the message). */
+export function isMessageRef(entry: MessageEntry): entry is PayloadRef {
+  return !('role' in entry);
+}
+
 /** Failure types of an agent, beside those of src/contract/failure-types.ts. */
 export const AgentFailureType = {
   /** The final answer did not match the task's `output` schema after every repair; the message names the last error. */
@@ -85,10 +103,13 @@ export interface AgentStepInput {
   task: AgentTask;
   /** 1 for the first step. */
   step: number;
-  /** The transcript so far: a stored list of message references. Absent on the first step (built from the task). */
+  /**
+   * The transcript so far: a stored list of its messages (MessageEntry: small ones inline, others by reference). Absent
+   * on the first step (built from the task).
+   */
   transcript?: PayloadRef;
   /** Messages to add before calling: the previous step's tool results, in the order the model asked for them. */
-  append?: PayloadRef[];
+  append?: MessageEntry[];
   /** A user message to add before calling (the validation error of an invalid structured answer). */
   note?: string;
   /** First step only: the DAG dependencies or synthesis inputs the prompt is built with. */
@@ -111,7 +132,10 @@ export interface AgentStepInput {
 export interface AgentStepBase {
   /** The transcript with this step's messages added. */
   transcript: PayloadRef;
-  /** The assistant message of this step (the tool calls' arguments are read from it). */
+  /**
+   * The assistant message of this step (the tool calls' arguments are read from it): a reference to the message, or to
+   * the transcript it ends (`transcript`, when the message is inline there).
+   */
   assistant: PayloadRef;
   model: string;
   finishReason: string | null;
@@ -197,8 +221,8 @@ export interface ApprovalWait {
 }
 
 export interface ToolCallResult {
-  /** The tool message (`role: "tool"`) in the store. */
-  message: PayloadRef;
+  /** The tool message (`role: "tool"`): itself when small, else its reference in the store (MessageEntry). */
+  message: MessageEntry;
   /** False when the tool failed (its error went to the model as the result). */
   ok: boolean;
   /** A short description of the result for events. */
@@ -227,7 +251,7 @@ export interface SpendBefore {
 /** What an agent run carries across continue-as-new: its place in the loop. */
 export interface AgentState extends AgentSpend {
   transcript?: PayloadRef;
-  append: PayloadRef[];
+  append: MessageEntry[];
   note?: string;
   repairs: number;
   startedAt: number;
