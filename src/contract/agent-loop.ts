@@ -13,9 +13,10 @@ import type { RunOptions } from './run-options';
 export type ChatMessage = Record<string, unknown> & { role: string };
 
 /**
- * A message of an agent's transcript: the message itself when it is small (`INLINE_MESSAGE_BYTES`), else a reference to
- * it in the payload store. Small ones travel in history and in the stored transcript as they are: a file per message
- * cost more than the message (a tool's `waited 300 ms` took a 230-byte reference and a flushed file of its own).
+ * A message of a stored transcript: the message itself when it is small (`INLINE_MESSAGE_BYTES`), else a reference to
+ * its own object in the payload store. A file per message cost more than the message: an assistant message asking for
+ * two tools took a flushed file of its own and a 230-byte reference in the transcript beside it. Tool results are
+ * always stored by reference (history carries no tool result), so in history an entry is a reference.
  */
 export type MessageEntry = PayloadRef | ChatMessage;
 
@@ -109,7 +110,7 @@ export interface AgentStepInput {
    */
   transcript?: PayloadRef;
   /** Messages to add before calling: the previous step's tool results, in the order the model asked for them. */
-  append?: MessageEntry[];
+  append?: PayloadRef[];
   /** A user message to add before calling (the validation error of an invalid structured answer). */
   note?: string;
   /** First step only: the DAG dependencies or synthesis inputs the prompt is built with. */
@@ -221,8 +222,8 @@ export interface ApprovalWait {
 }
 
 export interface ToolCallResult {
-  /** The tool message (`role: "tool"`): itself when small, else its reference in the store (MessageEntry). */
-  message: MessageEntry;
+  /** The tool message (`role: "tool"`) in the store. */
+  message: PayloadRef;
   /** False when the tool failed (its error went to the model as the result). */
   ok: boolean;
   /** A short description of the result for events. */
@@ -251,7 +252,7 @@ export interface SpendBefore {
 /** What an agent run carries across continue-as-new: its place in the loop. */
 export interface AgentState extends AgentSpend {
   transcript?: PayloadRef;
-  append: MessageEntry[];
+  append: PayloadRef[];
   note?: string;
   repairs: number;
   startedAt: number;

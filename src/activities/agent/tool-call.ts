@@ -174,7 +174,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
     const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
     if (input.inlineResult)
       return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
-    // A small result travels inline (in history, then in the next step's transcript): no file of its own.
-    return { message: await dependencies.messages.entry(message), ok, detail };
+    // Stored, however small: no tool result travels in history (the next step's input carries its reference).
+    return { message: await dependencies.messages.putMessage(message), ok, detail };
   };
 }
