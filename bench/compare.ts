@@ -1041,6 +1041,13 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
       throw new Error(
         `${run.result.steps} steps and ${tools} tool runs, expected ${steps(agents)} and ${toolRuns(agents)}`,
       );
+    console.error(
+      `${worker.label} frontend RPCs per agent: ${Object.entries(after.rpcs)
+        .map(([operation, calls]) => [operation, (calls - (before.rpcs[operation] ?? 0)) / agents] as const)
+        .filter(([, perAgent]) => perAgent >= 0.05)
+        .map(([operation, perAgent]) => `${operation} ${perAgent.toFixed(1)}`)
+        .join(', ')}`,
+    );
     const rpcs = RPCS.map((operation) => {
       const calls = (after.rpcs[operation] ?? 0) - (before.rpcs[operation] ?? 0);
       return `${operation.replace(/WorkflowExecution|WorkflowTaskQueue/, '')} ${(calls / agents).toFixed(1)}`;
