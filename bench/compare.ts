@@ -25,7 +25,7 @@ import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
-import { cpuSeconds, processTree, statusMb } from './proc';
+import { cpuSeconds, processTree, statusMb, threadCpuDelta, threadCpuSeconds } from './proc';
 import { startReady, stopChild } from './ready-process';
 import { scratchDirectory } from './scratch';
 
@@ -1009,8 +1009,10 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
   ): Promise<Sample> => {
     const before = await settledCounts(harness);
     const cpuBefore = treeCpuSeconds(worker.pid);
+    const threadsBefore = threadCpuSeconds(worker.pid);
     const run = await timedOnWorker(harness, worker, work);
     const cpu = treeCpuSeconds(worker.pid) - cpuBefore;
+    console.error(`${worker.label} CPU by thread (s): ${threadCpuDelta(threadsBefore, threadCpuSeconds(worker.pid))}`);
     const inFlight = inFlightFigures(harness.simulator);
     const requests = harness.simulator.log().length;
     const after = await settledCounts(harness);
@@ -1028,6 +1030,13 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
       throw new Error(
         `${run.result.steps} steps and ${tools} tool runs, expected ${steps(agents)} and ${toolRuns(agents)}`,
       );
+    console.error(
+      `${worker.label} frontend RPCs per agent: ${Object.entries(after.rpcs)
+        .map(([operation, calls]) => [operation, (calls - (before.rpcs[operation] ?? 0)) / agents] as const)
+        .filter(([, perAgent]) => perAgent >= 0.05)
+        .map(([operation, perAgent]) => `${operation} ${perAgent.toFixed(1)}`)
+        .join(', ')}`,
+    );
     const rpcs = RPCS.map((operation) => {
       const calls = (after.rpcs[operation] ?? 0) - (before.rpcs[operation] ?? 0);
       return `${operation.replace(/WorkflowExecution|WorkflowTaskQueue/, '')} ${(calls / agents).toFixed(1)}`;

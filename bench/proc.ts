@@ -33,3 +33,59 @@ export function cpuSeconds(pid: number): number {
     return 0;
   }
 }
+
+/** One thread's CPU so far: its process, its id, its name (`comm`: most of a Node process's threads are `node`). */
+export interface ThreadCpu {
+  pid: number;
+  tid: number;
+  comm: string;
+  seconds: number;
+}
+
+/** User + system CPU seconds of every thread of a process tree so far (threads gone meanwhile are left out). */
+export function threadCpuSeconds(pid: number): ThreadCpu[] {
+  const threads: ThreadCpu[] = [];
+  for (const process of processTree(pid)) {
+    let tids: string[];
+    try {
+      tids = readdirSync(`/proc/${process}/task`);
+    } catch {
+      continue;
+    }
+    for (const tid of tids) {
+      try {
+        const stat = readFileSync(`/proc/${process}/task/${tid}/stat`, 'utf8');
+        const fields = stat.split(') ')[1].split(' ');
+        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        threads.push({
+          pid: process,
+          tid: Number(tid),
+          comm,
+          seconds: (Number(fields[11]) + Number(fields[12])) / 100,
+        });
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return threads;
+}
+
+/**
+ * The CPU each thread spent between two readings, by role where its name or place says it: `main` (the process's own
+ * thread), `tokio` (the SDK core), and for the unnamed `node` threads their thread id, in order of creation (in a
+ * worker: V8's platform threads first, GC helpers among them; then libuv's pool of four; the workflow thread last).
+ */
+export function threadCpuDelta(before: ThreadCpu[], after: ThreadCpu[]): string {
+  const earlier = new Map(before.map((thread) => [thread.tid, thread.seconds]));
+  return after
+    .map((thread) => ({ ...thread, spent: thread.seconds - (earlier.get(thread.tid) ?? 0) }))
+    .filter((thread) => thread.spent >= 0.05)
+    .sort((a, b) => a.pid - b.pid || a.tid - b.tid)
+    .map((thread) => {
+      const role =
+        thread.tid === thread.pid ? 'main' : thread.comm === 'node' ? `+${thread.tid - thread.pid}` : thread.comm;
+      return `${role} ${thread.spent.toFixed(2)}`;
+    })
+    .join(', ');
+}

@@ -3,7 +3,7 @@ import type { AgentResult } from '../contract/agent-task';
 import type { RunProgress } from '../contract/fan-out';
 import type { PayloadStore } from '../store';
 import { agentProgressQuery } from '../workflows/agent/messages';
-import type { AgentProgress } from '../contract/agent-loop';
+import { isMessageRef, type AgentProgress, type MessageEntry } from '../contract/agent-loop';
 
 /** A running agent (of a run, or a sub-agent of one) and what it reports. */
 export interface RunningAgent {
@@ -91,10 +91,13 @@ export async function withTranscripts<T extends { results?: AgentResult[]; synth
 ): Promise<T> {
   const expand = async (result: AgentResult) => {
     if (!result.transcriptRef) return result;
-    const refs = JSON.parse(await store.get(result.transcriptRef)) as Parameters<PayloadStore['get']>[0][];
+    // Small messages are inline in the transcript, others stored by reference (MessageEntry).
+    const entries = JSON.parse(await store.get(result.transcriptRef)) as MessageEntry[];
     return {
       ...result,
-      transcript: await Promise.all(refs.map(async (ref) => JSON.parse(await store.get(ref)) as unknown)),
+      transcript: await Promise.all(
+        entries.map(async (entry) => (isMessageRef(entry) ? (JSON.parse(await store.get(entry)) as unknown) : entry)),
+      ),
     };
   };
   return {

@@ -9,6 +9,25 @@ import type { RunOptions } from './run-options';
  * workflow sandbox, the activities and the CLI all import it.
  */
 
+/** A chat message as the OpenAI API takes it (user, system, assistant with tool calls, tool). */
+export type ChatMessage = Record<string, unknown> & { role: string };
+
+/**
+ * A message of a stored transcript: the message itself when it is small (`INLINE_MESSAGE_BYTES`), else a reference to
+ * its own object in the payload store. A file per message cost more than the message: an assistant message asking for
+ * two tools took a flushed file of its own and a 230-byte reference in the transcript beside it. Tool results are
+ * always stored by reference (history carries no tool result), so in history an entry is a reference.
+ */
+export type MessageEntry = PayloadRef | ChatMessage;
+
+/** Messages of at most this many bytes (as JSON) are kept inline (MessageEntry); larger ones are stored by reference. */
+export const INLINE_MESSAGE_BYTES = 1024;
+
+/** Whether a transcript entry is a reference to a stored message (else it is the message). */
+export function isMessageRef(entry: MessageEntry): entry is PayloadRef {
+  return !('role' in entry);
+}
+
 /** Failure types of an agent, beside those of src/contract/failure-types.ts. */
 export const AgentFailureType = {
   /** The final answer did not match the task's `output` schema after every repair; the message names the last error. */
@@ -85,7 +104,10 @@ export interface AgentStepInput {
   task: AgentTask;
   /** 1 for the first step. */
   step: number;
-  /** The transcript so far: a stored list of message references. Absent on the first step (built from the task). */
+  /**
+   * The transcript so far: a stored list of its messages (MessageEntry: small ones inline, others by reference). Absent
+   * on the first step (built from the task).
+   */
   transcript?: PayloadRef;
   /** Messages to add before calling: the previous step's tool results, in the order the model asked for them. */
   append?: PayloadRef[];
@@ -111,7 +133,10 @@ export interface AgentStepInput {
 export interface AgentStepBase {
   /** The transcript with this step's messages added. */
   transcript: PayloadRef;
-  /** The assistant message of this step (the tool calls' arguments are read from it). */
+  /**
+   * The assistant message of this step (the tool calls' arguments are read from it): a reference to the message, or to
+   * the transcript it ends (`transcript`, when the message is inline there).
+   */
   assistant: PayloadRef;
   model: string;
   finishReason: string | null;

@@ -12,6 +12,7 @@ import type { RegisteredTool, ToolRegistry } from '../../tools/registry';
 import type { ToolPrepareContext } from '../../tools/workflow-tool';
 import {
   AgentFailureType,
+  isMessageRef,
   type AgentNextStep,
   type AgentStepInput,
   type AgentStepResult,
@@ -22,7 +23,7 @@ import {
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import { sendChat, type ChatDependencies } from '../../llm/send-chat';
 import { materialise, runPrefix, storageFailure } from '../model-call';
-import type { ChatMessage, MessageStore } from './message-store';
+import type { ChatMessage, MessageEntry, MessageStore } from './message-store';
 import { outputInstruction, validateAnswer } from './structured-output';
 
 /** The model call's (ChatDependencies: client, default model, clock, pacer, heartbeats), and the step's own. */
@@ -112,17 +113,17 @@ async function answerOf(
     : { next: 'answer', output, outputRef };
 }
 
-/** The transcript's messages before this step's call, stored, and their references. */
+/** The transcript's messages before this step's call, and its entries (MessageEntry: small ones inline, else stored). */
 async function conversation(
   input: AgentStepInput,
   dependencies: AgentStepDependencies,
-): Promise<{ refs: PayloadRef[]; messages: ChatMessage[] }> {
+): Promise<{ entries: MessageEntry[]; messages: ChatMessage[] }> {
   const store = dependencies.messages;
-  let refs: PayloadRef[];
+  let entries: MessageEntry[];
   let messages: ChatMessage[];
   if (input.transcript) {
-    refs = [...(await store.getTranscript(input.transcript))];
-    messages = await Promise.all(refs.map((ref) => store.getMessage(ref)));
+    entries = [...(await store.getTranscript(input.transcript))];
+    messages = await Promise.all(entries.map((entry) => store.read(entry)));
   } else {
     const task = await materialise(
       { task: input.task, inlineOutputBytes: 0, dependencies: input.dependencies, synthesis: input.synthesis },
@@ -133,18 +134,18 @@ async function conversation(
       ...(task.output === undefined ? [] : [{ role: 'system', content: outputInstruction(task.output) }]),
       { role: 'user', content: task.prompt },
     ];
-    refs = await Promise.all(messages.map((message) => store.putMessage(message)));
+    entries = await Promise.all(messages.map((message) => store.entry(message)));
   }
-  for (const ref of input.append ?? []) {
-    refs.push(ref);
-    messages.push(await store.getMessage(ref));
+  for (const entry of input.append ?? []) {
+    entries.push(entry);
+    messages.push(await store.read(entry));
   }
   if (input.note !== undefined) {
     const note = { role: 'user', content: input.note };
-    refs.push(await store.putMessage(note));
+    entries.push(await store.entry(note));
     messages.push(note);
   }
-  return { refs, messages };
+  return { entries, messages };
 }
 
 /** The initial messages of the inline (benchmark) mode: as above, without the store. */
@@ -190,8 +191,8 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
       });
     }
     const inline = input.inlineMessages !== undefined;
-    const { refs, messages } = inline
-      ? { refs: [], messages: await inlineConversation(input, dependencies) }
+    const { entries, messages } = inline
+      ? { entries: [], messages: await inlineConversation(input, dependencies) }
       : await conversation(input, dependencies);
 
     const model = task.model ?? dependencies.defaultModel;
@@ -230,9 +231,12 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
           }
         : {}),
     };
+    // One write for the step when its messages are small: the transcript, the assistant message inline at its end (the
+    // step's `assistant` reference is then the transcript's: toolCall reads the message there).
     const store = dependencies.messages;
-    const assistantRef = inline ? undefined : await store.putMessage(assistant);
-    const transcript = assistantRef ? await store.putTranscript([...refs, assistantRef]) : undefined;
+    const assistantEntry = inline ? undefined : await store.entry(assistant);
+    const transcript = assistantEntry ? await store.putTranscript([...entries, assistantEntry]) : undefined;
+    const assistantRef = assistantEntry && (isMessageRef(assistantEntry) ? assistantEntry : transcript);
 
     let next: AgentNextStep;
     if (calls.length > 0) {

@@ -1,16 +1,22 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../../contract/failure-types';
+import { INLINE_MESSAGE_BYTES, isMessageRef, type ChatMessage, type MessageEntry } from '../../contract/agent-loop';
 import type { PayloadRef } from '../../contract/payload-ref';
 import type { PayloadStore } from '../../store';
 import { runPrefix, storageFailure } from '../model-call';
 
-/** A chat message as the OpenAI API takes it (user, system, assistant with tool calls, tool). */
-export type ChatMessage = Record<string, unknown> & { role: string };
+export type { ChatMessage, MessageEntry } from '../../contract/agent-loop';
 
 /** Most parsed messages a worker keeps in memory, by digest: a step reads the whole transcript, mostly seen before. */
 const CACHE_ENTRIES = 10_000;
 
 /**
- * Messages of agents in the payload store, by content hash: every message is stored once, as written, and a transcript
- * is a stored list of message references. History carries one reference per step, whatever the conversation's size.
+ * Messages of agents: a transcript is a stored list of its messages, each small one inline and each large one by a
+ * reference to its own content-addressed object (MessageEntry). History carries the transcript's reference, one per
+ * step, whatever the conversation's size, and a step's small messages inline. So a step of small messages writes one
+ * object, its transcript, where a file per message made it four.
+ *
+ * Transcripts written before small messages went inline are lists of references only: they read the same way.
  */
 export class MessageStore {
   private readonly cache = new Map<string, unknown>();
@@ -22,9 +28,9 @@ export class MessageStore {
     this.cache.set(digest, value);
   }
 
-  private async putJson(kind: string, value: unknown): Promise<PayloadRef> {
+  private async putJson(kind: string, value: unknown, text = JSON.stringify(value)): Promise<PayloadRef> {
     try {
-      const ref = await this.store.put(`${runPrefix()}/${kind}/m`, JSON.stringify(value));
+      const ref = await this.store.put(`${runPrefix()}/${kind}/m`, text);
       this.remember(ref.sha256, value);
       return ref;
     } catch (error) {
@@ -45,6 +51,7 @@ export class MessageStore {
     return value;
   }
 
+  /** Stores a message as its own object, whatever its size. */
   putMessage(message: ChatMessage): Promise<PayloadRef> {
     return this.putJson('messages', message);
   }
@@ -53,16 +60,46 @@ export class MessageStore {
     return this.getJson<ChatMessage>(ref, 'reading an agent message');
   }
 
-  putTranscript(refs: PayloadRef[]): Promise<PayloadRef> {
-    return this.putJson('transcripts', refs);
+  /** A message as a transcript keeps it: itself when small, else stored and referenced. */
+  async entry(message: ChatMessage): Promise<MessageEntry> {
+    const text = JSON.stringify(message);
+    // Characters, not bytes: at most 4 bytes each in UTF-8, so the byte count is measured only near the limit.
+    if (text.length <= INLINE_MESSAGE_BYTES / 4 || Buffer.byteLength(text) <= INLINE_MESSAGE_BYTES) return message;
+    return this.putJson('messages', message, text);
   }
 
-  getTranscript(ref: PayloadRef): Promise<PayloadRef[]> {
-    return this.getJson<PayloadRef[]>(ref, "reading an agent's transcript");
+  /** The message of a transcript entry. */
+  read(entry: MessageEntry): Promise<ChatMessage> {
+    return isMessageRef(entry) ? this.getMessage(entry) : Promise.resolve(entry);
+  }
+
+  putTranscript(entries: MessageEntry[]): Promise<PayloadRef> {
+    return this.putJson('transcripts', entries);
+  }
+
+  getTranscript(ref: PayloadRef): Promise<MessageEntry[]> {
+    return this.getJson<MessageEntry[]>(ref, "reading an agent's transcript");
+  }
+
+  /**
+   * The assistant message a step's `assistant` reference names (AgentStepBase.assistant): the message's own object, or
+   * the transcript it ends.
+   */
+  async assistant(ref: PayloadRef): Promise<ChatMessage> {
+    const value = await this.getJson<ChatMessage | MessageEntry[]>(ref, "reading an agent step's assistant message");
+    if (!Array.isArray(value)) return value;
+    const last = value.at(-1);
+    if (last === undefined)
+      throw ApplicationFailure.create({
+        type: FailureType.PayloadUnavailable,
+        message: `reading an agent step's assistant message: the transcript ${ref.uri} is empty`,
+        nonRetryable: true,
+      });
+    return this.read(last);
   }
 
   /** Every message of a transcript, in order. */
   async messages(transcript: PayloadRef): Promise<ChatMessage[]> {
-    return Promise.all((await this.getTranscript(transcript)).map((ref) => this.getMessage(ref)));
+    return Promise.all((await this.getTranscript(transcript)).map((entry) => this.read(entry)));
   }
 }

@@ -138,7 +138,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
         function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments },
       };
     else {
-      const assistant = await dependencies.messages.getMessage(input.assistant);
+      const assistant = await dependencies.messages.assistant(input.assistant);
       const calls = (assistant.tool_calls ?? []) as FunctionCall[];
       if (!calls[input.index]) {
         throw ApplicationFailure.create({
@@ -174,6 +174,7 @@ export function createToolCall(dependencies: ToolCallDependencies) {
     const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
     if (input.inlineResult)
       return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
+    // Stored, however small: no tool result travels in history (the next step's input carries its reference).
     return { message: await dependencies.messages.putMessage(message), ok, detail };
   };
 }
