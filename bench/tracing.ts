@@ -24,7 +24,7 @@
  * round's `off`): the machine's load moves every mode of a round alike, so the ratio within a round is steadier than
  * the ratio of the medians.
  */
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -32,6 +32,7 @@ import { startDevServer, type DevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
 import { startJaeger, type Jaeger } from '../test/support/jaeger';
 import { spawnSimulator, type RemoteSimulator } from './remote-simulator';
+import { cpuSeconds, threadCpuDelta, threadCpuSeconds } from './proc';
 import { fanoutWorkerArgs, startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 import { median, startDiscardingCollector } from './tracing-support';
@@ -77,32 +78,6 @@ const VARIANTS: readonly Variant[] = MODES.flatMap((mode) => [
   { mode, name: mode, cli },
   ...(BEFORE && mode !== 'off' ? [{ mode, name: `${mode} (before)`, cli: BEFORE }] : []),
 ]);
-
-/** User + system CPU seconds of a process so far, from /proc (clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-/** CPU seconds so far of each kind of thread of a process (its threads grouped by name: main, V8's, libuv's, the SDK core's). */
-function threadCpuSeconds(pid: number): Map<string, number> {
-  const byName = new Map<string, number>();
-  for (const task of readdirSync(`/proc/${pid}/task`)) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/task/${task}/stat`, 'utf8');
-    } catch {
-      continue; // a thread that ended meanwhile
-    }
-    // Node's own threads are all `node`: told apart by their order of creation (V8's platform workers first, then
-    // libuv's pool, then worker threads such as the workflow thread), as an offset from the main thread's id.
-    const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-    const name = task === String(pid) ? 'main' : comm === 'node' ? `node+${Number(task) - pid}` : comm;
-    const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-    byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
-  }
-  return byName;
-}
 
 function writeTasks(count: number): string {
   const file = path.join(directory, `tasks-${count}.jsonl`);
@@ -183,12 +158,7 @@ async function runBatch({ variant, round, slug, taskQueue, worker, client }: Rea
     ).result();
     const wallS = (performance.now() - startedAt) / 1000;
     const cpuS = cpuSeconds(worker.pid) - cpuBefore;
-    const threads = [...threadCpuSeconds(worker.pid)]
-      .map(([name, seconds]) => [name, seconds - (threadsBefore.get(name) ?? 0)] as const)
-      .filter(([, seconds]) => seconds >= 0.05)
-      .sort((a, b) => b[1] - a[1])
-      .map(([name, seconds]) => `${name} ${seconds.toFixed(2)}`)
-      .join(', ');
+    const threads = threadCpuDelta(threadsBefore, threadCpuSeconds(worker.pid));
     // The batch's span of the monotonic clock the profiles' timestamps are on (µs), to tell it from the worker's start.
     if (PROFILE) {
       const profiles = path.join(PROFILE, `${slug}-${round}`);
