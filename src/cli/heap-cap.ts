@@ -41,12 +41,14 @@ const SEMI_SPACE_FLAG = /(^|\s)--(max|min)[-_]semi[-_]space[-_]size/;
  * glibc's allocator as the child starts with it, unless the environment sets these itself. By default it gives every
  * thread that allocates an arena of its own (up to 8 per core: the SDK's Rust core, V8's and libuv's helper threads)
  * and raises the size from which it maps a block of its own as large blocks come and go, so what a busy worker's threads
- * freed stayed in arenas it did not return: arenas held 100-120 MB of a 430-510 MB worker (/proc/PID/smaps). Two arenas, and a
- * fixed threshold (which also stops that raising), cut 70-100 MB of peak RSS for the same CPU per call
- * (bench/worker-memory.ts); two arenas alone, about 20 MB. musl and other allocators ignore the variables.
+ * freed stayed in arenas it did not return: arenas held 100-120 MB of a 430-510 MB worker (/proc/PID/smaps). A fixed
+ * threshold (which also stops that raising) cut most of that, 70-100 MB of peak RSS with two arenas for the same CPU
+ * per call in batches (bench/worker-memory.ts). At most 16 arenas, not 2: with two, the threads waited on each other's
+ * arena and 200 agents took 4-16% more worker CPU (four alternated pairs, docs/BENCHMARKS.md), while batches' peak RSS
+ * moved within the runs' spread (-4 to +10 MB). musl and other allocators ignore the variables.
  */
 const CAPPED_MALLOC_ENVIRONMENT: Readonly<Record<string, string>> = {
-  MALLOC_ARENA_MAX: '2',
+  MALLOC_ARENA_MAX: '16',
   MALLOC_TRIM_THRESHOLD_: '131072',
 };
 /**
