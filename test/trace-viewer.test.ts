@@ -96,13 +96,15 @@ it("opens a run's trace in a real trace viewer's UI (Arize Phoenix): the agent, 
       await page.getByText(name, { exact: true }).first().waitFor({ timeout: 30_000 });
     // Open the agent's span: its attributes (tokens, cost, steps) show beside the tree.
     // A click before the page is live does nothing, so it is repeated until the attributes show (the page also holds
-    // hidden copies of attribute names: only a visible one counts).
+    // hidden copies of attribute names: only a visible one counts). Each click is given 20 s to show them: in a whole
+    // suite the page may take longer than a few seconds to fetch a span, and a click every 5 s may never let it finish
+    // (a guess: the wait ran out twice in whole suites, never alone or beside four busy loops).
     const costShown = page.getByText('fanout.cost_usd').filter({ visible: true }).first();
     await waitFor(
       "the agent span's attributes",
       async () => {
         await page.getByText('invoke_agent lead', { exact: true }).first().click();
-        return costShown.waitFor({ timeout: 5000 }).then(
+        return costShown.waitFor({ timeout: 20_000 }).then(
           () => true,
           () => false,
         );
