@@ -9,7 +9,8 @@
  *    429s), with 1, 2 and 4 paced worker processes and, in the same run, one unpaced worker (FANOUT_PACING=off: a fixed
  *    --concurrency 50, the seed guide's semaphore pattern).
  *
- * Env: BENCH_PACING_ITEMS (default 2000), BENCH_PACING_WORKERS (default "1,2,4"), BENCH_ECONOMICS_PARTS ("actions,pacing").
+ * Env: BENCH_PACING_ITEMS (default 2000), BENCH_PACING_WORKERS (default "1,2,4"), BENCH_ECONOMICS_PARTS ("actions,pacing"),
+ * BENCH_ECONOMICS_ONLY (a part of a scenario's name: only those rows of the actions table; nothing is written).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,8 @@ const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
 const ITEMS = Number(process.env.BENCH_PACING_ITEMS ?? 2000);
 const WORKER_COUNTS = (process.env.BENCH_PACING_WORKERS ?? '1,2,4').split(',').map(Number);
 const PARTS = (process.env.BENCH_ECONOMICS_PARTS ?? 'actions,pacing').split(',');
+/** Only the scenarios of the actions table whose name holds this text (the section is printed, not written). */
+const ONLY = process.env.BENCH_ECONOMICS_ONLY;
 const DOLLARS_PER_MILLION_ACTIONS = 50;
 const directory = scratchDirectory('fanout-economics-');
 
@@ -132,10 +135,12 @@ async function actionsPerCall(server: MeteredServer): Promise<string> {
   const client = await FanoutClient.connect({ client: server.client, taskQueue });
   const rows: CostRow[] = [];
   const measure = async (scenario: string, calls: number, body: () => Promise<string | undefined>) => {
+    if (ONLY !== undefined && !scenario.includes(ONLY)) return;
     const before = await settledActions(server);
     const note = await body();
-    rows.push({ scenario, calls, spent: difference(await settledActions(server), before), note });
-    console.error(`economics: ${scenario}: ${total(rows[rows.length - 1].spent)} actions for ${calls} calls`);
+    const spent = difference(await settledActions(server), before);
+    rows.push({ scenario, calls, spent, note });
+    console.error(`economics: ${scenario}: ${total(spent)} actions for ${calls} calls ${JSON.stringify(spent)}`);
   };
   try {
     for (const seconds of [1, 10, 60, 118]) {
@@ -352,6 +357,10 @@ async function main(): Promise<void> {
   const before = start < 0 ? existing.trimEnd() : existing.slice(0, start).trimEnd();
   const after = end < 0 ? '' : `\n${existing.slice(end).trimStart()}`;
   const section = renderSection(actions, paced);
+  if (ONLY !== undefined) {
+    console.log(section);
+    return;
+  }
   writeFileSync(target, `${before}\n\n${section}${after ? `\n${after}` : ''}`);
   console.error('wrote the Economics section of docs/BENCHMARKS.md');
 }
