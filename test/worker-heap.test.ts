@@ -114,7 +114,9 @@ it('runs the worker in a child with a 256 MB heap cap, which serves metrics and 
   // A smaller young generation and fewer malloc arenas: the child's RSS, for the same CPU per call.
   expect(childArgs).toContain('--max-semi-space-size=8');
   const childEnvironment = readFileSync(`/proc/${childPid}/environ`, 'utf8').split('\0');
-  expect(childEnvironment).toEqual(expect.arrayContaining(['MALLOC_ARENA_MAX=16', 'MALLOC_TRIM_THRESHOLD_=131072']));
+  expect(childEnvironment).toEqual(
+    expect.arrayContaining(['MALLOC_ARENA_MAX=16', 'MALLOC_TRIM_THRESHOLD_=131072', 'FANOUT_HEAP_SEMI_SPACE=1']),
+  );
   expect(childArgs.slice(-5)).toEqual(['worker', '--address', suite.servers.server.address, '--task-queue', taskQueue]);
   expect(commandLine(worker.child.pid as number).some((argument) => argument.startsWith('--max-old-space-size'))).toBe(
     false,

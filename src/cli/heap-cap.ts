@@ -60,6 +60,11 @@ const CAPPED_MALLOC_ENVIRONMENT: Readonly<Record<string, string>> = {
 const WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW = 1;
 /** Set in the re-launched child's environment: it is the worker, never a launcher again. */
 const CAPPED_MARKER = 'FANOUT_HEAP_CAPPED';
+/**
+ * Set in the child's environment when the launcher sized its young generation (CAPPED_SEMI_SPACE_MB), not the user: only
+ * then do the workflow threads get WORKFLOW_THREAD_SEMI_SPACE_MB. A user's flag of the same value stays the user's.
+ */
+const SEMI_SPACE_MARKER = 'FANOUT_HEAP_SEMI_SPACE';
 /** The signals the supervising parent passes on: the SDK's shutdown signals, and SIGHUP for a closed terminal. */
 const FORWARDED_SIGNALS: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR2'];
 /** A heap limit the user chose: old space in MB or as a percentage of memory, or the whole heap. */
@@ -112,9 +117,7 @@ export function capWorkflowThreads(
   const threads = Math.max(cap, Math.ceil(cap / 2 + cachedWorkflows * WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW));
   setFlagsFromString(`--max-old-space-size=${threads}`);
   // Only where the young generation's size is the launcher's (semiSpaceArguments), not one the user chose.
-  const ours = semiSpaceArguments({}, []);
-  const chosen = execArgv.filter((argument) => SEMI_SPACE_FLAG.test(argument));
-  if (chosen.every((argument) => ours.includes(argument)) && !SEMI_SPACE_FLAG.test(environment.NODE_OPTIONS ?? ''))
+  if (environment[SEMI_SPACE_MARKER] === '1')
     setFlagsFromString(`--max-semi-space-size=${WORKFLOW_THREAD_SEMI_SPACE_MB}`);
   return threads;
 }
@@ -141,16 +144,18 @@ export async function relaunchWithHeapCap(options: { killAfterSignalMs?: number 
   const megabytes = heapCapToApply();
   if (megabytes === undefined) return false;
 
+  const semiSpace = semiSpaceArguments(process.env, process.execArgv);
   const child = spawn(
     process.execPath,
-    [
-      ...process.execArgv,
-      `--max-old-space-size=${megabytes}`,
-      ...semiSpaceArguments(process.env, process.execArgv),
-      ...process.argv.slice(1),
-    ],
+    [...process.execArgv, `--max-old-space-size=${megabytes}`, ...semiSpace, ...process.argv.slice(1)],
     {
-      env: { ...CAPPED_MALLOC_ENVIRONMENT, ...process.env, [CAPPED_MARKER]: '1' },
+      env: {
+        ...CAPPED_MALLOC_ENVIRONMENT,
+        ...process.env,
+        [CAPPED_MARKER]: '1',
+        // Never inherited: a user's own flag of the same value is theirs.
+        [SEMI_SPACE_MARKER]: semiSpace.length > 0 ? '1' : '',
+      },
       // The IPC channel is only there so the child notices when this process is gone, however it went.
       stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
       // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the child would get SIGINT
