@@ -162,6 +162,7 @@ export const ENVIRONMENT_VARIABLES = {
   internal: [
     // `fanout worker` marks the child it re-launched with a heap cap (cli/heap-cap.ts).
     'FANOUT_HEAP_CAPPED',
+    'FANOUT_HEAP_SEMI_SPACE',
     // Set by the S3 store before the AWS SDK loads, to keep its Node version notice off the output.
     'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED',
     'PATH',
