@@ -111,7 +111,9 @@ interface CostRow {
 function costTable(rows: CostRow[]): string {
   const lines = rows.map((row) => {
     const all = total(row.spent);
-    const heartbeats = row.spent.grpc_RecordActivityTaskHeartbeat ?? 0;
+    // A worker's own heartbeats, and the one a peer's watchdog records for a lost worker's call (its attempt's note).
+    const heartbeats =
+      (row.spent.grpc_RecordActivityTaskHeartbeat ?? 0) + (row.spent.grpc_RecordActivityTaskHeartbeatById ?? 0);
     const queries = row.spent.grpc_QueryWorkflow ?? 0;
     const dollars = ((all / row.calls) * 1000 * DOLLARS_PER_MILLION_ACTIONS) / 1e6;
     return `| ${row.scenario} | ${row.calls} | ${all} | ${(all / row.calls).toFixed(2)} | ${heartbeats} | ${queries} | $${dollars.toFixed(3)} | ${row.note ?? ''} |`;
@@ -353,7 +355,9 @@ async function main(): Promise<void> {
   const target = path.join(__dirname, '..', 'docs', 'BENCHMARKS.md');
   const existing = readFileSync(target, 'utf8');
   const start = existing.indexOf('\n## Economics');
-  const end = start < 0 ? -1 : existing.indexOf('\n## ', start + 1);
+  // The next section, or the marker comment in front of it (bench/agents.ts writes between its markers).
+  const ends = ['\n## ', '\n<!-- '].map((text) => existing.indexOf(text, start + 1)).filter((index) => index >= 0);
+  const end = start < 0 || ends.length === 0 ? -1 : Math.min(...ends);
   const before = start < 0 ? existing.trimEnd() : existing.slice(0, start).trimEnd();
   const after = end < 0 ? '' : `\n${existing.slice(end).trimStart()}`;
   const section = renderSection(actions, paced);
@@ -382,8 +386,10 @@ ${actions || '(not run: BENCH_ECONOMICS_PARTS)'}
 
 Reading it: a fan-out costs one action to start plus one per call, whatever the calls' length. A batch adds its scan, page
 reads, flushes and finishing activities, and a memo update per flush (none of them heartbeats unless it runs over 3 s);
-over 2,000 items that is about 1.04 per call (below). \`fanout watch\` costs a few queries a run instead of two every half second, a cancelled call one
-heartbeat, and a lost worker's call the one retry it needs.
+over 2,000 items, whose lanes each run several items in one activity, that is about half an action per call (below).
+\`fanout watch\` costs a few queries a run instead of two every half second, a cancelled call one heartbeat, and a lost
+worker's call the one retry it needs and one heartbeat, which a live worker records for it so that the retry's trace shows
+the lost attempt.
 
 ### Pacing at the provider's limit
 

@@ -19,7 +19,7 @@ import type { temporal } from '@temporalio/proto';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { freePort } from '../src/local/free-port';
-import { startSimulator } from '../src/sim/simulator';
+import { startSimulator, type SimulatedRequest } from '../src/sim/simulator';
 import { scratchDirectory } from './scratch';
 
 const CLI = path.join(__dirname, '..', 'dist', 'cli', 'main.js');
@@ -91,6 +91,65 @@ function summarise(events: Event[], zero: number): void {
       `  ${String(key).padStart(4)} s: lanes ended ${row.lanesEnded}, started ${row.lanesStarted}, workflow tasks ${row.workflowTasks} ${row.other.join(', ')}`,
     );
   }
+}
+
+/** The ms at the quantile `q` (0-1) of `values`, rounded. */
+function quantile(values: number[], q: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN);
+}
+
+/**
+ * Where a lane's slot is idle, from the window's history and the simulator's log: scheduled to started, started to its
+ * first call's arrival, its last answer to its completion, and its completion to the next lane's scheduling.
+ */
+function laneGaps(events: Event[], requests: SimulatedRequest[], zero: number): void {
+  const byTask = new Map(requests.map((request) => [request.taskId, request]));
+  const lanes = new Map<number, { scheduled: number; started?: number; completed?: number; ids: string[] }>();
+  const completions: number[] = [];
+  const schedules: number[] = [];
+  for (const event of events) {
+    const ms = msAfter(event, zero);
+    const scheduled = event.activityTaskScheduledEventAttributes;
+    if (scheduled?.activityType?.name === 'runBatchLane') {
+      const data = scheduled.input?.payloads?.[0]?.data;
+      const input = data ? (JSON.parse(Buffer.from(data).toString('utf8')) as { entries?: { id: string }[] }) : {};
+      lanes.set(Number(event.eventId), { scheduled: ms, ids: (input.entries ?? []).map((entry) => entry.id) });
+      schedules.push(ms);
+    }
+    const started = event.activityTaskStartedEventAttributes;
+    const startedLane = started && lanes.get(Number(started.scheduledEventId));
+    if (startedLane) startedLane.started = ms;
+    const completed = event.activityTaskCompletedEventAttributes;
+    const completedLane = completed && lanes.get(Number(completed.scheduledEventId));
+    if (completedLane) {
+      completedLane.completed = ms;
+      completions.push(ms);
+    }
+  }
+  const gaps = { toStart: [] as number[], toFirstCall: [] as number[], lastAnswerToEnd: [] as number[] };
+  for (const lane of lanes.values()) {
+    const calls = lane.ids.flatMap((id) => byTask.get(id) ?? []);
+    if (lane.started !== undefined) gaps.toStart.push(lane.started - lane.scheduled);
+    if (lane.started !== undefined && calls.length > 0)
+      gaps.toFirstCall.push(Math.min(...calls.map((call) => call.arrivedAt - zero)) - lane.started);
+    if (lane.completed !== undefined && calls.length > 0)
+      gaps.lastAnswerToEnd.push(lane.completed - Math.max(...calls.map((call) => (call.respondedAt ?? zero) - zero)));
+  }
+  // A lane's end to the next lane's scheduling: the slot's wait on the window's workflow task.
+  const toNext = completions.flatMap((ms) => {
+    const next = schedules.find((at) => at >= ms);
+    return next === undefined ? [] : [next - ms];
+  });
+  const row = (name: string, values: number[]) =>
+    console.log(
+      `  ${name}: median ${quantile(values, 0.5)} ms, p90 ${quantile(values, 0.9)} ms, max ${quantile(values, 1)} ms (${values.length} lanes)`,
+    );
+  console.log('lanes, where a slot waits:');
+  row('scheduled -> started', gaps.toStart);
+  row('started -> first call arrives', gaps.toFirstCall);
+  row('last answer -> lane completed', gaps.lastAnswerToEnd);
+  row('lane completed -> next lane scheduled', toNext);
 }
 
 async function main(): Promise<void> {
@@ -177,6 +236,7 @@ async function main(): Promise<void> {
             .join('\n'),
         );
       summarise(history.events ?? [], zero);
+      laneGaps(history.events ?? [], requests, zero);
     }
   } finally {
     worker.kill('SIGTERM');
