@@ -115,7 +115,7 @@ it('runs the worker in a child with a 256 MB heap cap, which serves metrics and 
   expect(childArgs).toContain('--max-semi-space-size=8');
   const childEnvironment = readFileSync(`/proc/${childPid}/environ`, 'utf8').split('\0');
   expect(childEnvironment).toEqual(
-    expect.arrayContaining(['MALLOC_ARENA_MAX=16', 'MALLOC_TRIM_THRESHOLD_=131072', 'FANOUT_HEAP_SEMI_SPACE=1']),
+    expect.arrayContaining(['MALLOC_ARENA_MAX=16', 'MALLOC_TRIM_THRESHOLD_=1048576', 'FANOUT_HEAP_SEMI_SPACE=1']),
   );
   expect(childArgs.slice(-5)).toEqual(['worker', '--address', suite.servers.server.address, '--task-queue', taskQueue]);
   expect(commandLine(worker.child.pid as number).some((argument) => argument.startsWith('--max-old-space-size'))).toBe(

@@ -45,11 +45,14 @@ const SEMI_SPACE_FLAG = /(^|\s)--(max|min)[-_]semi[-_]space[-_]size/;
  * threshold (which also stops that raising) cut most of that, 70-100 MB of peak RSS with two arenas for the same CPU
  * per call in batches (bench/worker-memory.ts). At most 16 arenas, not 2: with two, the threads waited on each other's
  * arena and 200 agents took 4-16% more worker CPU (four alternated pairs, docs/BENCHMARKS.md), while batches' peak RSS
- * moved within the runs' spread (-4 to +10 MB). musl and other allocators ignore the variables.
+ * moved within the runs' spread (-4 to +10 MB). The threshold is 1 MB, not glibc's starting 128 KB: at 128 KB the worker
+ * handed memory back to the system after nearly every large free and took it back soon after, and 200 agents ran 6-9%
+ * longer (three alternated pairs; worker CPU within 1%), while batches' peak RSS and CPU per call stayed within the
+ * rounds' spread (docs/BENCHMARKS.md). musl and other allocators ignore the variables.
  */
 const CAPPED_MALLOC_ENVIRONMENT: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: '16',
-  MALLOC_TRIM_THRESHOLD_: '131072',
+  MALLOC_TRIM_THRESHOLD_: '1048576',
 };
 /**
  * Heap a workflow thread needs per workflow of the worker's cache, in MB: the SDK splits the cache over its two
