@@ -11,9 +11,6 @@
  * (no worker client: no watchdog, a heartbeat timer per call instead), so what the worker adds around an activity
  * (interceptors, the watchdog, the SDK) is not in these figures: compare.ts measures the whole worker.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -28,6 +25,7 @@ import { ToolRegistry } from '../src/tools/registry';
 import { wait } from './agents/wait-tool';
 import { createPlainAgentActivities, type PlainMessage } from './plain/activities';
 import { spawnSimulator } from './remote-simulator';
+import { scratchDirectory } from './scratch';
 
 const { values: flags } = parseArgs({
   options: {
@@ -160,7 +158,7 @@ function report(name: string, figures: Figures): string {
 async function main(): Promise<void> {
   const only = new Set(flags.only.split(','));
   const simulator = await spawnSimulator(['--latency', flags['step-ms']]);
-  const root = mkdtempSync(path.join(os.tmpdir(), 'agent-activities-'));
+  const root = scratchDirectory('agent-activities-');
   try {
     for (let round = 0; round <= ROUNDS; round += 1) {
       // Round 0 warms both up (modules, connections, JIT) and is not reported.
@@ -172,7 +170,6 @@ async function main(): Promise<void> {
     }
   } finally {
     await simulator.close();
-    rmSync(root, { recursive: true, force: true });
   }
 }
 

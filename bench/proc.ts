@@ -42,33 +42,29 @@ export interface ThreadCpu {
   seconds: number;
 }
 
-/** User + system CPU seconds of every thread of a process tree so far (threads gone meanwhile are left out). */
-export function threadCpuSeconds(pid: number): ThreadCpu[] {
-  const threads: ThreadCpu[] = [];
-  for (const process of processTree(pid)) {
-    let tids: string[];
-    try {
-      tids = readdirSync(`/proc/${process}/task`);
-    } catch {
-      continue;
-    }
-    for (const tid of tids) {
-      try {
-        const stat = readFileSync(`/proc/${process}/task/${tid}/stat`, 'utf8');
-        const fields = stat.split(') ')[1].split(' ');
-        const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-        threads.push({
-          pid: process,
-          tid: Number(tid),
-          comm,
-          seconds: (Number(fields[11]) + Number(fields[12])) / 100,
-        });
-      } catch {
-        // gone meanwhile
-      }
-    }
+/** User + system CPU seconds of every thread of one process so far (threads gone meanwhile are left out). */
+export function processThreadCpu(pid: number): ThreadCpu[] {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return [];
   }
-  return threads;
+  return tids.flatMap((tid) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      return [{ pid, tid: Number(tid), comm, seconds: (Number(fields[11]) + Number(fields[12])) / 100 }];
+    } catch {
+      return []; // gone meanwhile
+    }
+  });
+}
+
+/** The same for every process of a process tree. */
+export function threadCpuSeconds(pid: number): ThreadCpu[] {
+  return processTree(pid).flatMap(processThreadCpu);
 }
 
 /**

@@ -14,7 +14,7 @@
  * arguments (e.g. `cap=--max-old-space-size=256`), so settings are compared side by side in one run.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { FanoutClient } from '../src/client/fanout-client';
@@ -23,6 +23,7 @@ import { startSimulator } from '../src/sim/simulator';
 import { runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
 import { startReady, type ReadyProcess } from './ready-process';
+import { cpuSeconds, processThreadCpu, statusMb } from './proc';
 import { scratchDirectory } from './scratch';
 
 const ROOT = path.join(__dirname, '..');
@@ -46,8 +47,7 @@ const ROUNDS = Number(flags.rounds);
 const [MIN_MS, MAX_MS] = flags['latency-ms'].split('-').map(Number);
 
 function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * (1000 / 100);
+  return cpuSeconds(pid) * 1000;
 }
 
 /** Resets a process's peak RSS (VmHWM), so the next read is this round's peak. */
@@ -60,23 +60,15 @@ function resetPeakRss(pid: number): void {
 }
 
 function peakRssMb(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Math.round(Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+  return Math.round(statusMb(pid, 'VmHWM'));
 }
 
 /** CPU ms so far per thread name (/proc/<pid>/task/<tid>/stat): where a process's CPU goes, main thread or helpers. */
 function cpuByThread(pid: number): Map<string, number> {
   const byName = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const name =
-        Number(tid) === pid ? 'main' : stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')).replace(/[-\d]+$/, '');
-      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ');
-      byName.set(name, (byName.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10);
-    } catch {
-      // the thread ended meanwhile
-    }
+  for (const thread of processThreadCpu(pid)) {
+    const name = thread.tid === pid ? 'main' : thread.comm.replace(/[-\d]+$/, '');
+    byName.set(name, (byName.get(name) ?? 0) + thread.seconds * 1000);
   }
   return byName;
 }
