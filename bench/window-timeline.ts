@@ -3,7 +3,7 @@
  * the simulator beside the lanes the window's history shows ending and starting, its workflow tasks, and every workflow
  * task that took longer than half a second from scheduled to completed (scheduled, started, completed).
  *
- *   tsx bench/window-timeline.ts [--items 4000] [--concurrency 500] [--latency-ms 3000] [--profile DIR]
+ *   tsx bench/window-timeline.ts [--items 4000] [--concurrency 500] [--latency-ms 3000] [--profile DIR] [--warmup]
  *
  * The worker is the built CLI (`npm run build` first), its own process; `--profile DIR` runs it with
  * `node --cpu-prof --cpu-prof-dir DIR` (one profile per thread: the main thread and the workflow thread).
@@ -29,6 +29,8 @@ const { values: flags } = parseArgs({
     concurrency: { type: 'string', default: '500' },
     'latency-ms': { type: 'string', default: '3000' },
     profile: { type: 'string' },
+    /** A small batch first, so the measured one finds the worker warm (its workflow bundle loaded, its client connected). */
+    warmup: { type: 'boolean', default: false },
   },
 });
 const ITEMS = Number(flags.items);
@@ -184,6 +186,22 @@ async function main(): Promise<void> {
         '',
       ),
     );
+    if (flags.warmup) {
+      const warm = path.join(directory, 'warm.jsonl');
+      writeFileSync(
+        warm,
+        Array.from({ length: 20 }, (_, index) => `${JSON.stringify({ id: `warm-${index}`, prompt: 'work' })}\n`).join(
+          '',
+        ),
+      );
+      await (
+        await fanout.startBatch({
+          source: warm,
+          sink: path.join(directory, 'warm-results.jsonl'),
+          options: { concurrency: CONCURRENCY },
+        })
+      ).result();
+    }
     const startedAt = Date.now();
     const handle = await fanout.startBatch({
       source,
@@ -207,15 +225,19 @@ async function main(): Promise<void> {
     console.log(`calls in flight every 1 s from the first call: ${inFlight.join(' ')}`);
     const firstRunId = (await client.workflow.getHandle(handle.batchId).describe()).raw.workflowExecutionInfo
       ?.firstRunId;
-    console.log('the batch (ms from the first call):');
-    for (const event of ((await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? []).slice(-12)) {
+    const batchEvents = (await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? [];
+    const printEvent = (event: Event) => {
       const kind = Object.keys(event).find((key) => key.endsWith('EventAttributes')) ?? '?';
       const ms = msAfter(event, zero);
       const activity = event.activityTaskScheduledEventAttributes?.activityType?.name;
       console.log(`  ${ms} ms ${kind.replace('EventAttributes', '')}${activity ? ` ${activity}` : ''}`);
-    }
+    };
+    // The start: from startBatch's call to the window's first lane, then the batch's end.
+    console.log(`the batch's start (ms from the first call; startBatch called at ${startedAt - zero} ms):`);
+    for (const event of batchEvents.slice(0, 14)) printEvent(event);
+    console.log("the batch's end:");
+    for (const event of batchEvents.slice(-12)) printEvent(event);
     // Windows by number (a batch in stripes numbers stripe k's windows k, k + stripes, ...; not every number ran).
-    const batchEvents = (await client.workflow.getHandle(handle.batchId).fetchHistory()).events ?? [];
     const windowIds = new Set(
       batchEvents.flatMap((event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []),
     );
@@ -235,6 +257,14 @@ async function main(): Promise<void> {
             })
             .join('\n'),
         );
+      if (window === 0) {
+        console.log('  its start, up to its first lane:');
+        const events = history.events ?? [];
+        const firstLane = events.findIndex(
+          (event) => event.activityTaskScheduledEventAttributes?.activityType?.name === 'runBatchLane',
+        );
+        for (const event of events.slice(0, firstLane + 1)) printEvent(event);
+      }
       summarise(history.events ?? [], zero);
       laneGaps(history.events ?? [], requests, zero);
     }
