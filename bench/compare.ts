@@ -961,16 +961,20 @@ const afterAgents: string[] = [];
 
 /**
  * A 1,000-item batch of 200 ms calls at concurrency 50 on `worker` (ideal 4.0 s), and the worker's RSS (launcher and
- * child) a few seconds after it: what scenario g measures on our worker before the agents and again after them.
+ * child) 5, 15 and 30 s after it: what scenario g measures on our worker before the agents and again after them.
  */
 async function batchCheck(harness: Harness, fanout: FanoutClient, worker: WorkerProcess) {
   const latency = AGENT_STEP_MS;
   harness.simulator.configure({ latency: { minMs: 200, maxMs: 200 } });
   try {
     const run = await oursBatch(harness, fanout, worker, writeTasks('after-agents', 1000), 1000, 50, 180_000);
-    await new Promise((resolve) => setTimeout(resolve, 5000));
-    const rssMb = processTree(worker.pid).reduce((sum, pid) => sum + statusMb(pid, 'VmRSS'), 0);
-    return { ratio: run.wallMs / 4000, rssMb };
+    // 5 s after it, then 15 and 30 s: what an idle worker hands back takes its collections some seconds.
+    const rss = [];
+    for (const waitMs of [5000, 10_000, 15_000]) {
+      await new Promise((resolve) => setTimeout(resolve, waitMs));
+      rss.push(processTree(worker.pid).reduce((sum, pid) => sum + statusMb(pid, 'VmRSS'), 0));
+    }
+    return { ratio: run.wallMs / 4000, rssMb: rss[0], laterMb: rss.slice(1) };
   } finally {
     harness.simulator.configure({ latency: { minMs: latency, maxMs: latency } });
   }
@@ -1148,7 +1152,7 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
     );
     const after = await batchCheck(harness, fanout, ours);
     afterAgents.push(
-      `Our worker before and after the agents (1,000 x 200 ms batch at 50, ideal 4.0 s; RSS of launcher and worker 5 s after it): wall / ideal ${before.ratio.toFixed(2)} before, ${after.ratio.toFixed(2)} after (${((after.ratio / before.ratio - 1) * 100).toFixed(0)}%); RSS ${before.rssMb.toFixed(0)} MB before, ${after.rssMb.toFixed(0)} MB after (${((after.rssMb / before.rssMb - 1) * 100).toFixed(0)}%).`,
+      `Our worker before and after the agents (1,000 x 200 ms batch at 50, ideal 4.0 s; RSS of launcher and worker 5 s after it): wall / ideal ${before.ratio.toFixed(2)} before, ${after.ratio.toFixed(2)} after (${((after.ratio / before.ratio - 1) * 100).toFixed(0)}%); RSS ${before.rssMb.toFixed(0)} MB before, ${after.rssMb.toFixed(0)} MB after (${((after.rssMb / before.rssMb - 1) * 100).toFixed(0)}%); 15 s and 30 s after the batch ${before.laterMb.map((mb) => mb.toFixed(0)).join(' and ')} MB before, ${after.laterMb.map((mb) => mb.toFixed(0)).join(' and ')} MB after.`,
     );
     return result;
   } finally {

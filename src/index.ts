@@ -19,8 +19,9 @@ export type {
 } from './contract/dag';
 export { parallelGroups, criticalPath, findCycle } from './contract/graph';
 export type { BatchInput, BatchOptions, BatchProgress, BatchSummary, BatchResultLine } from './contract/batch';
-export { DEFAULT_MAX_STEPS } from './contract/agent-task';
-export type { AgentResult, AgentStatus, AgentTask, TokenUsage } from './contract/agent-task';
+export { DEFAULT_MAX_STEPS } from './contract/agent-task-rules';
+export type { AgentResult, AgentStatus, AgentTask } from './contract/agent-task';
+export type { TokenUsage } from './contract/token-usage';
 export type { AgentCallResult } from './contract/agent-call';
 export { computeMetrics } from './contract/metrics';
 export type { RunMetrics } from './contract/metrics';

@@ -3,7 +3,7 @@ import { sendTaskChat } from '../src/llm/send-task-chat';
 import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import type { AgentTask } from '../src/contract/agent-task';
-import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
+import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-option-defaults';
 import { BUILT_IN_PRICES, priceOf, withCost } from '../src/pricing';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { activityEnvironment } from './support/activity-environment';

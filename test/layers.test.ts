@@ -1,5 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { DagNode } from '../src/contract/dag';
+import { findCycle } from '../src/contract/graph';
 
 /**
  * The folders of src/ by floor, the ground first. A folder imports only from folders on floors below its own, so no
@@ -58,6 +60,30 @@ function imports(): { file: string; from: string; to: string; specifier: string 
   );
 }
 
+/** The file a relative import names: `./x` is x.ts or x/index.ts. */
+function resolved(file: string, specifier: string): string {
+  const base = path.resolve(path.dirname(file), specifier);
+  return [`${base}.ts`, path.join(base, 'index.ts')].find((candidate) => existsSync(candidate)) ?? base;
+}
+
+/** One circle of `graph` (each file to the files it imports), as the files around it, or undefined where there is none. */
+function findCircle(graph: ReadonlyMap<string, readonly string[]>): string[] | undefined {
+  // The DAG's own cycle finder: a file is a node, the files it imports its dependencies.
+  return findCycle([...graph].map(([id, dependsOn]) => ({ id, dependsOn: [...dependsOn] }) as unknown as DagNode));
+}
+
+/** Every file under src/ to the files of src/ it imports (type-only imports too: they tie the files as much). */
+function fileGraph(): Map<string, string[]> {
+  return new Map(
+    sourceFiles(src).map((file) => [
+      path.relative(src, file),
+      [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']*)'/g)].map(([, specifier]) =>
+        path.relative(src, resolved(file, specifier)),
+      ),
+    ]),
+  );
+}
+
 describe('the layers of src/', () => {
   it('places every folder on a floor', () => {
     const folders = new Set(sourceFiles(src).map(folderOf));
@@ -81,5 +107,27 @@ describe('the layers of src/', () => {
     expect(refused('contract', 'spool')).toBe(true);
     expect(refused('llm', 'activities')).toBe(true);
     expect(refused('activities', 'llm')).toBe(false);
+  });
+
+  it('has no import circle between files, within a folder either', () => {
+    expect(findCircle(fileGraph())).toBeUndefined();
+  });
+
+  it('sees a circle when there is one', () => {
+    const graph = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['b.ts']],
+      ['d.ts', []],
+    ]);
+    expect(findCircle(graph)).toEqual(['b.ts', 'c.ts', 'b.ts']);
+    expect(
+      findCircle(
+        new Map([
+          ['a.ts', ['b.ts']],
+          ['b.ts', []],
+        ]),
+      ),
+    ).toBeUndefined();
   });
 });

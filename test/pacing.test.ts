@@ -8,7 +8,7 @@ import { sendTaskChat } from '../src/llm/send-task-chat';
 import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import type { AgentTask } from '../src/contract/agent-task';
-import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-options';
+import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-option-defaults';
 import { KeyPacer, type PacedOutcome } from '../src/pacing/key-pacer';
 import { apiKeyId, Pacer, resolvePacerOptions } from '../src/pacing/pacer';
 import { PacerRateLimitReader } from '../src/metrics/pacer-rate-limits';

@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../contract/agent-task';
+import type { TokenUsage } from '../contract/token-usage';
 import type { PriceTable } from '../pricing/price-table';
 import { withCost, type CostFields } from '../pricing/price-of';
 

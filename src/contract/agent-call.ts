@@ -1,4 +1,5 @@
-import type { AgentStatus, AgentTask, TokenUsage } from './agent-task';
+import type { AgentStatus, AgentTask } from './agent-task';
+import type { TokenUsage } from './token-usage';
 import type { PacingReport } from './pacing';
 import type { PayloadRef } from './payload-ref';
 

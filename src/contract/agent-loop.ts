@@ -1,5 +1,6 @@
 import type { SynthesisSection, DependencyOutput } from './agent-call';
-import type { AgentTask, TokenUsage } from './agent-task';
+import type { AgentTask } from './agent-task';
+import type { TokenUsage } from './token-usage';
 import type { AnswerCacheSettings } from './answer-cache';
 import type { PayloadRef } from './payload-ref';
 import type { RunOptions } from './run-options';

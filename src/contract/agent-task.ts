@@ -2,16 +2,7 @@ import { z } from 'zod';
 import { MAX_TASK_ID_LENGTH } from './limits';
 import { payloadRefSchema, type PayloadRef } from './payload-ref';
 import { answerCacheSchema } from './answer-cache';
-import type { TokenUsage } from './agent-task-rules';
-
-export {
-  addUsage,
-  DEFAULT_MAX_STEPS,
-  providerOfCall,
-  runsAsAgent,
-  withCallDefaults,
-  type TokenUsage,
-} from './agent-task-rules';
+import type { TokenUsage } from './token-usage';
 
 /** Which API a model call speaks: OpenAI's Chat Completions (or an OpenAI-compatible server), or Anthropic's Messages. */
 export const modelProviderSchema = z.enum(['openai', 'anthropic']);

@@ -1,4 +1,5 @@
-import type { AgentResult, TokenUsage } from './agent-task';
+import type { AgentResult } from './agent-task';
+import type { TokenUsage } from './token-usage';
 
 /** Figures every run reports on its result. */
 export interface RunMetrics {

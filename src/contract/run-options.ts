@@ -2,12 +2,6 @@ import { z } from 'zod';
 import { MAX_IN_FLIGHT_PER_RUN } from './limits';
 import { answerCacheSchema } from './answer-cache';
 
-export {
-  RATE_LIMIT_WAIT_MS,
-  resolveRunOptions,
-  RUN_OPTION_DEFAULTS,
-  type ResolvedRunOptions,
-} from './run-option-defaults';
 import { modelProviderSchema, promptCacheSchema } from './agent-task';
 
 /** Retry policy for agent calls. Temporal owns retries; the HTTP client never retries on its own. */

@@ -11,12 +11,13 @@ import type {
 import type { RequestOptions } from 'openai/internal/request-options';
 import { responsesAsChat } from './responses-api';
 import { anthropicAsChat, type MessagesClient } from './anthropic-messages';
-import { providerOfCall, type ModelProvider, type PromptCache } from '../contract/agent-task';
+import type { ModelProvider, PromptCache } from '../contract/agent-task';
+import { providerOfCall } from '../contract/agent-task-rules';
 import { promptCacheKeyOf, stableMessages, stableTools } from './stable-request';
 import { inChatSpan } from './chat-span';
 import type { PriceTable } from '../pricing/price-table';
 import { FailureType } from '../contract/failure-types';
-import { RATE_LIMIT_WAIT_MS } from '../contract/run-options';
+import { RATE_LIMIT_WAIT_MS } from '../contract/run-option-defaults';
 import { integerFromEnvironment } from '../config/environment';
 import type { PacedOutcome, Permit } from '../pacing/key-pacer';
 import { defaultPacer, type Pacer } from '../pacing/pacer';

@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../contract/agent-task';
+import type { TokenUsage } from '../contract/token-usage';
 
 /**
  * Each provider's usage object as TokenUsage: the one place its cache counts are read. A count the provider left out

@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../contract/agent-task';
+import type { TokenUsage } from '../contract/token-usage';
 import { roundUsd } from '../contract/metrics';
 import {
   ANTHROPIC_CACHE_RATIOS,

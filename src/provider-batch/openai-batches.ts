@@ -5,7 +5,7 @@ import type { ObjectStorage } from '../store';
 import { providerFromEnvironment, OPENAI_BASE_URL } from '../llm/llm-client';
 import { retryableStatus, textLines } from './response-lines';
 import { usageFromChat, usageFromResponses } from '../llm/token-usage';
-import type { TokenUsage } from '../contract/agent-task';
+import type { TokenUsage } from '../contract/token-usage';
 import type { BatchPart, ProviderBatchStatus } from '../contract/provider-batch';
 import type { ItemOutcome, PartKey, ProviderBatchClient } from './types';
 

@@ -1,4 +1,4 @@
-import type { TokenUsage } from '../contract/agent-task';
+import type { TokenUsage } from '../contract/token-usage';
 import type { BatchPart, BatchProvider, ProviderBatchStatus } from '../contract/provider-batch';
 
 /** What came back for one request. */

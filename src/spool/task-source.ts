@@ -1,4 +1,5 @@
-import { agentTaskSchema, runsAsAgent, type AgentTask } from '../contract/agent-task';
+import { agentTaskSchema, type AgentTask } from '../contract/agent-task';
+import { runsAsAgent } from '../contract/agent-task-rules';
 import type { BatchEntry } from '../contract/batch';
 import { InvalidInputError, issuesFromZod, safeParse, type InputIssue } from '../contract/validation';
 import { StorageError, type ObjectStorage } from '../store';

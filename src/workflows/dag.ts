@@ -4,7 +4,7 @@ import type { DagInput, DagResult } from '../contract/dag';
 import { FailureType } from '../contract/failure-types';
 import { criticalPath, parallelGroups } from '../contract/graph';
 import { computeMetrics } from '../contract/metrics';
-import { resolveRunOptions } from '../contract/run-options';
+import { resolveRunOptions } from '../contract/run-option-defaults';
 import { validateDagInput } from '../contract/validation';
 import { TaskRun } from './task-run';
 import { validateOrFail } from './input';

@@ -3,7 +3,7 @@ import type { SynthesisSection } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
 import type { FanOutFanInInput, FanOutFanInResult } from '../contract/dag';
 import { computeMetrics } from '../contract/metrics';
-import { resolveRunOptions } from '../contract/run-options';
+import { resolveRunOptions } from '../contract/run-option-defaults';
 import { validateFanOutFanInInput } from '../contract/validation';
 import { TaskRun } from './task-run';
 import { runInLanes } from './fan-out';

@@ -1,7 +1,7 @@
 import { CancellationScope, CancelledFailure, setHandler } from '@temporalio/workflow';
 import type { FanOutInput, FanOutResult } from '../contract/fan-out';
 import { computeMetrics } from '../contract/metrics';
-import { resolveRunOptions } from '../contract/run-options';
+import { resolveRunOptions } from '../contract/run-option-defaults';
 import { validateFanOutInput } from '../contract/validation';
 import { TaskRun } from './task-run';
 import { validateOrFail } from './input';

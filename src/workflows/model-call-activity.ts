@@ -1,6 +1,6 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
 import type { ModelCallActivities } from '../contract/agent-call';
-import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-options';
+import { RATE_LIMIT_WAIT_MS, type ResolvedRunOptions } from '../contract/run-option-defaults';
 
 /**
  * The model-call activity (`callAgent`) with a run's options applied. Cancellation waits for the activity to stop (the SDK's

@@ -7,19 +7,20 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
-import { withCallDefaults, type AgentResult, type AgentTask } from '../contract/agent-task';
+import type { AgentResult, AgentTask } from '../contract/agent-task';
+import { withCallDefaults } from '../contract/agent-task-rules';
 import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
 import { FailureType } from '../contract/failure-types';
 import { describeMove, recordPacing, type PacingStatus } from '../contract/pacing';
 import { addCacheSavings, roundUsd } from '../contract/metrics';
-import type { ResolvedRunOptions } from '../contract/run-options';
+import type { ResolvedRunOptions } from '../contract/run-option-defaults';
 import { modelCallActivity } from './model-call-activity';
 import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { spendOfFailure, type FailureSpend } from './agent/child-failure';
 import { agentSpendSignal } from './agent/messages';
-import { runsAsAgent } from '../contract/agent-task';
+import { runsAsAgent } from '../contract/agent-task-rules';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
 const STOP_MESSAGES: Record<StopReason, string> = {

@@ -5,7 +5,7 @@ import type { DagResult, FanOutFanInResult } from '../../contract/dag';
 import { temporalUiUrl } from '../../config/environment';
 import type { FanOutOptions, FanOutResult } from '../../contract/fan-out';
 import { MAX_IN_FLIGHT_PER_RUN } from '../../contract/limits';
-import { RUN_OPTION_DEFAULTS } from '../../contract/run-options';
+import { RUN_OPTION_DEFAULTS } from '../../contract/run-option-defaults';
 import { validateDagInput, validateFanOutFanInInput, validateFanOutInput } from '../../contract/validation';
 import { ExitCode } from '../errors';
 import {

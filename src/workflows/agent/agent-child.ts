@@ -7,7 +7,7 @@ import {
 import type { AgentCallInput, AgentCallResult } from '../../contract/agent-call';
 import type { AgentResult, AgentTask } from '../../contract/agent-task';
 import { FailureType } from '../../contract/failure-types';
-import type { ResolvedRunOptions } from '../../contract/run-options';
+import type { ResolvedRunOptions } from '../../contract/run-option-defaults';
 import type { agent } from './agent';
 import { childFailure } from './child-failure';
 import type { AgentOutcome } from '../../contract/agent-loop';

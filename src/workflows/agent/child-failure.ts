@@ -6,7 +6,7 @@ import {
   isCancellation,
   sleep,
 } from '@temporalio/workflow';
-import type { TokenUsage } from '../../contract/agent-task';
+import type { TokenUsage } from '../../contract/token-usage';
 import type { SpendBefore } from '../../contract/agent-loop';
 import { FailureType } from '../../contract/failure-types';
 

@@ -1,4 +1,4 @@
-import { addUsage, type TokenUsage } from '../../contract/agent-task-rules';
+import { addUsage, type TokenUsage } from '../../contract/token-usage';
 import { addCacheSavings, roundUsd } from '../../contract/metrics';
 import type { FailureSpend } from './child-failure';
 import type { AgentSpend, AgentStopReason, SpendBefore } from '../../contract/agent-loop';

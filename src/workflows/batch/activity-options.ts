@@ -1,7 +1,7 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
 import type { BatchActivities, BatchAgentItemActivities } from '../../contract/batch-activities';
 import { NON_RETRYABLE_FAILURE_TYPES } from '../../contract/failure-types';
-import type { ResolvedRunOptions } from '../../contract/run-options';
+import type { ResolvedRunOptions } from '../../contract/run-option-defaults';
 
 /** A lane lost to a worker is retried within this (its heartbeats come every 15 s once it has run that long). */
 const LANE_HEARTBEAT_TIMEOUT_MS = 45_000;

@@ -10,7 +10,7 @@ import type { BatchCounters, BatchEntry, BatchResultLine } from '../../contract/
 import { FailureType } from '../../contract/failure-types';
 import { childOf, segmentName } from '../../contract/location';
 import { DEFAULT_INLINE_OUTPUT_BYTES } from '../../contract/payload-ref';
-import type { ResolvedRunOptions } from '../../contract/run-options';
+import type { ResolvedRunOptions } from '../../contract/run-option-defaults';
 import type { agent } from '../agent/agent';
 import { agentWorkflowId } from '../agent/agent-child';
 import { childFailure, spendOfFailure, startOnceFree, type FailureSpend } from '../agent/child-failure';

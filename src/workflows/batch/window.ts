@@ -16,7 +16,7 @@ import {
   type BatchStopReason,
 } from '../../contract/batch';
 import { recordPacing, type PacingStatus } from '../../contract/pacing';
-import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-options';
+import { RATE_LIMIT_WAIT_MS, resolveRunOptions } from '../../contract/run-option-defaults';
 import { laneName } from '../../contract/lane-name';
 import { laneDepth, laneParallelism, PREVIOUS_SHARE } from './lane-shape';
 import { handOverSignal, windowProgressQuery, type HandOver, type WindowProgress } from './messages';
