@@ -264,6 +264,37 @@ describe('the sweep over running workflows no live worker has calls in', () => {
     });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
   });
+
+  it('stops once a whole round found no call of the stopped worker, and keeps going while one had some', async () => {
+    // The server keeps a stopped worker in the presence table for some five minutes: every round listed and described
+    // every running workflow until then, a worker restarted on purpose too.
+    const sweep = (calls: () => unknown[]) => {
+      const fake = start(
+        {
+          poll: idlePoll,
+          describe: () => runningDescription(calls()),
+          pollers: meAndDeadPollers,
+          running: () => [
+            { workflowId: 'wf-1', runId: 'run' },
+            { workflowId: 'wf-2', runId: 'run' },
+          ],
+        },
+        { sweepIntervalMs: 20 },
+      );
+      fake.watchdog.startSweeping('q');
+      return fake.record;
+    };
+    const none = sweep(() => []);
+    const some = sweep(() => [deadWorkersCall()]);
+    await sleep(1000);
+    expect(none.describes).toBe(2);
+    expect(some.describes).toBeGreaterThan(10);
+    // Its call in each of the two runs, once each.
+    expect(some.failed).toEqual([
+      { activityId: 'theirs', type: 'WorkerLost' },
+      { activityId: 'theirs', type: 'WorkerLost' },
+    ]);
+  });
 });
 
 describe('the runs hosted here', () => {

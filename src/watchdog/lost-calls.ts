@@ -5,7 +5,7 @@ import { FailureType } from '../contract/failure-types';
 import type { LostAttemptNote } from '../contract/lost-attempt';
 import type { CallWatchdogOptions, WatchdogLogger } from './watchdog-options';
 import { integer, type Describes } from './describes';
-import { anyLost, isLost, timestampMillis, type Presence } from './presence';
+import { isLost, lostWorkers, timestampMillis, type Presence, type PresenceTable } from './presence';
 import { notFound } from './server-errors';
 import { RunningActivities } from './running-activities';
 import type { HostedRuns } from './hosted-runs';
@@ -62,6 +62,14 @@ export class LostCalls {
   private sweepCursor = 0;
   private sweepFailures = 0;
   private rounds = 0;
+  /**
+   * Lost workers a whole sweep round found no call of, by the last poll the table showed for them then. The server keeps
+   * a stopped worker in the presence table for some five minutes, and every round until then listed and described every
+   * running workflow (a worker restarted on purpose cost its peers 1-2 describes per running agent); once a round has
+   * looked at them all and found none of its calls, a worker that polls no more cannot start another, and the rounds
+   * stop. A call of it seen anywhere afterwards (`judge`) puts it back.
+   */
+  private readonly settledLost = new Map<string, number>();
 
   constructor(private readonly context: LostCallsContext) {}
 
@@ -82,6 +90,7 @@ export class LostCalls {
         activity.lastWorkerIdentity !== identity,
     );
     if (suspects.length === 0) return;
+    for (const activity of suspects) this.settledLost.delete(activity.lastWorkerIdentity ?? '');
     const table = await this.context.presence.read().catch(() => undefined);
     if (!table) return;
     for (const activity of suspects) {
@@ -222,25 +231,41 @@ export class LostCalls {
     // An unreadable table finds no lost worker: judge() could not act on one without it.
     const table = await this.context.presence.read().catch(() => undefined);
     const ownTasks = this.context.running.tracking;
+    const silent = table === undefined ? [] : lostWorkers(table, options.lostAfterMs);
+    const lost = table === undefined ? [] : this.unsettled(table, silent);
     // A task reaches this worker from a run hosted elsewhere only if another worker runs workflow tasks: alone on the
-    // presence queue, it needs no full round for its own tasks.
-    const alone = table !== undefined && [...table.lastPoll.keys()].every((worker) => worker === this.context.identity);
-    const full =
-      (table !== undefined && anyLost(table, options.lostAfterMs)) ||
-      (ownTasks && !alone && this.rounds % FULL_ROUND_EVERY === 0);
+    // presence queue (or beside workers that stopped polling), it needs no full round for its own tasks.
+    const alone =
+      table !== undefined &&
+      [...table.lastPoll.keys()].every((worker) => worker === this.context.identity || silent.includes(worker));
+    const full = lost.length > 0 || (ownTasks && !alone && this.rounds % FULL_ROUND_EVERY === 0);
     let runs: { workflowId: string; runId: string }[];
+    let whole = false;
     if (full) {
       const listed = await this.listRunning(taskQueue);
       if (listed === undefined) return;
-      runs = listed;
+      ({ runs, whole } = listed);
     } else if (ownTasks) {
       runs = this.context.hostedRuns.toLookAt(this.ownTaskGraceMs);
     } else return;
-    await this.describeAndJudge(runs);
+    const clean = await this.describeAndJudge(runs, lost);
+    if (table !== undefined && whole && clean)
+      for (const worker of lost) this.settledLost.set(worker, table.lastPoll.get(worker) ?? 0);
   }
 
-  /** The running workflows of `taskQueue` not watched here, at most SWEEP_BATCH of them in turn; undefined if unlisted. */
-  private async listRunning(taskQueue: string): Promise<{ workflowId: string; runId: string }[] | undefined> {
+  /** The lost workers of `table` (`silent`) that no whole round has settled since their last poll; forgets the rest. */
+  private unsettled(table: PresenceTable, silent: readonly string[]): string[] {
+    for (const [worker, at] of this.settledLost) if (table.lastPoll.get(worker) !== at) this.settledLost.delete(worker);
+    return silent.filter((worker) => !this.settledLost.has(worker));
+  }
+
+  /**
+   * The running workflows of `taskQueue` not watched here, at most SWEEP_BATCH of them in turn (`whole`: all of them);
+   * undefined if unlisted.
+   */
+  private async listRunning(
+    taskQueue: string,
+  ): Promise<{ runs: { workflowId: string; runId: string }[]; whole: boolean } | undefined> {
     const { client, logger } = this.context;
     let listed: { workflowId: string; runId: string }[] = [];
     try {
@@ -267,8 +292,9 @@ export class LostCalls {
       const start = this.sweepCursor % listed.length;
       listed = [...listed.slice(start), ...listed.slice(0, start)].slice(0, SWEEP_BATCH);
       this.sweepCursor = start + SWEEP_BATCH;
+      return { runs: listed, whole: false };
     }
-    return listed;
+    return { runs: listed, whole: true };
   }
 
   private get ownTaskGraceMs(): number {
@@ -293,8 +319,16 @@ export class LostCalls {
     }
   }
 
-  private async describeAndJudge(runs: { workflowId: string; runId: string }[]): Promise<void> {
+  /**
+   * Describes `runs` and judges what they have pending. True when every one was looked at (or had closed) and none had a
+   * call started by one of `lost`.
+   */
+  private async describeAndJudge(
+    runs: { workflowId: string; runId: string }[],
+    lost: readonly string[] = [],
+  ): Promise<boolean> {
     const { describes, hostedRuns } = this.context;
+    let clean = true;
     const next = async (): Promise<void> => {
       for (let run = runs.shift(); run !== undefined && !this.context.stopped(); run = runs.shift()) {
         const lookedAt = Date.now();
@@ -305,6 +339,7 @@ export class LostCalls {
             hostedRuns.ended(run.workflowId, run.runId);
             continue;
           }
+          if (pending.some((activity) => lost.includes(activity.lastWorkerIdentity ?? ''))) clean = false;
           await this.judge(run.workflowId, run.runId, pending);
           this.settleHosted(run.workflowId, run.runId, lookedAt, pending);
         } catch (error) {
@@ -313,10 +348,12 @@ export class LostCalls {
           else {
             describes.failed(error);
             runs.length = 0;
+            clean = false;
           }
         }
       }
     };
     await Promise.all(Array.from({ length: this.context.options.sweepConcurrency }, next));
+    return clean && !this.context.stopped();
   }
 }

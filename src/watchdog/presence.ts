@@ -220,12 +220,12 @@ export function isLost(
 }
 
 /**
- * True when some worker in the table stopped polling for longer than `lostAfterMs` before this worker's own last poll:
- * only then can a call be judged lost (`isLost`), so only then is there anything for the sweep to find.
+ * The workers in the table that stopped polling for longer than `lostAfterMs` before this worker's own last poll: only
+ * their calls can be judged lost (`isLost`), so only while there are some is there anything for the sweep to find. The
+ * server keeps a poller in the table for some five minutes after its last poll, a worker stopped on purpose too.
  */
-export function anyLost(table: PresenceTable, lostAfterMs: number): boolean {
+export function lostWorkers(table: PresenceTable, lostAfterMs: number): string[] {
   const self = table.self;
-  if (self === undefined) return false;
-  for (const at of table.lastPoll.values()) if (self - at > lostAfterMs) return true;
-  return false;
+  if (self === undefined) return [];
+  return [...table.lastPoll].filter(([, at]) => self - at > lostAfterMs).map(([worker]) => worker);
 }
