@@ -268,12 +268,17 @@ describe('the sweep over running workflows no live worker has calls in', () => {
   it('stops once a whole round found no call of the stopped worker, and keeps going while one had some', async () => {
     // The server keeps a stopped worker in the presence table for some five minutes: every round listed and described
     // every running workflow until then, a worker restarted on purpose too.
+    const deadAt = nowSeconds() - 60;
     const sweep = (calls: () => unknown[]) => {
       const fake = start(
         {
           poll: idlePoll,
           describe: () => runningDescription(calls()),
-          pollers: meAndDeadPollers,
+          // Its last poll stays where it was (a worker that polls again is judged afresh).
+          pollers: () => [
+            { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
+            { identity: 'dead', lastAccessTime: { seconds: deadAt } },
+          ],
           running: () => [
             { workflowId: 'wf-1', runId: 'run' },
             { workflowId: 'wf-2', runId: 'run' },
@@ -286,14 +291,44 @@ describe('the sweep over running workflows no live worker has calls in', () => {
     };
     const none = sweep(() => []);
     const some = sweep(() => [deadWorkersCall()]);
-    await sleep(1000);
+    // Past the presence table's 1 s reuse: later rounds read it afresh.
+    await sleep(2500);
     expect(none.describes).toBe(2);
-    expect(some.describes).toBeGreaterThan(10);
+    expect(some.describes).toBeGreaterThan(20);
     // Its call in each of the two runs, once each.
     expect(some.failed).toEqual([
       { activityId: 'theirs', type: 'WorkerLost' },
       { activityId: 'theirs', type: 'WorkerLost' },
     ]);
+  });
+});
+
+describe("a stopped worker's call in a run watched here", () => {
+  it('is failed once the watch has ended, though the watch saw it too young to judge lost', async () => {
+    const deadAt = nowSeconds() - 60;
+    // Started (on the server's clock) after this worker's last poll as the first looks read it: not lost yet.
+    const young = { ...deadWorkersCall(), lastStartedTime: { seconds: nowSeconds() + 1 } };
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: () => runningDescription([young]),
+        pollers: () => [
+          { identity: 'me', lastAccessTime: { seconds: nowSeconds() } },
+          { identity: 'dead', lastAccessTime: { seconds: deadAt } },
+        ],
+        running: () => [{ workflowId: 'wf', runId: 'run' }],
+      },
+      { sweepIntervalMs: 50 },
+    );
+    const release = watchdog.register(call('mine'));
+    watchdog.startSweeping('q');
+    await sleep(200);
+    expect(record.failed).toEqual([]);
+    // This worker's own call in the run ends: nothing watches the run any more. Before, the sweep's rounds had left the
+    // watched run out, found nothing and settled the stopped worker, and the call waited for its timeout.
+    release();
+    await waitFor("the stopped worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 5000 });
+    expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
   });
 });
 

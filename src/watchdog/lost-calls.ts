@@ -242,7 +242,9 @@ export class LostCalls {
     let runs: { workflowId: string; runId: string }[];
     let whole = false;
     if (full) {
-      const listed = await this.listRunning(taskQueue);
+      // While a silent worker is unsettled, the runs watched here are described too: the round must see every running
+      // workflow to settle it (a watched run's call of it may outlive the watch, which looks no more once it ends).
+      const listed = await this.listRunning(taskQueue, lost.length > 0);
       if (listed === undefined) return;
       ({ runs, whole } = listed);
     } else if (ownTasks) {
@@ -260,18 +262,19 @@ export class LostCalls {
   }
 
   /**
-   * The running workflows of `taskQueue` not watched here, at most SWEEP_BATCH of them in turn (`whole`: all of them);
-   * undefined if unlisted.
+   * The running workflows of `taskQueue` not watched here (`withWatched`: watched too), at most SWEEP_BATCH of them in
+   * turn (`whole`: all of them); undefined if unlisted.
    */
   private async listRunning(
     taskQueue: string,
+    withWatched = false,
   ): Promise<{ runs: { workflowId: string; runId: string }[]; whole: boolean } | undefined> {
     const { client, logger } = this.context;
     let listed: { workflowId: string; runId: string }[] = [];
     try {
       const query = `TaskQueue = '${taskQueue.replace(/'/g, "\\'")}' AND ExecutionStatus = 'Running'`;
       for await (const execution of client.workflow.list({ query, pageSize: 1000 })) {
-        if (!this.context.watching(execution.workflowId, execution.runId))
+        if (withWatched || !this.context.watching(execution.workflowId, execution.runId))
           listed.push({ workflowId: execution.workflowId, runId: execution.runId });
         if (listed.length >= SWEEP_LIST_LIMIT) break;
       }
