@@ -30,11 +30,17 @@ function fakeClient(script: Script) {
     infos: [] as string[],
   };
   const connection = {
+    // Like the client's Connection, a call ends with the signal; unlike it, its listener goes with the call (the
+    // client's stays on the signal, and a presence loop polling under one signal passed ten within a minute here: a
+    // worker's NativeConnection, which the watchdog runs on, ignores the signal).
     withAbortSignal: <R>(signal: AbortSignal, fn: () => Promise<R>) =>
       new Promise<R>((resolve, reject) => {
         if (signal.aborted) return reject(new Error('aborted'));
-        signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
-        fn().then(resolve, reject);
+        const aborted = () => reject(new Error('aborted'));
+        signal.addEventListener('abort', aborted, { once: true });
+        fn()
+          .then(resolve, reject)
+          .finally(() => signal.removeEventListener('abort', aborted));
       }),
     withDeadline: <R>(_deadline: number, fn: () => Promise<R>) => fn(),
   };
