@@ -1203,7 +1203,7 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
     const cpu = (sample: Sample | undefined) => sample?.figures?.cpuSeconds;
     lines.push(
       `- (g) agents: wall ≤ the plain loop's and ≤ 1.30 × asyncio: ours ${oursG.value.toFixed(2)} ×, plain ${plainG?.value.toFixed(2) ?? '–'} ×, asyncio ${asyncioG?.value.toFixed(2) ?? '–'} × → ${verdict(plainG && asyncioG ? oursG.value <= plainG.value && oursG.value <= asyncioG.value * 1.3 : undefined)}`,
-      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step: ${oursG.figures?.actionsPerStep.toFixed(2) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
+      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step: ${oursG.figures?.actionsPerStep.toFixed(3) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
     );
   }
   const big = results.get('d');
