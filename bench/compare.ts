@@ -969,7 +969,7 @@ async function batchCheck(harness: Harness, fanout: FanoutClient, worker: Worker
   try {
     const run = await oursBatch(harness, fanout, worker, writeTasks('after-agents', 1000), 1000, 50, 180_000);
     // 5 s after it, then 15 and 30 s: what an idle worker hands back takes its collections some seconds.
-    const rss = [];
+    const rss: number[] = [];
     for (const waitMs of [5000, 10_000, 15_000]) {
       await new Promise((resolve) => setTimeout(resolve, waitMs));
       rss.push(processTree(worker.pid).reduce((sum, pid) => sum + statusMb(pid, 'VmRSS'), 0));

@@ -48,10 +48,17 @@ function floorOf(folder: string): number {
   return floor;
 }
 
+/** What `file` imports by a relative path (`import`, `export ... from`, `import()`, type-only imports too). */
+function relativeImports(file: string): string[] {
+  return [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']*)'/g)].map(
+    ([, specifier]) => specifier,
+  );
+}
+
 /** Every relative import of every file under src/, as the folders it joins. */
 function imports(): { file: string; from: string; to: string; specifier: string }[] {
   return sourceFiles(src).flatMap((file) =>
-    [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']*)'/g)].map(([, specifier]) => ({
+    relativeImports(file).map((specifier) => ({
       file: path.relative(src, file),
       from: folderOf(file),
       to: folderOf(path.resolve(path.dirname(file), specifier)),
@@ -77,9 +84,7 @@ function fileGraph(): Map<string, string[]> {
   return new Map(
     sourceFiles(src).map((file) => [
       path.relative(src, file),
-      [...readFileSync(file, 'utf8').matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']*)'/g)].map(([, specifier]) =>
-        path.relative(src, resolved(file, specifier)),
-      ),
+      relativeImports(file).map((specifier) => path.relative(src, resolved(file, specifier))),
     ]),
   );
 }
