@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createAgentActivities } from '../src/activities/agent';
-import type { AgentStepResult, ToolCallResult } from '../src/contract/agent-loop';
+import type { AgentStepResult, MessageEntry, ToolCallResult } from '../src/contract/agent-loop';
 import type { PayloadRef } from '../src/contract/payload-ref';
 import { createLlmClient } from '../src/llm/llm-client';
 import { pricesFromEnvironment } from '../src/pricing';
@@ -91,7 +91,7 @@ async function ours(baseUrl: string, root: string): Promise<Figures> {
       });
       const task = { id: `agent-${index}`, prompt: prompt(index), tools: ['wait'] };
       let transcript: PayloadRef | undefined;
-      let append: PayloadRef[] = [];
+      let append: MessageEntry[] = [];
       for (let step = 1; step <= STEPS; step += 1) {
         const input = { task, step, ...(transcript ? { transcript } : {}), append, inlineOutputBytes: 16384 };
         note(figures, 'agentStep input', input);

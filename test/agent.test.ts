@@ -89,11 +89,41 @@ describe('agents with tools', () => {
       ['toolCall', 'step 2: search("durable agents")'],
       ['agentStep', 'step 3'],
     ]);
-    // History holds references: no tool result and no prompt text travels in it.
-    // Steps carry references: no tool result travels in an activity's input.
+    // Steps carry the transcript by reference; a small tool result travels in the next step's input, as in its
+    // transcript (the next test: a large one by reference).
     const inputs = await activityInputText(child);
     expect(inputs).toContain('"step":3');
-    expect(inputs).not.toContain('found');
+    expect(inputs).toContain('"content":"search found: durable agents"');
+  });
+
+  it('carries a small tool result in history and a large one by reference, the model reading both whole', async () => {
+    const long = `${'long result '.repeat(100)}end`;
+    const task: AgentTask = {
+      id: 'sizes',
+      prompt: `Look both up [[tool:search {"q":"short"}, tool:search {"q":"${long}"}]]`,
+      tools: ['search'],
+    };
+    const handle = await suite.stack.client.startParallel([task], undefined, { workflowId: uniqueName('tool-sizes') });
+    const { results } = await handle.result();
+    expect(results[0].status).toBe('ok');
+    expect(modelCalls(suite.servers.simulator, 'sizes')).toHaveLength(2);
+
+    // Over INLINE_MESSAGE_BYTES (1 KB), the result went to the store: history holds its reference, not its text.
+    const inputs = await activityInputText(childOf(handle.workflowId, 'sizes'));
+    const stepTwo = inputs.split('\n').find((input) => input.includes('"step":2')) ?? '{}';
+    const { append } = JSON.parse(stepTwo) as { append?: unknown[] };
+    expect(JSON.stringify(append)).not.toContain('long result');
+    expect(append).toEqual([
+      { role: 'tool', tool_call_id: 'call_1_1', content: 'search found: short' },
+      { uri: expect.any(String), bytes: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    ]);
+    // The transcript (read back from the store) holds both whole, in the order asked.
+    const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & {
+      transcript: { role: string; content: string }[];
+    })[];
+    expect(withSteps.transcript.filter((message) => message.role === 'tool').map((message) => message.content)).toEqual(
+      ['search found: short', `search found: ${long}`],
+    );
   });
 
   it('validates the task of an agent a client starts itself, and fails it InvalidInput when it does not fit', async () => {

@@ -16,8 +16,9 @@ export type ChatMessage = Record<string, unknown> & { role: string };
 /**
  * A message of a stored transcript: the message itself when it is small (`INLINE_MESSAGE_BYTES`), else a reference to
  * its own object in the payload store. A file per message cost more than the message: an assistant message asking for
- * two tools took a flushed file of its own and a 230-byte reference in the transcript beside it. Tool results are
- * always stored by reference (history carries no tool result), so in history an entry is a reference.
+ * two tools took a flushed file of its own and a 230-byte reference in the transcript beside it. A tool's result comes
+ * back from `toolCall` the same way (ToolCallResult.message), so history carries a step's small tool results and
+ * references to the large ones: bounded per step, whatever the conversation's length.
  */
 export type MessageEntry = PayloadRef | ChatMessage;
 
@@ -111,7 +112,7 @@ export interface AgentStepInput {
    */
   transcript?: PayloadRef;
   /** Messages to add before calling: the previous step's tool results, in the order the model asked for them. */
-  append?: PayloadRef[];
+  append?: MessageEntry[];
   /** A user message to add before calling (the validation error of an invalid structured answer). */
   note?: string;
   /** First step only: the DAG dependencies or synthesis inputs the prompt is built with. */
@@ -223,8 +224,11 @@ export interface ApprovalWait {
 }
 
 export interface ToolCallResult {
-  /** The tool message (`role: "tool"`) in the store. */
-  message: PayloadRef;
+  /**
+   * The tool message (`role: "tool"`): itself when it is small (INLINE_MESSAGE_BYTES), else a reference to it in the
+   * store. Either way it is durable once the activity completes: in history, or flushed to the store before.
+   */
+  message: MessageEntry;
   /** False when the tool failed (its error went to the model as the result). */
   ok: boolean;
   /** A short description of the result for events. */
@@ -253,7 +257,7 @@ export interface SpendBefore {
 /** What an agent run carries across continue-as-new: its place in the loop. */
 export interface AgentState extends AgentSpend {
   transcript?: PayloadRef;
-  append: PayloadRef[];
+  append: MessageEntry[];
   note?: string;
   repairs: number;
   startedAt: number;

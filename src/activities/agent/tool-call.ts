@@ -174,7 +174,8 @@ export function createToolCall(dependencies: ToolCallDependencies) {
     const detail = `${ok ? 'ok' : 'failed'}: ${content.length > 80 ? `${content.slice(0, 77)}...` : content}`;
     if (input.inlineResult)
       return { message: { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) }, ok, detail, inlineMessage: message };
-    // Stored, however small: no tool result travels in history (the next step's input carries its reference).
-    return { message: await dependencies.messages.putMessage(message), ok, detail };
+    // Small, the message itself travels in history (the next step's input carries it, as its transcript will), and the
+    // step writes no file for it; large, it is stored (flushed) and its reference travels instead.
+    return { message: await dependencies.messages.entry(message), ok, detail };
   };
 }
