@@ -38,11 +38,13 @@ export const FANOUT_WORKER_DEFAULTS = {
   /** How long in-flight agent calls may finish after shutdown starts, ms (FANOUT_SHUTDOWN_GRACE_MS). */
   shutdownGraceMs: 30_000,
   /**
-   * Workflows kept in memory between their workflow tasks (FANOUT_MAX_CACHED_WORKFLOWS): room for 200 agents and their
-   * runs. A cached agent holds 1-2 MB of its workflow thread's heap (every workflow has its own instances of the
-   * bundle's modules), for which `fanout worker` sizes its workflow threads' heap cap (src/cli/heap-cap.ts).
+   * Workflows kept in memory between their workflow tasks (FANOUT_MAX_CACHED_WORKFLOWS): room for 2,000 agents at once
+   * and the runs that started them. One that falls out replays its whole history at its next task: at 250, 2,000 agents
+   * ran 70 x their ideal time. A cached agent holds about 0.1 MB of the workflow thread's heap (measured: 86 KB at its
+   * first step, some 5 KB more a step), a fan-out about 1 MB; only workflows that are running stay cached, so the cache
+   * costs memory only while they run. `fanout worker` sizes its workflow thread's heap cap for it (src/cli/heap-cap.ts).
    */
-  maxCachedWorkflows: 250,
+  maxCachedWorkflows: 2500,
   /**
    * How long a workflow task waits on this worker's own (sticky) queue before the server hands it to any worker, ms
    * (FANOUT_STICKY_QUEUE_TIMEOUT_MS): the SDK's default. It is what a lost worker's runs wait before another worker
@@ -92,7 +94,7 @@ export interface FanoutWorkerOptions {
    * out of it is replayed from its whole history at its next task: an agent per workflow means hundreds running at
    * once, and the SDK's default, derived from the heap limit, is 60 under `fanout worker`'s capped heap (which gives
    * the workflow threads room for the cache: src/cli/heap-cap.ts). Env
-   * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (250).
+   * FANOUT_MAX_CACHED_WORKFLOWS; default `FANOUT_WORKER_DEFAULTS.maxCachedWorkflows` (2,500).
    */
   maxCachedWorkflows?: number;
   /**

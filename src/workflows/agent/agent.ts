@@ -157,6 +157,12 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
 
   /** True while a model step is out (its number already counted in `state.steps`). */
   let stepInFlight = false;
+  /**
+   * The scope every step's tool calls run in, made at the first: a scope per step stayed in memory until the run ended
+   * (the SDK hangs each on its parent's cancellation, and the call-notices interceptor listens on each), some 5 KB a
+   * step of a cached agent. Cancelled only when a call failed, after which the agent ends.
+   */
+  let toolScope: CancellationScope | undefined;
 
   /**
    * A step's tool calls, concurrently, their results in the order asked. The step stays in the state (`pending`) while
@@ -170,7 +176,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
     // Promise chains in one scope entry, not an async function and a scope entry per call: every promise a workflow
     // makes costs a stack capture in the SDK's sandbox (see TaskRun.runTask). Each call starts (and schedules its
     // activity) synchronously, in the order asked, as before.
-    const calls = new CancellationScope();
+    const calls = (toolScope ??= new CancellationScope());
     const ended = await calls.run(() =>
       Promise.allSettled(
         pending.result.calls.map((call, index) => {
