@@ -28,7 +28,7 @@ function headers(values: Record<string, string | number>): Headers {
 }
 
 function keyPacer(
-  options: Partial<{ probeConcurrency: number; maxConcurrency: number; headroom: number }> = {},
+  options: Partial<{ probeConcurrency: number; maxConcurrency: number; headroom: number; now: () => number }> = {},
 ): KeyPacer {
   return new KeyPacer(
     { provider: 'p', model: 'm', keyId: 'k' },
@@ -81,7 +81,9 @@ describe("reading the provider's rate-limit headers", () => {
 
 describe("a key's pacer", () => {
   it("holds calls back once the provider's remaining requests reach the headroom, and lets them go as the bucket refills", async () => {
-    const pacer = keyPacer();
+    // The pacer's own clock, moved by the test: a busy machine's pause between two looks must not count as the refill.
+    let clock = 1_000_000;
+    const pacer = keyPacer({ now: () => clock });
     // The provider says: 600 a minute (one per 100 ms), 3 left, full again in 200 ms (a bucket of 5).
     (await pacer.acquire(1, never)).release({
       kind: 'answered',
@@ -94,7 +96,11 @@ describe("a key's pacer", () => {
     expect(await settled(second)).toBe(true);
     // 1 left would be under the headroom (10% of 5) once this one is taken: it waits for the refill.
     expect(await settled(third)).toBe(false);
-    expect((await third).waitedMs).toBeGreaterThanOrEqual(30);
+    clock += 20;
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(await settled(third)).toBe(false);
+    clock += 100;
+    expect((await third).waitedMs).toBe(120);
     expect(pacer.snapshot()).toMatchObject({ inFlight: 3, requests: { limitPerMinute: 600, capacity: 5 } });
   });
 
