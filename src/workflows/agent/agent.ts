@@ -159,8 +159,8 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   let stepInFlight = false;
   /**
    * The scope every step's tool calls run in, made at the first: a scope per step stayed in memory until the run ended
-   * (the SDK hangs each on its parent's cancellation, and the call-notices interceptor listens on each), some 5 KB a
-   * step of a cached agent. Cancelled only when a call failed, after which the agent ends.
+   * (the SDK hangs each on its parent's cancellation, and the call-notices interceptor listens on each), the larger part
+   * of the 5 KB a step a cached agent was measured to grow by. Cancelled only when a call failed; the agent then ends.
    */
   let toolScope: CancellationScope | undefined;
 
