@@ -24,10 +24,11 @@ FROM ${NODE_IMAGE}
 WORKDIR /app
 # The heap cap: Node otherwise sizes its heap from the machine, not the container, and grows it lazily (a worker
 # reached 1.9 GB RSS on a 100,000-item batch; with 256 MB a 20,000-item batch at concurrency 200 peaked at 494 MB RSS).
-# 512 MB leaves room for 500 calls in flight; give the container about 1 GB. Override NODE_OPTIONS to change it, e.g.
-# --max-old-space-size-percentage=60 to follow a container memory limit.
+# 512 MB leaves room for 500 calls in flight; give the container about 1 GB. `fanout worker` re-launches itself with it
+# and sizes its workflow thread's heap for the workflow cache (FANOUT_MAX_CACHED_WORKFLOWS, 2,500: about 0.1 MB a cached
+# agent); a heap limit in NODE_OPTIONS instead would hold the workflow thread to it too, whatever the cache.
 ENV NODE_ENV=production \
-    NODE_OPTIONS=--max-old-space-size=512 \
+    FANOUT_WORKER_HEAP_MB=512 \
     FANOUT_HEALTH_PORT=8081
 COPY --from=dependencies /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
@@ -37,5 +38,6 @@ EXPOSE 8081
 # Healthy while the worker polls; unhealthy while it drains on SIGTERM or has lost its state.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.FANOUT_HEALTH_PORT}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# Node is PID 1 here: the SDK installs its own SIGTERM handler, which starts the graceful shutdown.
+# PID 1 is the launcher of the capped worker: it passes SIGTERM on, which starts the worker's graceful shutdown, and exits
+# as the worker does.
 CMD ["node", "dist/cli/main.js", "worker"]
