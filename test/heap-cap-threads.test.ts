@@ -38,12 +38,12 @@ function limits(
   return JSON.parse(output.trim().split('\n').pop() as string) as { main: number; thread: number; cap: number | null };
 }
 
-it("gives the workflow threads half the cap plus half a MB per cached workflow, and keeps the worker thread's cap", () => {
+it("gives the workflow threads half the cap plus 1 MB per cached workflow, and keeps the worker thread's cap", () => {
   const capped = limits(250, '1', [], true);
-  expect(capped.cap).toBe(64 + 125);
+  expect(capped.cap).toBe(64 + 250);
   // heap_size_limit adds the young generation (three semi-spaces: 2 MB in the threads, Node's 16 MB here) to the old
   // space's cap.
-  expect(capped.thread).toBe(64 + 125 + 3 * 2);
+  expect(capped.thread).toBe(64 + 250 + 3 * 2);
   expect(capped.main).toBe(128 + 3 * 16);
   expect(capped.main).toBeLessThan(128 + 64);
 });
@@ -63,15 +63,15 @@ it("sizes the child's young generation unless the user chose one", () => {
 it("gives the workflow threads 2 MB semi-spaces where the young generation's size is the launcher's, not the user's", () => {
   // heap_size_limit is the old space's cap plus three semi-spaces (two of new space, one of new large objects).
   const launchers = limits(250, '1', semiSpaceArguments({}, []), true);
-  expect(launchers.thread).toBe(64 + 125 + 3 * 2);
+  expect(launchers.thread).toBe(64 + 250 + 3 * 2);
   expect(launchers.main).toBe(128 + 3 * 8);
   const users = limits(250, '1', ['--max-semi-space-size=4']);
-  expect(users.thread).toBe(64 + 125 + 3 * 4);
+  expect(users.thread).toBe(64 + 250 + 3 * 4);
   // The user's flag of the very value the launcher would give (the launcher then gives none, nor its marker).
   expect(semiSpaceArguments({}, ['--max-semi-space-size=8'])).toEqual([]);
   const usersEight = limits(250, '1', ['--max-semi-space-size=8']);
-  expect(usersEight.thread).toBe(64 + 125 + 3 * 8);
+  expect(usersEight.thread).toBe(64 + 250 + 3 * 8);
   // Nobody sized it: V8's own 16 MB.
   const unsized = limits(250, '1', []);
-  expect(unsized.thread).toBe(64 + 125 + 3 * 16);
+  expect(unsized.thread).toBe(64 + 250 + 3 * 16);
 });

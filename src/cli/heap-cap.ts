@@ -58,11 +58,12 @@ const CAPPED_MALLOC_ENVIRONMENT: Readonly<Record<string, string>> = {
  * Heap the workflow thread needs per workflow of the worker's cache, in MB (the SDK runs every cached workflow in one
  * thread, reusing its V8 context). Live heap after full collections, 300 agents cached at their first step: 86 KB an
  * agent (the SDK's stacks of its pending promises, its own instances of 30 small modules, its state and handlers),
- * growing by a few KB a step; a fan-out about 1 MB (it loads zod). Half a MB each leaves an agent room for a long run and
- * the heap room to double before a collection (the child's growing percent). A thread out of memory ends the worker:
- * 1,400 agents ran a thread out of a 256 MB cap when a cached agent held 1-2 MB (its own zod and schemas, since gone).
+ * growing by a few KB a step; a fan-out about 1 MB (it loads zod). 1 MB each is room for any mix of the two, for long
+ * agents, and for the heap to double before a collection (the child's growing percent): a ceiling, not what the thread
+ * takes. A thread out of memory ends the worker: 1,400 agents ran a thread out of a 256 MB cap when a cached agent held
+ * 1-2 MB (its own zod and schemas, since gone).
  */
-const WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW = 0.5;
+const WORKFLOW_THREAD_MB_PER_CACHED_WORKFLOW = 1;
 /** Set in the re-launched child's environment: it is the worker, never a launcher again. */
 const CAPPED_MARKER = 'FANOUT_HEAP_CAPPED';
 /**
