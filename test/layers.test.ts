@@ -1,6 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { DagNode } from '../src/contract/dag';
 import { findCycle } from '../src/contract/graph';
 
 /**
@@ -76,7 +75,7 @@ function resolved(file: string, specifier: string): string {
 /** One circle of `graph` (each file to the files it imports), as the files around it, or undefined where there is none. */
 function findCircle(graph: ReadonlyMap<string, readonly string[]>): string[] | undefined {
   // The DAG's own cycle finder: a file is a node, the files it imports its dependencies.
-  return findCycle([...graph].map(([id, dependsOn]) => ({ id, dependsOn: [...dependsOn] }) as unknown as DagNode));
+  return findCycle([...graph].map(([id, dependsOn]) => ({ id, dependsOn: [...dependsOn] })));
 }
 
 /** Every file under src/ to the files of src/ it imports (type-only imports too: they tie the files as much). */

@@ -9,7 +9,7 @@ import { createLlmClient } from '../src/llm/llm-client';
 import type { AgentCallResult } from '../src/contract/agent-call';
 import type { AgentTask } from '../src/contract/agent-task';
 import { RATE_LIMIT_WAIT_MS } from '../src/contract/run-option-defaults';
-import { KeyPacer, type PacedOutcome } from '../src/pacing/key-pacer';
+import { KeyPacer, type KeyPacerOptions, type PacedOutcome } from '../src/pacing/key-pacer';
 import { apiKeyId, Pacer, resolvePacerOptions } from '../src/pacing/pacer';
 import { PacerRateLimitReader } from '../src/metrics/pacer-rate-limits';
 import type { PacerSnapshot } from '../src/pacing/key-pacer';
@@ -27,9 +27,7 @@ function headers(values: Record<string, string | number>): Headers {
   );
 }
 
-function keyPacer(
-  options: Partial<{ probeConcurrency: number; maxConcurrency: number; headroom: number; now: () => number }> = {},
-): KeyPacer {
+function keyPacer(options: Partial<KeyPacerOptions> = {}): KeyPacer {
   return new KeyPacer(
     { provider: 'p', model: 'm', keyId: 'k' },
     { probeConcurrency: 8, maxConcurrency: 8, headroom: 0.1, now: Date.now, ...options },

@@ -15,7 +15,7 @@ export function unknownDependencyIssues(nodes: readonly DagNode[]): InputIssue[]
 }
 
 /** The first cycle found, as its path (`a -> b -> c -> a`), or undefined. Assumes every dependency exists. */
-export function findCycle(nodes: readonly DagNode[]): string[] | undefined {
+export function findCycle(nodes: readonly Pick<DagNode, 'id' | 'dependsOn'>[]): string[] | undefined {
   const dependencies = new Map(nodes.map((node) => [node.id, node.dependsOn ?? []]));
   const state = new Map<string, 'visiting' | 'done'>();
   const stack: string[] = [];

@@ -8,7 +8,7 @@ import {
 } from '@temporalio/workflow';
 import type { AgentCallInput } from '../contract/agent-call';
 import type { AgentResult, AgentTask } from '../contract/agent-task';
-import { withCallDefaults } from '../contract/agent-task-rules';
+import { runsAsAgent, withCallDefaults } from '../contract/agent-task-rules';
 import { inlineOutputLimit } from '../contract/payload-ref';
 import type { RunProgress, StopReason, TaskState } from '../contract/fan-out';
 import { MAX_RUN_EVENTS, type RunEvent, type RunEventPage } from '../contract/events';
@@ -20,7 +20,6 @@ import { modelCallActivity } from './model-call-activity';
 import { agentWorkflowId, runAgentChild, withAgentFields } from './agent/agent-child';
 import { spendOfFailure, type FailureSpend } from './agent/child-failure';
 import { agentSpendSignal } from './agent/messages';
-import { runsAsAgent } from '../contract/agent-task-rules';
 import { failed, notStarted, skipped, succeeded } from './task-outcome';
 
 const STOP_MESSAGES: Record<StopReason, string> = {
