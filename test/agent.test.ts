@@ -117,6 +117,21 @@ describe('agents with tools', () => {
       { role: 'tool', tool_call_id: 'call_1_1', content: 'search found: short' },
       { uri: expect.any(String), bytes: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
     ]);
+    // The calls' arguments likewise: the small ones travel with the call (its toolCall reads no file), the 1.2 KB ones
+    // are read from the stored step (the transcript its assistant message ends), which history names instead.
+    const toolInputs = inputs
+      .split('\n')
+      .map((input) => JSON.parse(input) as { index?: number; inlineCall?: unknown; assistant?: unknown })
+      .filter((input) => input.index !== undefined);
+    expect(toolInputs).toEqual([
+      expect.objectContaining({
+        index: 0,
+        inlineCall: { id: 'call_1_1', name: 'search', arguments: '{"q":"short"}' },
+      }),
+      expect.objectContaining({ index: 1, assistant: expect.objectContaining({ uri: expect.any(String) }) }),
+    ]);
+    expect(toolInputs[0]).not.toHaveProperty('assistant');
+    expect(toolInputs[1]).not.toHaveProperty('inlineCall');
     // The transcript (read back from the store) holds both whole, in the order asked.
     const [withSteps] = (await withTranscripts({ results }, storeFromEnvironment().store)).results as (AgentResult & {
       transcript: { role: string; content: string }[];

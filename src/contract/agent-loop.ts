@@ -78,6 +78,12 @@ interface ToolCallBase {
   name: string;
   /** `search("temporal batch")`: the arguments shortened, for activity summaries, events and approvals. */
   summary: string;
+  /**
+   * The arguments as the model sent them, when they are small (INLINE_MESSAGE_BYTES): the `toolCall` activity then gets
+   * the call itself and reads nothing from the store. Absent when larger (it reads them from the step's `assistant`),
+   * and in steps of workers before 0.3.0.
+   */
+  arguments?: string;
 }
 
 /** A call the `toolCall` activity runs: a function registered on the worker or a tool of its MCP servers. */
@@ -136,10 +142,11 @@ export interface AgentStepBase {
   /** The transcript with this step's messages added. */
   transcript: PayloadRef;
   /**
-   * The assistant message of this step (the tool calls' arguments are read from it): a reference to the message, or to
-   * the transcript it ends (`transcript`, when the message is inline there).
+   * The assistant message of this step, where it is stored on its own (a large one): the tool calls' arguments are read
+   * from it when they do not travel with the calls. Absent when the message is inline at the end of `transcript`, which
+   * is then where it is read (workers before 0.3.0 set it to `transcript` there).
    */
-  assistant: PayloadRef;
+  assistant?: PayloadRef;
   model: string;
   finishReason: string | null;
   usage?: TokenUsage;
@@ -195,11 +202,15 @@ export interface SpawnedAgent {
   error?: string;
 }
 
-/** Input of the `toolCall` activity: call `index` of the assistant message, or the result the workflow already has. */
+/**
+ * Input of the `toolCall` activity: the call itself (`inlineCall`, its arguments small) or call `index` of the stored
+ * assistant message (`assistant`), and the result the workflow already has where it has one.
+ */
 export interface ToolCallInput {
   taskId: string;
   step: number;
-  assistant: PayloadRef;
+  /** The stored assistant message (or the transcript it ends) that holds the call; absent where `inlineCall` is given. */
+  assistant?: PayloadRef;
   index: number;
   /** The call was denied (by a person or the approval timeout): this is its result, the tool is not run. */
   denied?: string;
@@ -211,8 +222,9 @@ export interface ToolCallInput {
   workflowResult?: WorkflowToolTypes[WorkflowToolName]['result'];
   /** The agent's answer cache: used for a tool whose `defineTool` set `cache: true`, ignored for the others. */
   cache?: AnswerCacheSettings;
-  /** Benchmark only: the call and its result inline. */
+  /** The call itself, when its arguments are small (ToolCallRequest.arguments): nothing is read from the store. */
   inlineCall?: { id: string; name: string; arguments: string };
+  /** Benchmark only: the result inline. */
   inlineResult?: boolean;
 }
 

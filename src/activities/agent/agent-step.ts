@@ -12,6 +12,7 @@ import type { RegisteredTool, ToolRegistry } from '../../tools/registry';
 import type { ToolPrepareContext } from '../../tools/workflow-tool';
 import {
   AgentFailureType,
+  INLINE_MESSAGE_BYTES,
   isMessageRef,
   type AgentNextStep,
   type AgentStepInput,
@@ -61,7 +62,13 @@ async function toolCallRequest(
   context: ToolPrepareContext,
 ): Promise<ToolCallRequest> {
   const { name, arguments: argumentsText } = call.function;
-  const base = { id: call.id, name, summary: summariseCall(name, argumentsText) };
+  // Small arguments travel with the call (history holds small values): its toolCall activity then reads no file.
+  const base = {
+    id: call.id,
+    name,
+    summary: summariseCall(name, argumentsText),
+    ...(Buffer.byteLength(argumentsText) <= INLINE_MESSAGE_BYTES ? { arguments: argumentsText } : {}),
+  };
   const tool = offered.find((candidate) => candidate.name === name);
   if (!tool) {
     const names = offered.map((candidate) => candidate.name).join(', ');
@@ -232,7 +239,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
         : {}),
     };
     // One write for the step when its messages are small: the transcript, the assistant message inline at its end (the
-    // step's `assistant` reference is then the transcript's: toolCall reads the message there).
+    // step then returns no `assistant` reference: a call's arguments travel with it, or are read from the transcript).
     const store = dependencies.messages;
     const assistantEntry = inline ? undefined : await store.entry(assistant);
     const transcript = assistantEntry ? await store.putTranscript([...entries, assistantEntry]) : undefined;
@@ -261,7 +268,7 @@ export function createAgentStep(dependencies: AgentStepDependencies) {
     const placeholder: PayloadRef = { uri: 'inline', bytes: 0, sha256: '0'.repeat(64) };
     return {
       transcript: transcript ?? placeholder,
-      assistant: assistantRef ?? placeholder,
+      ...(assistantRef === undefined || assistantRef === transcript ? {} : { assistant: assistantRef }),
       ...next,
       model: priced.model,
       finishReason: choice.finish_reason ?? null,

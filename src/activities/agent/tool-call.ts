@@ -138,8 +138,8 @@ export function createToolCall(dependencies: ToolCallDependencies) {
         function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments },
       };
     else {
-      const assistant = await dependencies.messages.assistant(input.assistant);
-      const calls = (assistant.tool_calls ?? []) as FunctionCall[];
+      const assistant = input.assistant && (await dependencies.messages.assistant(input.assistant));
+      const calls = (assistant ? (assistant.tool_calls ?? []) : []) as FunctionCall[];
       if (!calls[input.index]) {
         throw ApplicationFailure.create({
           type: FailureType.PayloadUnavailable,

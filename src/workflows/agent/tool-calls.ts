@@ -172,10 +172,14 @@ export function runToolCall(
 ): Promise<ToolCallResult> {
   const { task, state, tracker } = context;
   // The task's answer cache goes to the call in its input (not a command): tools whose defineTool opted in use it.
+  // The call itself where its arguments are small; else where the activity reads them (the step's stored assistant
+  // message, or the transcript it ends). The input is no command: histories of either shape replay alike.
   const base = {
     taskId: task.id,
     step,
-    assistant: result.assistant,
+    ...(call.arguments === undefined
+      ? { assistant: result.assistant ?? result.transcript }
+      : { inlineCall: { id: call.id, name: call.name, arguments: call.arguments } }),
     index,
     ...(task.cache && task.cache.mode !== 'off' ? { cache: task.cache } : {}),
   };
