@@ -94,6 +94,10 @@ describe('agents with tools', () => {
     const inputs = await activityInputText(child);
     expect(inputs).toContain('"step":3');
     expect(inputs).toContain('"content":"search found: durable agents"');
+    // The prompt travels once, in the first step's input: later steps read it in the transcript.
+    const steps = inputs.split('\n').filter((text) => text.includes('"step":') && text.includes('"task":'));
+    expect(steps).toHaveLength(3);
+    expect(steps.map((text) => text.includes('Research this'))).toEqual([true, false, false]);
   });
 
   it('carries a small tool result in history and a large one by reference, the model reading both whole', async () => {

@@ -109,6 +109,10 @@ export type ToolCallRequest = ActivityToolCall | WorkflowToolCall | RefusedToolC
 
 /** Input of the `agentStep` activity: one model call over the transcript so far. */
 export interface AgentStepInput {
+  /**
+   * The agent's task. Steps after the first, whose transcript holds the prompt, get its settings only: `prompt` empty,
+   * no `system` or `contentRef` (steps of workers before 0.3.0 carry it whole).
+   */
   task: AgentTask;
   /** 1 for the first step. */
   step: number;

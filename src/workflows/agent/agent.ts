@@ -80,6 +80,10 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
   const cache = given.options?.cache;
   const defaulted = withCallDefaults(checkedTask, given.options ?? {});
   const task = cache && cache.mode !== 'off' && !defaulted.cache ? { ...defaulted, cache } : defaulted;
+  // From its second step on the transcript holds the prompt: a step gets the task's settings only, so a long prompt is
+  // not carried into history again at every step.
+  const { system: _system, contentRef: _contentRef, ...settings } = task;
+  const laterStepTask: AgentTask = { ...settings, prompt: '' };
   const input: AgentInput = {
     ...given,
     task,
@@ -254,7 +258,7 @@ export async function agent(given: AgentInput): Promise<AgentOutcome> {
       stepInFlight = true;
       const result = await agentStep.executeWithOptions({ activityId: `step:${step}`, summary: `step ${step}` }, [
         {
-          task,
+          task: state.transcript === undefined ? task : laterStepTask,
           step,
           ...(state.transcript === undefined ? {} : { transcript: state.transcript }),
           append: state.append,
