@@ -101,8 +101,16 @@ async function ours(baseUrl: string, root: string): Promise<Figures> {
         transcript = result.transcript;
         if (result.next !== 'tools') break;
         const results = await Promise.all(
-          result.calls.map((_call, callIndex) => {
-            const toolInput = { taskId: task.id, step, assistant: result.assistant, index: callIndex };
+          result.calls.map((call, callIndex) => {
+            // As the agent workflow does (src/workflows/agent/tool-calls.ts): the call itself when its arguments are small.
+            const toolInput = {
+              taskId: task.id,
+              step,
+              index: callIndex,
+              ...(call.arguments === undefined
+                ? { assistant: result.assistant ?? result.transcript }
+                : { inlineCall: { id: call.id, name: call.name, arguments: call.arguments } }),
+            };
             note(figures, 'toolCall input', toolInput);
             return environment.run(activities.toolCall, toolInput) as Promise<ToolCallResult>;
           }),

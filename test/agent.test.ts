@@ -122,7 +122,7 @@ describe('agents with tools', () => {
       { uri: expect.any(String), bytes: expect.any(Number), sha256: expect.stringMatching(/^[0-9a-f]{64}$/) },
     ]);
     // The calls' arguments likewise: the small ones travel with the call (its toolCall reads no file), the 1.2 KB ones
-    // are read from the stored step (the transcript its assistant message ends), which history names instead.
+    // are read from the step's assistant message (stored on its own, being over 1 KB), which history names instead.
     const toolInputs = inputs
       .split('\n')
       .map((input) => JSON.parse(input) as { index?: number; inlineCall?: unknown; assistant?: unknown })

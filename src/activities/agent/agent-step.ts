@@ -67,7 +67,9 @@ async function toolCallRequest(
     id: call.id,
     name,
     summary: summariseCall(name, argumentsText),
-    ...(Buffer.byteLength(argumentsText) <= INLINE_MESSAGE_BYTES ? { arguments: argumentsText } : {}),
+    ...(typeof argumentsText === 'string' && Buffer.byteLength(argumentsText) <= INLINE_MESSAGE_BYTES
+      ? { arguments: argumentsText }
+      : {}),
   };
   const tool = offered.find((candidate) => candidate.name === name);
   if (!tool) {
@@ -172,9 +174,9 @@ async function inlineConversation(input: AgentStepInput, dependencies: AgentStep
 /**
  * One model step of an agent: the transcript (by reference) plus the new messages goes to the model with the task's
  * tools (from the registry, less those the workflow withholds); the answer is stored and the transcript's new reference
- * returned, with what the agent does next: run the tool calls asked for (names and a summary; their arguments stay in
- * the stored message, but for a workflow tool's, prepared here), end with the answer, or repair an answer that does
- * not match `output`.
+ * returned, with what the agent does next: run the tool calls asked for (names, a summary, and their arguments where
+ * small, else read from the stored message; a workflow tool's prepared here), end with the answer, or repair an answer
+ * that does not match `output`.
  */
 export function createAgentStep(dependencies: AgentStepDependencies) {
   return async function agentStep(input: AgentStepInput): Promise<AgentStepResult> {

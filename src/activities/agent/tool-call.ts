@@ -138,8 +138,14 @@ export function createToolCall(dependencies: ToolCallDependencies) {
         function: { name: input.inlineCall.name, arguments: input.inlineCall.arguments },
       };
     else {
-      const assistant = input.assistant && (await dependencies.messages.assistant(input.assistant));
-      const calls = (assistant ? (assistant.tool_calls ?? []) : []) as FunctionCall[];
+      if (!input.assistant)
+        throw ApplicationFailure.create({
+          type: FailureType.InvalidInput,
+          message: `agent "${input.taskId}" step ${input.step}: tool call ${input.index} names neither the call nor the stored message that holds it`,
+          nonRetryable: true,
+        });
+      const assistant = await dependencies.messages.assistant(input.assistant);
+      const calls = (assistant.tool_calls ?? []) as FunctionCall[];
       if (!calls[input.index]) {
         throw ApplicationFailure.create({
           type: FailureType.PayloadUnavailable,
