@@ -5,7 +5,14 @@ import { MessageStore, type ChatMessage } from '../src/activities/agent/message-
 import { INLINE_MESSAGE_BYTES, isMessageRef } from '../src/contract/agent-loop';
 import type { PayloadRef } from '../src/contract/payload-ref';
 import { FileStorage, PayloadStore, type ObjectStorage } from '../src/store';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { createToolCall } from '../src/activities/agent/tool-call';
+import { FailureType } from '../src/contract/failure-types';
+import { defineTool } from '../src/tools/define-tool';
+import { ToolRegistry } from '../src/tools/registry';
 import { activityEnvironment } from './support/activity-environment';
+import { rejectionOf } from './support/rejection';
 
 let root: string;
 let writes: number;
@@ -72,5 +79,58 @@ describe('the agent message store', () => {
     const fresh = new MessageStore(new PayloadStore(new FileStorage(), root));
     expect(await inActivity(() => fresh.messages(transcript))).toEqual(messages);
     expect(await inActivity(() => fresh.assistant(assistantRef))).toEqual(messages[1]);
+  });
+});
+
+describe('a tool call given the call itself', () => {
+  /** Local files, counting every read and write. */
+  function watchedStorage(): { storage: ObjectStorage; touched: () => number } {
+    const storage = new FileStorage();
+    let touched = 0;
+    for (const method of ['read', 'readRange', 'write', 'size'] as const) {
+      const original = storage[method].bind(storage) as (...args: unknown[]) => Promise<unknown>;
+      (storage as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => {
+        touched += 1;
+        return original(...args);
+      };
+    }
+    return { storage, touched: () => touched };
+  }
+
+  const echo = defineTool({
+    name: 'echo',
+    description: 'Echoes its text',
+    input: z.object({ text: z.string() }),
+    run: ({ text }) => `echo: ${text}`,
+  });
+
+  it('runs it from its inline arguments without touching the store, and refuses an input that names neither', async () => {
+    const { storage, touched } = watchedStorage();
+    const payloads = new PayloadStore(storage, root);
+    const toolCall = createToolCall({
+      store: payloads,
+      tools: new ToolRegistry([echo]),
+      messages: new MessageStore(payloads),
+    });
+    const result = await inActivity(() =>
+      toolCall({
+        taskId: 'agent-1',
+        step: 1,
+        index: 0,
+        inlineCall: { id: 'call_1_1', name: 'echo', arguments: '{"text":"hi"}' },
+      }),
+    );
+    expect(result).toMatchObject({
+      ok: true,
+      message: { role: 'tool', tool_call_id: 'call_1_1', content: 'echo: hi' },
+    });
+    expect(touched()).toBe(0);
+
+    const refused = await rejectionOf(
+      inActivity(() => toolCall({ taskId: 'agent-1', step: 1, index: 0 })),
+      ApplicationFailure,
+    );
+    expect(refused).toMatchObject({ type: FailureType.InvalidInput, nonRetryable: true });
+    expect(refused.message).toContain('names neither the call nor the stored message');
   });
 });
