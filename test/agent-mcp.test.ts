@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { modelCalls } from './support/agents';
 import { startTestServers, startTestWorker, type TestServers, type TestWorker } from './support/test-stack';
@@ -51,4 +52,15 @@ it('fails an agent that names a tool no worker offers, without calling the model
   expect(results[0].error?.type).toBe('UnknownTool');
   expect(results[0].error?.message).toContain('nowhere');
   expect(modelCalls(servers.simulator, 'lost')).toHaveLength(0);
+});
+
+it('has stopped its stdio MCP server by the time the worker has stopped', async () => {
+  /** This process's children running the stdio MCP server. */
+  const stdioServers = () =>
+    execFileSync('ps', ['-o', 'args=', '--ppid', String(process.pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.includes('mcp-server.js'));
+  expect(stdioServers()).toHaveLength(1); // started by the first test's call
+  await stack.stop();
+  expect(stdioServers()).toEqual([]);
 });

@@ -51,15 +51,13 @@ export function loadToolModule(module: string): Tool[] {
   return toolsOfModule(exported, `tools module ${module}`);
 }
 
-/** Closes the registry's MCP connections (stopping stdio servers) once the worker has stopped. */
+/**
+ * Closes the registry's MCP connections (stopping stdio servers) when the worker has stopped: its `run()` (and so
+ * `runUntil()`) settles only after that, so no stdio server's process outlives the worker that started it (whoever ran
+ * the worker may go on, or exit, at once).
+ */
 export function closeToolsWhenStopped(worker: Worker, registry: ToolRegistry): void {
   if (!registry.mcp) return;
-  const check = setInterval(() => {
-    const state = worker.getState();
-    if (state === 'STOPPED' || state === 'FAILED') {
-      clearInterval(check);
-      void registry.close();
-    }
-  }, 500);
-  check.unref();
+  const run = worker.run.bind(worker);
+  worker.run = () => run().finally(() => registry.close());
 }
