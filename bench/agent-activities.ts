@@ -15,7 +15,12 @@ import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createAgentActivities } from '../src/activities/agent';
-import type { AgentStepResult, MessageEntry, ToolCallResult } from '../src/contract/agent-loop';
+import {
+  toolCallSource,
+  type AgentStepResult,
+  type MessageEntry,
+  type ToolCallResult,
+} from '../src/contract/agent-loop';
 import type { PayloadRef } from '../src/contract/payload-ref';
 import { createLlmClient } from '../src/llm/llm-client';
 import { pricesFromEnvironment } from '../src/pricing';
@@ -102,15 +107,8 @@ async function ours(baseUrl: string, root: string): Promise<Figures> {
         if (result.next !== 'tools') break;
         const results = await Promise.all(
           result.calls.map((call, callIndex) => {
-            // As the agent workflow does (src/workflows/agent/tool-calls.ts): the call itself when its arguments are small.
-            const toolInput = {
-              taskId: task.id,
-              step,
-              index: callIndex,
-              ...(call.arguments === undefined
-                ? { assistant: result.assistant ?? result.transcript }
-                : { inlineCall: { id: call.id, name: call.name, arguments: call.arguments } }),
-            };
+            // As the agent workflow does (src/workflows/agent/tool-calls.ts).
+            const toolInput = { taskId: task.id, step, index: callIndex, ...toolCallSource(result, call) };
             note(figures, 'toolCall input', toolInput);
             return environment.run(activities.toolCall, toolInput) as Promise<ToolCallResult>;
           }),

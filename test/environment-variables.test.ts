@@ -90,7 +90,7 @@ describe("README's environment tables and the code's list of variables", () => {
       envconfig: textOf(filesUnder(path.join(ROOT, 'node_modules', '@temporalio', 'envconfig', 'lib'), ['.js'])),
       scripts: textOf(filesUnder(path.join(ROOT, 'scripts'), ['.sh', '.ts', '.js'])),
       tests: textOf(filesUnder(path.join(ROOT, 'test'), ['.ts']).filter((file) => file !== __filename)),
-      bench: textOf(filesUnder(path.join(ROOT, 'bench'), ['.ts'])),
+      bench: textOf(filesUnder(path.join(ROOT, 'bench'), ['.ts', '.js'])),
       anthropicSdk: readFileSync(path.join(ROOT, 'node_modules', '@anthropic-ai', 'sdk', 'client.js'), 'utf8'),
       // awsSdk: read by the SDK's credential and endpoint providers, spread over many packages.
     };

@@ -232,6 +232,19 @@ export interface ToolCallInput {
   inlineResult?: boolean;
 }
 
+/**
+ * Where the `toolCall` activity finds call `call` of a step: the call itself where its arguments travel with it, else the
+ * step's stored assistant message (or the transcript it ends, where the step returned none of its own).
+ */
+export function toolCallSource(
+  step: AgentToolsStep,
+  call: ToolCallRequest,
+): Pick<ToolCallInput, 'assistant' | 'inlineCall'> {
+  return call.arguments === undefined
+    ? { assistant: step.assistant ?? step.transcript }
+    : { inlineCall: { id: call.id, name: call.name, arguments: call.arguments } };
+}
+
 /** A tool call's wait for approval, as the toolCall activity traces it (`await_approval {tool}`). */
 export interface ApprovalWait {
   askedAt: number;

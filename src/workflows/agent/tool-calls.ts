@@ -13,6 +13,7 @@ import { addSpend, spendSince, type AgentBudgets } from './spend';
 import type { AgentTracker } from './tracker';
 import {
   SPAWN_AGENTS_TOOL,
+  toolCallSource,
   type AgentInput,
   type AgentOutcome,
   type AgentState,
@@ -171,15 +172,12 @@ export function runToolCall(
   step: number,
 ): Promise<ToolCallResult> {
   const { task, state, tracker } = context;
-  // The task's answer cache goes to the call in its input (not a command): tools whose defineTool opted in use it.
-  // The call itself where its arguments are small; else where the activity reads them (the step's stored assistant
-  // message, or the transcript it ends). The input is no command: histories of either shape replay alike.
+  // The task's answer cache goes to the call in its input (not a command): tools whose defineTool opted in use it. So
+  // does where the call is (toolCallSource): histories of either shape replay alike.
   const base = {
     taskId: task.id,
     step,
-    ...(call.arguments === undefined
-      ? { assistant: result.assistant ?? result.transcript }
-      : { inlineCall: { id: call.id, name: call.name, arguments: call.arguments } }),
+    ...toolCallSource(result, call),
     index,
     ...(task.cache && task.cache.mode !== 'off' ? { cache: task.cache } : {}),
   };
