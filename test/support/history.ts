@@ -11,3 +11,24 @@ export function decodePayload(payload: { data?: Uint8Array | null } | null | und
   if (!payload?.data) return undefined;
   return JSON.parse(Buffer.from(payload.data).toString('utf8'));
 }
+
+/**
+ * When a batch's windows first cancelled lanes (its cancel, a fail-fast, a budget, a failure), by the server's clock (the
+ * same machine's), or undefined where none did: the earliest lane cancel request in the histories of the windows the
+ * batch started.
+ */
+export async function lanesStoppedAt(batch: WorkflowHandle): Promise<number | undefined> {
+  const history = await batch.fetchHistory();
+  const windows = (history.events ?? []).flatMap(
+    (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
+  );
+  let first: number | undefined;
+  for (const id of new Set(windows)) {
+    for (const event of (await batch.client.getHandle(id).fetchHistory()).events ?? []) {
+      if (!event.activityTaskCancelRequestedEventAttributes || !event.eventTime) continue;
+      const at = Number(event.eventTime.seconds ?? 0) * 1000 + Math.floor((event.eventTime.nanos ?? 0) / 1e6);
+      first = first === undefined ? at : Math.min(first, at);
+    }
+  }
+  return first;
+}
