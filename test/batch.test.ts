@@ -252,6 +252,7 @@ describe('batch', () => {
         ...stripes,
       });
       await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
+      const terminatedAt = Date.now();
       await handle.workflow.terminate('operator stopped it');
       expect(existsSync(sink)).toBe(false);
       const recovered = await suite.stack.client.recoverStoppedBatch(handle.batchId);
@@ -263,7 +264,7 @@ describe('batch', () => {
       // Recovered once the windows had closed (their lanes cancelled with them): every call answered is in the sink, and
       // none is still open.
       const written = new Set(readSink(sink).map((line) => line.id));
-      expect(droppedAnswers(requestsOf(handle.batchId), written)).toEqual([]);
+      expect(droppedAnswers(requestsOf(handle.batchId), written, { stopAt: terminatedAt })).toEqual([]);
       expect(
         requestsOf(handle.batchId).filter((request) => request.outcome === undefined && !request.clientClosedAt),
       ).toEqual([]);
