@@ -24,6 +24,21 @@ export function statusMb(pid: number, field: 'VmHWM' | 'VmRSS'): number {
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) / 1024;
 }
 
+/**
+ * The pages only this process maps, in MB (Private_Clean + Private_Dirty of /proc/PID/smaps_rollup): what it adds to
+ * the machine beside the processes it shares the rest with. `fanout worker`'s launcher shares most of its RSS (the node
+ * binary's and its libraries' pages) with its child; 0 once it is gone.
+ */
+export function privateMb(pid: number): number {
+  try {
+    const rollup = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(rollup)?.[1] ?? 0);
+    return (kb('Private_Clean') + kb('Private_Dirty')) / 1024;
+  } catch {
+    return 0;
+  }
+}
+
 /** User + system CPU seconds of a process so far (clock ticks of 1/100 s); 0 once it is gone. */
 export function cpuSeconds(pid: number): number {
   try {

@@ -9,7 +9,8 @@
  * child) and KEY=VALUE environment variables, space-separated: `--variant 'grow100=--heap-growing-percent=100'`.
  * `cli=PATH` runs another build's dist/cli/main.js (e.g. the commit before, built into a directory of this checkout so
  * that it finds node_modules). `default` (this checkout's dist/) always runs. Peak RSS is the sum of each process's VmHWM after a reset at the start
- * of the run (clear_refs); CPU is user + system of the process tree from /proc over the run, per call.
+ * of the run (clear_refs), and beside it the child's VmHWM plus only the launcher's private pages (the two share the node
+ * binary's pages, which the sum counts twice); CPU is user + system of the process tree from /proc over the run, per call.
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -17,7 +18,7 @@ import { parseArgs } from 'node:util';
 import { FanoutClient } from '../src/client/fanout-client';
 import { startDevServer } from '../src/local/dev-server';
 import { startSimulator } from '../src/sim/simulator';
-import { cpuSeconds, processTree, statusMb } from './proc';
+import { cpuSeconds, privateMb, processTree, statusMb } from './proc';
 import { fanoutWorkerArgs, startReady, type ReadyProcess } from './ready-process';
 import { scratchDirectory } from './scratch';
 
@@ -122,8 +123,12 @@ async function main(): Promise<void> {
           if (summary.succeeded !== items)
             throw new Error(`${variant.name}: ${summary.succeeded} of ${items} succeeded`);
           const rss = pids.map((pid) => statusMb(pid, 'VmHWM'));
+          // The launcher's pages counted once: the child's peak and what only the launcher maps (its RSS is mostly the
+          // node binary's pages, which the child maps too).
+          const once =
+            pids.length > 1 ? rss.slice(1).reduce((sum, each) => sum + each, 0) + privateMb(pids[0]) : rss[0];
           const cpu = pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0) - cpuBefore;
-          const line = `peak RSS ${rss.reduce((sum, each) => sum + each, 0).toFixed(0)} MB (${rss.map((each) => each.toFixed(0)).join(' + ')}), CPU ${((cpu * 1000) / items).toFixed(2)} ms per call, wall ${(wallMs / 1000).toFixed(1)} s`;
+          const line = `peak RSS ${rss.reduce((sum, each) => sum + each, 0).toFixed(0)} MB (${rss.map((each) => each.toFixed(0)).join(' + ')}; ${once.toFixed(0)} with the launcher's shared pages once), CPU ${((cpu * 1000) / items).toFixed(2)} ms per call, wall ${(wallMs / 1000).toFixed(1)} s`;
           console.error(`(${id}) round ${round} ${variant.name}: ${line}`);
           if (round > 0) samples.get(variant.name)?.push(line);
         }
