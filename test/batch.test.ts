@@ -6,6 +6,7 @@ import path from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CancelledFailure } from '@temporalio/common';
 import { batchDirectory, readSink, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
+import { lanesStoppedAt } from './support/history';
 import { maxOverlap } from './support/overlap';
 import { useTestStack } from './support/suite-stack';
 import { startTestServers, startTestWorker, uniqueName } from './support/test-stack';
@@ -252,7 +253,6 @@ describe('batch', () => {
         ...stripes,
       });
       await waitFor('a few results', async () => (await handle.progress()).done >= 12, { timeoutMs: 30_000 });
-      const terminatedAt = Date.now();
       await handle.workflow.terminate('operator stopped it');
       expect(existsSync(sink)).toBe(false);
       const recovered = await suite.stack.client.recoverStoppedBatch(handle.batchId);
@@ -264,7 +264,9 @@ describe('batch', () => {
       // Recovered once the windows had closed (their lanes cancelled with them): every call answered is in the sink, and
       // none is still open.
       const written = new Set(readSink(sink).map((line) => line.id));
-      expect(droppedAnswers(requestsOf(handle.batchId), written, { stopAt: terminatedAt })).toEqual([]);
+      expect(
+        droppedAnswers(requestsOf(handle.batchId), written, { stopAt: await lanesStoppedAt(handle.workflow) }),
+      ).toEqual([]);
       expect(
         requestsOf(handle.batchId).filter((request) => request.outcome === undefined && !request.clientClosedAt),
       ).toEqual([]);

@@ -13,9 +13,10 @@ export function decodePayload(payload: { data?: Uint8Array | null } | null | und
 }
 
 /**
- * When a batch's windows first cancelled lanes (its cancel, a fail-fast, a budget, a failure), by the server's clock (the
- * same machine's), or undefined where none did: the earliest lane cancel request in the histories of the windows the
- * batch started.
+ * When a batch's stop had certainly reached its lanes (its cancel, a fail-fast, a budget, a failure), by the server's
+ * clock (the same machine's), or undefined where no lane was cancelled: the first time a lane whose window had asked it to
+ * cancel ended (completed, cancelled, failed or timed out) in the histories of the windows the batch started. A lane
+ * ends only after it has heard of the stop, and the lanes of a window on one worker hear of it together.
  */
 export async function lanesStoppedAt(batch: WorkflowHandle): Promise<number | undefined> {
   const history = await batch.fetchHistory();
@@ -24,8 +25,16 @@ export async function lanesStoppedAt(batch: WorkflowHandle): Promise<number | un
   );
   let first: number | undefined;
   for (const id of new Set(windows)) {
+    const cancelRequested = new Set<string>();
     for (const event of (await batch.client.getHandle(id).fetchHistory()).events ?? []) {
-      if (!event.activityTaskCancelRequestedEventAttributes || !event.eventTime) continue;
+      const requested = event.activityTaskCancelRequestedEventAttributes?.scheduledEventId;
+      if (requested !== undefined && requested !== null) cancelRequested.add(String(requested));
+      const ended =
+        event.activityTaskCompletedEventAttributes ??
+        event.activityTaskCanceledEventAttributes ??
+        event.activityTaskFailedEventAttributes ??
+        event.activityTaskTimedOutEventAttributes;
+      if (!ended || !event.eventTime || !cancelRequested.has(String(ended.scheduledEventId))) continue;
       const at = Number(event.eventTime.seconds ?? 0) * 1000 + Math.floor((event.eventTime.nanos ?? 0) / 1e6);
       first = first === undefined ? at : Math.min(first, at);
     }

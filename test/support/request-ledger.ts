@@ -108,11 +108,10 @@ export function fewestOpenBetweenFirstAndLast(requests: readonly SimulatedReques
 /**
  * Answered calls missing from `written` (a sink's ids) that cannot be put down to a race with the stop: answered more
  * than `graceMs` before the stop. A call answered while the stop was aborting it is in flight, like a call open at a
- * crash; any other missing answer is a paid call dropped. The stop is the first call it aborted at the simulator, or
- * `stopAt` where that is earlier: when the run decided to stop (a cancel's time; for a budget or a fail-fast, the
- * window's cancel of its lanes, history.ts's lanesStoppedAt). A stop whose every open call had been answered when the
- * abort reached it (its lanes heard of the stop as their answers came) aborts nothing the simulator sees, and without
- * `stopAt` every answer it threw away would be judged as dropped however late it came.
+ * crash; any other missing answer is a paid call dropped. The stop is the first call it aborted at the simulator. A stop
+ * whose every open call had been answered when it reached them aborts nothing the simulator sees: then the stop is
+ * `stopAt`, when it had certainly reached the calls (history.ts's lanesStoppedAt: the first stopped lane's end), and
+ * without one every answer it threw away would be judged as dropped however late it came.
  */
 export function droppedAnswers(
   requests: readonly SimulatedRequest[],
@@ -120,7 +119,7 @@ export function droppedAnswers(
   options: { stopAt?: number; graceMs?: number } = {},
 ): string[] {
   const aborted = requests.flatMap((request) => (request.clientClosedAt === undefined ? [] : [request.clientClosedAt]));
-  const stopAt = Math.min(...aborted, options.stopAt ?? Number.POSITIVE_INFINITY);
+  const stopAt = aborted.length > 0 ? Math.min(...aborted) : (options.stopAt ?? Number.POSITIVE_INFINITY);
   const graceMs = options.graceMs ?? SETTLE_MS;
   return requests
     .filter(
