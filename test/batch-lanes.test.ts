@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { batchDirectory, readSink, sinkCounts, startTaskBatch, writeTasks } from './support/batch-files';
-import { lanesStoppedAt } from './support/history';
+import { childWorkflowIds, decodePayload, lanesStoppedAt } from './support/history';
 import { maxOverlap } from './support/overlap';
 import {
   answeredIds,
@@ -26,18 +26,13 @@ const requestsOf = (batchId: string) => requestsOfRun(suite.servers.simulator.lo
 
 /** The lane activities the batch's windows scheduled: id and how many items each took. */
 async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: number }[]> {
-  const history = await workflow.fetchHistory();
-  const windows = (history.events ?? []).flatMap(
-    (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
-  );
   const lanes: { id: string; items: number }[] = [];
-  for (const id of windows) {
+  for (const id of childWorkflowIds(await workflow.fetchHistory())) {
     const window = await workflow.client.getHandle(id).fetchHistory();
     for (const event of window.events ?? []) {
       if (event.eventType !== temporal.api.enums.v1.EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED) continue;
       const attributes = event.activityTaskScheduledEventAttributes;
       if (attributes?.activityType?.name !== 'runBatchLane') continue;
-      const { decodePayload } = await import('./support/history');
       const input = decodePayload(attributes.input?.payloads?.[0]) as { entries: unknown[] };
       lanes.push({ id: attributes.activityId ?? '', items: input.entries.length });
     }
@@ -47,7 +42,6 @@ async function lanesOf(workflow: WorkflowHandle): Promise<{ id: string; items: n
 
 /** The input of each window the batch started: its number and the calls lent to it. */
 async function windowInputsOf(workflow: WorkflowHandle): Promise<{ window: number; lent?: number }[]> {
-  const { decodePayload } = await import('./support/history');
   const history = await workflow.fetchHistory();
   return (history.events ?? []).flatMap((event) => {
     const attributes = event.startChildWorkflowExecutionInitiatedEventAttributes;
@@ -378,10 +372,7 @@ describe('batch lanes: several calls one after another per activity, each answer
     const handle = suite.stack.client.getBatch(batchId);
     expect(await handle.result()).toMatchObject({ total: 30, succeeded: 30 });
     expect(sinkCounts(out)).toEqual({ lines: 30, ids: 30, ok: 30 });
-    const history = await handle.workflow.fetchHistory();
-    const windows = (history.events ?? []).flatMap(
-      (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
-    );
+    const windows = childWorkflowIds(await handle.workflow.fetchHistory());
     expect(windows.map((id) => id.split('/').pop()).sort()).toEqual(['window-0', 'window-1']);
     expect(maxOverlap(requestsOf(batchId))).toBeLessThanOrEqual(6);
   });

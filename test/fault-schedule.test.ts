@@ -16,7 +16,7 @@ import { PayloadStore, Storage } from '../src/store';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
 import { batchDirectory, writeTasks } from './support/batch-files';
-import { decodePayload } from './support/history';
+import { decodePayload, eventTimeMs } from './support/history';
 import {
   answeredBeforeStopSentAgain,
   killCharge,
@@ -189,8 +189,8 @@ async function cancelRecordedAt(
     }
     missing = 0;
     for (const event of history.events ?? []) {
-      if (!event.activityTaskCancelRequestedEventAttributes || !event.eventTime) continue;
-      const at = Number(event.eventTime.seconds ?? 0) * 1000 + Math.floor((event.eventTime.nanos ?? 0) / 1e6);
+      const at = eventTimeMs(event);
+      if (!event.activityTaskCancelRequestedEventAttributes || at === undefined) continue;
       if (at >= from && (first === undefined || at < first)) first = at;
     }
   }

@@ -11,6 +11,7 @@ import type { BatchSummary } from '../src/contract/batch';
 import type { FanOutResult } from '../src/contract/fan-out';
 import type { ProviderBatchResult } from '../src/workflows/provider-batch';
 import { batchDirectory, readSink, writeTasks } from './support/batch-files';
+import { childWorkflowIds } from './support/history';
 import { batchItemSampled } from '../src/telemetry/genai-spans';
 import { roundUsd } from '../src/contract/metrics';
 import { ancestorsOf, startJaeger, tagOf, type Jaeger, type JaegerSpan, type JaegerTrace } from './support/jaeger';
@@ -318,9 +319,7 @@ it("replays a traced worker's batch (stripes lending, windows handing over) on t
     });
     expect((await handle.result()).succeeded).toBe(24);
     const batch = await handle.workflow.fetchHistory();
-    const windowIds = (batch.events ?? []).flatMap(
-      (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
-    );
+    const windowIds = childWorkflowIds(batch);
     const signalled = (batch.events ?? []).map(
       (event) => event.signalExternalWorkflowExecutionInitiatedEventAttributes?.signalName,
     );

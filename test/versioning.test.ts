@@ -7,7 +7,7 @@ import { createLlmClient } from '../src/llm/llm-client';
 import { FanoutClient } from '../src/client/fanout-client';
 import { createFanoutWorker } from '../src/worker';
 import { batchDirectory, sinkCounts, writeTasks } from './support/batch-files';
-import { decodePayload } from './support/history';
+import { childWorkflowIds, decodePayload } from './support/history';
 import { ROOT } from './support/paths';
 import { useTestServers } from './support/suite-stack';
 import { uniqueName } from './support/test-stack';
@@ -115,9 +115,7 @@ async function deployMidBatch(newBundle: string, check: (outcome: DeployOutcome)
     expect(answered.length).toBeGreaterThanOrEqual(12);
     expect(answered.length).toBeLessThan(40);
     // The batch's window is the workflow the change is made to.
-    const windowId = ((await handle.workflow.fetchHistory()).events ?? []).flatMap(
-      (event) => event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? [],
-    )[0];
+    const windowId = childWorkflowIds(await handle.workflow.fetchHistory())[0];
     window = suite.servers.server.client.workflow.getHandle(windowId);
     expect((await window.describe()).memo?.deployed).toBeUndefined();
 
