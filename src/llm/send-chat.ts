@@ -25,7 +25,7 @@ import { pacerKeyOf } from '../pacing/provider-key';
 import type { PacingReport } from '../contract/pacing';
 import { pacingReport } from '../pacing/report';
 import { estimateRequestTokens } from '../pacing/token-estimate';
-import { abortableDelay, linkAborts } from './abort-signals';
+import { abortableDelay, CallSignal } from './abort-signals';
 import { deadlineSignal, watchForCancellation } from './cancellation';
 import type { ChatClient } from './llm-client';
 import { isRateLimit, rateLimitWaitExceeded, retryAfterMs, toAgentFailure } from './provider-errors';
@@ -302,18 +302,24 @@ async function sendChatAttempt(
   const { requestTimeoutMs, rateLimitWaitMs } = attemptBudget(attemptMs, workerWaitMs);
   const attemptStartedAt = dependencies.clock();
   const attemptEndsAt = attemptStartedAt + attemptMs;
-  // Whatever ends the call: the activity's cancellation, the caller's signal, or the watchdog (a cut-off worker).
-  const callAbort = new AbortController();
-  const signal = callAbort.signal;
-  const unlink = linkAborts(callAbort, [context.cancellationSignal, call.signal]);
-  // Linked after the settings above are read (a bad FANOUT_RATE_LIMIT_WAIT_MS throws): the caller's signal may outlive
-  // this call by far, and only the finally below removes the listener.
-  // Rate-limit waits (admission and 429s) end here.
-  // Linked by hand and unlinked when the call ends, not combined with `AbortSignal.any`: that keeps every combined signal
-  // with a listener in a process-wide set until one of its sources aborts, and the openai client listens on the signal
-  // it is given, so each call would keep its signal (and its request's controller) as long as the caller's signal lives.
-  const waitBudget = deadlineSignal(signal, Math.max(1, rateLimitWaitMs));
-  const waitSignal = waitBudget.signal;
+  // Whatever ends the call: the activity's cancellation, the caller's signal, or the watchdog (a cut-off worker); and
+  // each request's deadline. Linked after the settings above are read (a bad FANOUT_RATE_LIMIT_WAIT_MS throws): the
+  // caller's signal may outlive this call by far, and only the finally below removes the listener. Linked by hand and
+  // unlinked when the call ends, not combined with `AbortSignal.any`: that keeps every combined signal with a listener
+  // in a process-wide set until one of its sources aborts, and the openai client listens on the signal it is given.
+  const callSignal = new CallSignal([context.cancellationSignal, call.signal]);
+  // Rate-limit waits (admission and 429s) end at the wait budget, counted from here. Made only when a call has to wait:
+  // most are admitted at once.
+  const waitBudgetStartedAt = Date.now();
+  let waitBudget: ReturnType<typeof deadlineSignal> | undefined;
+  const waitSignal = () =>
+    (waitBudget ??= deadlineSignal(callSignal.signal, Math.max(1, waitBudgetStartedAt + rateLimitWaitMs - Date.now())))
+      .signal;
+  /** Throws the cancel's reason if the call was cancelled, seen at once (`callSignal.signal` aborts two turns later). */
+  const throwIfCancelled = () => {
+    const cancel = callSignal.cancelled();
+    if (cancel) throw cancel.reason;
+  };
 
   // Byte-stable (stable-request.ts): the provider's prompt cache matches prefixes byte for byte.
   const messages = stableMessages(chat.messages);
@@ -329,7 +335,7 @@ async function sendChatAttempt(
   );
   const stopWatching = watchForCancellation(
     dependencies.heartbeatIntervalMs,
-    (reason) => callAbort.abort(reason),
+    (reason) => callSignal.abort(reason),
     context,
   );
   let rateLimitedResponses = 0;
@@ -339,21 +345,25 @@ async function sendChatAttempt(
     for (;;) {
       let permit: Permit | undefined;
       try {
-        // An attempt without a wait budget is not held back (it could not wait), but still teaches the pacer.
-        if (keyPacer)
-          permit =
-            rateLimitWaitMs > 0
-              ? await keyPacer.acquire(reservedTokens, waitSignal)
-              : keyPacer.admitNow(reservedTokens);
+        // An attempt without a wait budget is not held back (it could not wait), but still teaches the pacer. The first
+        // request of a call that is not cancelled takes a free slot without a wait signal.
+        if (keyPacer) {
+          if (rateLimitWaitMs <= 0) permit = keyPacer.admitNow(reservedTokens);
+          else {
+            if (rateLimitedResponses === 0 && callSignal.cancelled() === undefined)
+              permit = keyPacer.admitIfFree(reservedTokens);
+            permit ??= await keyPacer.acquire(reservedTokens, waitSignal());
+          }
+        }
       } catch (error) {
-        if (signal.aborted) throw signal.reason;
+        throwIfCancelled();
         throw outOfWaitBudget(error);
       }
       const release = (outcome: PacedOutcome) => permit?.release(outcome);
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));
-      const request = deadlineSignal(signal, Math.ceil(deadlineMs), { afterArrived: true });
+      callSignal.startDeadline(Math.ceil(deadlineMs));
       const startedAt = dependencies.clock();
       const flex =
         call.serviceTier === 'flex' && (call.standardTierFromMs === undefined || Date.now() < call.standardTierFromMs);
@@ -375,7 +385,7 @@ async function sendChatAttempt(
           chat.promptCache ?? call.promptCache ?? '5m',
           params,
           {
-            signal: request.signal,
+            signal: callSignal.signal,
             headers: { ...correlationHeaders(chat.taskId, attempt, context, call.runId), ...chat.headers },
             // The request's deadline is ours: the client's own timeout (600 s by default) would cut a longer
             // agentTimeoutMs short, so it is set past ours. Its retries stay off whoever built the client.
@@ -412,11 +422,12 @@ async function sendChatAttempt(
         if (error instanceof ApplicationFailure) throw error;
         const headers = (error as Partial<APIError>).headers;
         // Cancellation must surface as the SDK's CancelledFailure, or the attempt is reported failed, not cancelled.
-        if (signal.aborted) {
+        const cancel = callSignal.cancelled();
+        if (cancel) {
           release({ kind: 'abandoned' });
-          throw signal.reason;
+          throw cancel.reason;
         }
-        if (request.timedOut()) {
+        if (callSignal.timedOut()) {
           release({ kind: 'abandoned' });
           throw ApplicationFailure.create({
             type: FailureType.Timeout,
@@ -446,20 +457,20 @@ async function sendChatAttempt(
             retryAfter ?? Math.min(30_000, 1000 * 2 ** Math.min(rateLimitedResponses - 1, 5)),
           );
           try {
-            await abortableDelay(backoff, waitSignal);
+            await abortableDelay(backoff, waitSignal());
           } catch (waitError) {
-            if (signal.aborted) throw signal.reason;
+            throwIfCancelled();
             throw outOfWaitBudget(waitError);
           }
         }
       } finally {
-        request.clear();
+        callSignal.stopDeadline();
       }
     }
   } finally {
-    waitBudget.clear();
+    waitBudget?.clear();
     stopWatching();
-    unlink();
+    callSignal.clear();
   }
 }
 

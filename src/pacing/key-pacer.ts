@@ -140,6 +140,17 @@ export class KeyPacer {
   }
 
   /**
+   * A permit at once if `acquire` would give one without waiting (nobody queued, the limits allow it), else undefined:
+   * the common case without the waiter and its abort listener.
+   */
+  admitIfFree(tokens: number): Permit | undefined {
+    if (this.queue.length > 0) return undefined;
+    const now = this.options.now();
+    const waiter = { tokens, enqueuedAt: now };
+    return this.waitFor(waiter, now) > 0 ? undefined : this.admit(waiter, now);
+  }
+
+  /**
    * A permit at once, whatever the limits say: for a call that has no time to wait (an attempt scheduled without a
    * rate-limit wait budget). Its outcome still teaches the pacer.
    */
@@ -152,7 +163,7 @@ export class KeyPacer {
   }
 
   /** Milliseconds until the head of the queue may go; Infinity when it waits for a request to finish. */
-  private waitFor(waiter: Waiter, now: number): number {
+  private waitFor(waiter: Pick<Waiter, 'tokens'>, now: number): number {
     if (this.inFlight >= this.limit) return Number.POSITIVE_INFINITY;
     const { headroom } = this.options;
     const paused = this.pausedUntil - now;
