@@ -17,6 +17,7 @@ import { startTracingFromEnvironment } from './telemetry/lifecycle';
 import type { WorkerTracing } from './telemetry/worker-tracing';
 import {
   countFromEnvironment,
+  grpcCompressionFromEnvironment,
   integerFromEnvironment,
   numberFromEnvironment,
   taskQueueFromEnvironment,
@@ -238,7 +239,11 @@ function tracingFromEnvironment(): WorkerTracing | undefined {
 /** Opens a worker connection from options and environment. */
 export async function connectWorker(temporal: Partial<TemporalConnectionConfig> = {}): Promise<NativeConnection> {
   const config = { ...temporalConnectionFromEnvironment(), ...temporal };
-  return openConnection((connectOptions) => NativeConnection.connect(connectOptions), config);
+  const codec = grpcCompressionFromEnvironment(config.address);
+  return openConnection(
+    (connectOptions) => NativeConnection.connect({ ...connectOptions, grpcCompression: { codec } }),
+    config,
+  );
 }
 
 /**

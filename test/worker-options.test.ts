@@ -1,9 +1,11 @@
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { AgentTask } from '../src/contract/agent-task';
 import { maxOverlap } from './support/overlap';
-import { spawnWorker } from './support/processes';
+import { FanoutClient } from '../src/client/fanout-client';
+import { grpcCompressionFromEnvironment } from '../src/config/environment';
+import { runCli, spawnWorker } from './support/processes';
 import { useTestServers } from './support/suite-stack';
-import { startTestWorker, type TestWorker } from './support/test-stack';
+import { startTestWorker, uniqueName, type TestWorker } from './support/test-stack';
 
 const workers: TestWorker[] = [];
 const suite = useTestServers();
@@ -132,4 +134,48 @@ it('refuses workflowStackFrames out of 1-100, naming the setting, before the wor
   await expect(startTestWorker(suite.servers, { workflowStackFrames: 0 })).rejects.toThrow(
     'workflow stack frames (FANOUT_WORKFLOW_STACK_FRAMES) must be a whole number from 1 to 100, got 0',
   );
+});
+
+describe("the worker connection's gRPC compression (FANOUT_GRPC_COMPRESSION)", () => {
+  it('is off to a server on this machine and gzip to any other, unless set', () => {
+    for (const address of ['127.0.0.1:7233', 'localhost:7233', '[::1]:7233', '127.0.1.1:7233'])
+      expect([address, grpcCompressionFromEnvironment(address, {})]).toEqual([address, 'none']);
+    for (const address of [
+      '10.0.0.5:7233',
+      'my-ns.a1b2c.tmprl.cloud:7233',
+      '[2001:db8::1]:7233',
+      'localhost.example:7233',
+    ])
+      expect([address, grpcCompressionFromEnvironment(address, {})]).toEqual([address, 'gzip']);
+    expect(grpcCompressionFromEnvironment('127.0.0.1:7233', { FANOUT_GRPC_COMPRESSION: 'GZIP' })).toBe('gzip');
+    expect(grpcCompressionFromEnvironment('10.0.0.5:7233', { FANOUT_GRPC_COMPRESSION: 'none' })).toBe('none');
+    expect(() => grpcCompressionFromEnvironment('127.0.0.1:7233', { FANOUT_GRPC_COMPRESSION: 'zstd' })).toThrow(
+      'FANOUT_GRPC_COMPRESSION must be "gzip" or "none", got "zstd"',
+    );
+  });
+
+  it('runs calls over a gzip connection when asked, and a worker given a bad value says so and starts nothing', async () => {
+    const taskQueue = uniqueName('tq-gzip');
+    const env = { OPENAI_BASE_URL: suite.servers.simulator.baseUrl, OPENAI_API_KEY: 'test-key' };
+    const gzip = await spawnWorker({
+      address: suite.servers.server.address,
+      taskQueue,
+      env: { ...env, FANOUT_GRPC_COMPRESSION: 'gzip' },
+    });
+    try {
+      const client = await FanoutClient.connect({ client: suite.servers.server.client, taskQueue });
+      const { results } = await client.runParallel(tasks('gzip', 3, 10));
+      expect(results.map((result) => result.status)).toEqual(['ok', 'ok', 'ok']);
+    } finally {
+      await gzip.stop();
+    }
+
+    const refused = await runCli(['worker', '--address', suite.servers.server.address, '--task-queue', taskQueue], {
+      ...env,
+      FANOUT_GRPC_COMPRESSION: 'zip',
+    });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('FANOUT_GRPC_COMPRESSION must be "gzip" or "none", got "zip"');
+    expect(refused.stdout + refused.stderr).not.toContain('worker polling');
+  });
 });

@@ -146,6 +146,34 @@ export function temporalConnectionFromEnvironment(environment: Environment = pro
   };
 }
 
+/** gRPC compression of a worker's connection to Temporal: the SDK's `grpcCompression` codec. */
+export type GrpcCompression = 'gzip' | 'none';
+
+/** Whether `address` (host:port, a bracketed IPv6 host allowed) names this machine. */
+export function isLoopbackAddress(address: string): boolean {
+  const host = (address.startsWith('[') ? address.slice(1, address.indexOf(']')) : address.replace(/:\d+$/, ''))
+    .trim()
+    .toLowerCase();
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The gRPC compression of a worker's connection to `address`: FANOUT_GRPC_COMPRESSION (`gzip` or `none`), by default
+ * none to a server on this machine and gzip (the SDK's own default) to any other. Every poll and completion is
+ * compressed and decompressed in the worker's Rust threads; with the allocator settings of `fanout worker`
+ * (src/cli/heap-cap.ts) each message's zlib buffers are mapped, faulted in and unmapped again, so 200 agents spent about
+ * 1.6 s of worker CPU in it, a tenth of the run (docs/BENCHMARKS.md, "Agents' worker CPU"), to save bytes on a loopback.
+ */
+export function grpcCompressionFromEnvironment(
+  address: string,
+  environment: Environment = process.env,
+): GrpcCompression {
+  const raw = environment.FANOUT_GRPC_COMPRESSION?.trim().toLowerCase();
+  if (raw === undefined || raw === '') return isLoopbackAddress(address) ? 'none' : 'gzip';
+  if (raw === 'gzip' || raw === 'none') return raw;
+  throw new Error(`FANOUT_GRPC_COMPRESSION must be "gzip" or "none", got "${environment.FANOUT_GRPC_COMPRESSION}"`);
+}
+
 /** The address of the Temporal Web UI for links, if known. Env TEMPORAL_UI_URL; default for a local dev server. */
 export function temporalUiUrl(namespace: string, workflowId: string, environment: Environment = process.env): string {
   const base = (environment.TEMPORAL_UI_URL?.trim() || 'http://127.0.0.1:8233').replace(/\/$/, '');

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { grpcCompressionFromEnvironment } from '../config/environment';
 import { FANOUT_NAME } from '../contract/search-attributes';
 import { freePort } from './free-port';
 import { findTemporalCli } from './temporal-cli';
@@ -207,7 +208,10 @@ async function launch(options: DevServerOptions & { port: number; uiPort: number
       options.startTimeoutMs ?? 60_000,
     );
     client = new Client({ connection: await Connection.connect({ address }), namespace });
-    nativeConnection = await NativeConnection.connect({ address });
+    nativeConnection = await NativeConnection.connect({
+      address,
+      grpcCompression: { codec: grpcCompressionFromEnvironment(address) },
+    });
   } catch (error) {
     await stop();
     throw error;
