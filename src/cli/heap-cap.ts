@@ -48,7 +48,10 @@ const SEMI_SPACE_FLAG = /(^|\s)--(max|min)[-_]semi[-_]space[-_]size/;
  * moved within the runs' spread (-4 to +10 MB). The threshold is 1 MB, not glibc's starting 128 KB: at 128 KB the worker
  * handed memory back to the system after nearly every large free and took it back soon after, and 200 agents ran 6-9%
  * longer (three alternated pairs; worker CPU within 1%), while batches' peak RSS and CPU per call stayed within the
- * rounds' spread (docs/BENCHMARKS.md). musl and other allocators ignore the variables.
+ * rounds' spread (docs/BENCHMARKS.md). A fixed threshold also keeps glibc's mmap threshold at 128 KB, so every block
+ * above it is mapped and unmapped per use: zlib's buffers for a gzip-compressed connection to Temporal were 30% of the
+ * Rust threads' samples, in page faults (why a connection to a local server is not compressed:
+ * grpcCompressionFromEnvironment in src/config/environment.ts). musl and other allocators ignore the variables.
  */
 const CAPPED_MALLOC_ENVIRONMENT: Readonly<Record<string, string>> = {
   MALLOC_ARENA_MAX: '16',
