@@ -360,6 +360,12 @@ async function sendChatAttempt(
         throw outOfWaitBudget(error);
       }
       const release = (outcome: PacedOutcome) => permit?.release(outcome);
+      // A cancel seen while the permit came: `callSignal.signal` aborts two turns later, so the request would go out
+      // and be aborted at once. Not sent at all.
+      if (callSignal.cancelled()) {
+        release({ kind: 'abandoned' });
+        throwIfCancelled();
+      }
       // Our own deadline, so a hung request is closed and reported as a Timeout by us rather than however the HTTP
       // stack words it; never past the attempt's own end.
       const deadlineMs = Math.max(1, Math.min(requestTimeoutMs, attemptEndsAt - dependencies.clock()));

@@ -141,6 +141,8 @@ async function launch(options: DevServerOptions & { port: number; uiPort: number
   const { port, uiPort } = options;
   const namespace = options.namespace ?? 'default';
   const address = `127.0.0.1:${port}`;
+  // Read before the server starts: a bad FANOUT_GRPC_COMPRESSION is refused with nothing to stop.
+  const grpcCompression = { codec: grpcCompressionFromEnvironment(address) };
   const args = [
     'server',
     'start-dev',
@@ -208,10 +210,7 @@ async function launch(options: DevServerOptions & { port: number; uiPort: number
       options.startTimeoutMs ?? 60_000,
     );
     client = new Client({ connection: await Connection.connect({ address }), namespace });
-    nativeConnection = await NativeConnection.connect({
-      address,
-      grpcCompression: { codec: grpcCompressionFromEnvironment(address) },
-    });
+    nativeConnection = await NativeConnection.connect({ address, grpcCompression });
   } catch (error) {
     await stop();
     throw error;
