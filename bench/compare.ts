@@ -1045,12 +1045,16 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
       const calls = (after.rpcs[operation] ?? 0) - (before.rpcs[operation] ?? 0);
       return `${operation.replace(/WorkflowExecution|WorkflowTaskQueue/, '')} ${(calls / agents).toFixed(1)}`;
     }).join(', ');
+    // The goal is per model step: the start of the workflow that holds the agents (one per 500 agents, for either
+    // contender) is the run's, not a step's; both figures are printed.
+    const actions = after.actions - before.actions;
+    const runStarts = run.result.workflowIds.length;
     return {
       wallMs: run.wallMs,
       value: run.wallMs / AGENT_IDEAL_MS,
       rssMb: run.rssMb,
-      figures: { cpuSeconds: cpu, actionsPerStep: (after.actions - before.actions) / steps(agents) },
-      note: `worker CPU ${cpu.toFixed(1)} s; ${((after.actions - before.actions) / steps(agents)).toFixed(2)} actions per model step; RPCs per agent: ${rpcs}; history ${(histories.bytes / agents / 1024).toFixed(1)} KB per agent; ${inFlight}; ${requests} model requests, ${tools} tool runs`,
+      figures: { cpuSeconds: cpu, actionsPerStep: (actions - runStarts) / steps(agents) },
+      note: `worker CPU ${cpu.toFixed(1)} s; ${(actions / steps(agents)).toFixed(3)} actions per model step, ${((actions - runStarts) / steps(agents)).toFixed(3)} besides the run's ${runStarts} start${runStarts === 1 ? '' : 's'}; RPCs per agent: ${rpcs}; history ${(histories.bytes / agents / 1024).toFixed(1)} KB per agent; ${inFlight}; ${requests} model requests, ${tools} tool runs`,
     };
   };
   try {
@@ -1203,7 +1207,7 @@ function goals(results: Map<string, ScenarioResult & { largestHistory?: number }
     const cpu = (sample: Sample | undefined) => sample?.figures?.cpuSeconds;
     lines.push(
       `- (g) agents: wall ≤ the plain loop's and ≤ 1.30 × asyncio: ours ${oursG.value.toFixed(2)} ×, plain ${plainG?.value.toFixed(2) ?? '–'} ×, asyncio ${asyncioG?.value.toFixed(2) ?? '–'} × → ${verdict(plainG && asyncioG ? oursG.value <= plainG.value && oursG.value <= asyncioG.value * 1.3 : undefined)}`,
-      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step: ${oursG.figures?.actionsPerStep.toFixed(3) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
+      `- (g) worker CPU ≤ the plain loop's: ours ${cpu(oursG)?.toFixed(1) ?? '–'} s, plain ${cpu(plainG)?.toFixed(1) ?? '–'} s → ${verdict(plainG ? (cpu(oursG) ?? Infinity) <= (cpu(plainG) ?? 0) : undefined)}; ≤ 3 actions per model step (besides the run's start): ${oursG.figures?.actionsPerStep.toFixed(3) ?? '–'} → ${verdict(oursG.figures ? oursG.figures.actionsPerStep <= 3 : undefined)}`,
     );
   }
   const big = results.get('d');
