@@ -5,7 +5,8 @@
  * docs/BENCHMARKS.md between `<!-- compare:start -->` and `<!-- compare:end -->`, and prints it.
  *
  *   tsx bench/compare.ts [--rounds N] [--only a,b,c,d,e,f,g] [--quick] [--big] [--big-items N] [--agents N]
- *     [--agents-contenders ours,plain,asyncio] [--cli-baseline <another build's dist/cli/main.js>]
+ *     [--agents-contenders ours,plain,asyncio[,design]] [--cli-baseline <another build's dist/cli/main.js>]
+ *   (`design` in (g): a design probe, each agent's whole loop in one journaled activity; bench/plain/activities.ts)
  *   (BENCH_WORKER_NODE_OPTIONS / BENCH_WORKER_NODE_ARGS: NODE_OPTIONS / node arguments for our worker, e.g. --cpu-prof)
  *
  * Every worker is its own child process, so its peak RSS is its own: VmHWM from /proc, reset at the start of each
@@ -23,7 +24,7 @@ import { temporal } from '@temporalio/proto';
 import { FanoutClient } from '../src/client/fanout-client';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
-import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
+import { runJournaledAgents, runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
 import { cpuSeconds, processTree, statusMb, threadCpuDelta, threadCpuSeconds } from './proc';
 import { startReady, stopChild } from './ready-process';
@@ -247,7 +248,11 @@ function plainWorker(server: DevServer, simulator: Simulator, bundle: string, sl
       '--slots',
       String(slots),
     ],
-    { OPENAI_BASE_URL: simulator.baseUrl, OPENAI_API_KEY: 'bench' },
+    {
+      OPENAI_BASE_URL: simulator.baseUrl,
+      OPENAI_API_KEY: 'bench',
+      PLAIN_JOURNAL_DIR: path.join(directory, 'journals'),
+    },
     /plain worker polling/,
   );
 }
@@ -1104,6 +1109,31 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
                   Promise.all(
                     runs.map((run) =>
                       runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
+                    ),
+                  ),
+                  600_000,
+                  async () => undefined,
+                );
+                const all = results.flat();
+                return {
+                  workflowIds: runs.map((run) => run.workflowId),
+                  steps: all.reduce((sum, result) => sum + result.steps, 0),
+                  toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
+                };
+              }),
+          },
+          {
+            name: 'design probe, plain SDK: journaledAgents (each agent its whole loop in one activity, answers journaled), 500 activity slots',
+            run: (size) =>
+              measured(plain, count(size), async () => {
+                const runs = chunks(count(size)).map((indexes) => ({
+                  workflowId: `journaled-agents-${Date.now()}-${indexes[0]}`,
+                  prompts: indexes.map(agentPrompt),
+                }));
+                const results = await withDeadline(
+                  Promise.all(
+                    runs.map((run) =>
+                      runJournaledAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
                     ),
                   ),
                   600_000,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { PlainTask } from './activities';
-import type { plainAgents, plainBatch, plainFanOut } from './workflows';
+import type { journaledAgents, plainAgents, plainBatch, plainFanOut } from './workflows';
 
 /** Runs `plainFanOut` and waits for its results. */
 export function runPlainFanOut(client: Client, taskQueue: string, tasks: PlainTask[]): Promise<string[]> {
@@ -35,6 +35,21 @@ export function runPlainAgents(
   workflowId = `plain-agents-${randomUUID()}`,
 ): ReturnType<typeof plainAgents> {
   return client.workflow.execute<typeof plainAgents>('plainAgents', {
+    taskQueue,
+    workflowId,
+    args: [{ prompts, maxSteps }],
+  });
+}
+
+/** Runs `journaledAgents` (one journaled activity per prompt, the design probe) and waits for every agent's result. */
+export function runJournaledAgents(
+  client: Client,
+  taskQueue: string,
+  prompts: string[],
+  maxSteps: number,
+  workflowId = `journaled-agents-${randomUUID()}`,
+): ReturnType<typeof journaledAgents> {
+  return client.workflow.execute<typeof journaledAgents>('journaledAgents', {
     taskQueue,
     workflowId,
     args: [{ prompts, maxSteps }],

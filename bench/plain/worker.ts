@@ -8,7 +8,7 @@ import { writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import OpenAI from 'openai';
 import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
-import { createPlainActivities, createPlainAgentActivities } from './activities';
+import { createJournaledAgentActivities, createPlainActivities, createPlainAgentActivities } from './activities';
 
 /** Bundles bench/plain/workflows.ts with the SDK's bundler into `outputFile`. */
 export async function bundlePlainWorkflows(outputFile: string): Promise<void> {
@@ -39,7 +39,12 @@ async function main(): Promise<void> {
     connection,
     taskQueue: values['task-queue'],
     workflowBundle: { codePath: values.bundle },
-    activities: { ...createPlainActivities(openai), ...createPlainAgentActivities(openai) },
+    activities: {
+      ...createPlainActivities(openai),
+      ...createPlainAgentActivities(openai),
+      // The design probe's journals (compare.ts sets the directory; the activity refuses to run without one).
+      ...createJournaledAgentActivities(openai, process.env.PLAIN_JOURNAL_DIR),
+    },
     maxConcurrentActivityTaskExecutions: slots,
   });
   process.stderr.write(`plain worker polling "${values['task-queue']}" with ${slots} activity slots\n`);

@@ -3,7 +3,13 @@
  * library. Only `import type` from the activities, as the sandbox wants.
  */
 import { condition, continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { PlainActivities, PlainAgentActivities, PlainMessage, PlainTask } from './activities';
+import type {
+  JournaledAgentActivities,
+  PlainActivities,
+  PlainAgentActivities,
+  PlainMessage,
+  PlainTask,
+} from './activities';
 
 const { callModel } = proxyActivities<PlainActivities>({
   startToCloseTimeout: '60s',
@@ -102,4 +108,18 @@ export async function plainAgents(input: { prompts: string[]; maxSteps: number }
       }),
     ),
   );
+}
+
+const { journaledAgent } = proxyActivities<JournaledAgentActivities>({
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: '60s',
+  retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '30s', maximumAttempts: 5 },
+});
+
+/**
+ * The design probe (createJournaledAgentActivities): every agent at once, each its whole loop in one journaled activity
+ * of this one workflow; results in input order.
+ */
+export async function journaledAgents(input: { prompts: string[]; maxSteps: number }): Promise<PlainAgentResult[]> {
+  return Promise.all(input.prompts.map((prompt) => journaledAgent({ prompt, maxSteps: input.maxSteps })));
 }
