@@ -24,7 +24,7 @@ import { temporal } from '@temporalio/proto';
 import { FanoutClient } from '../src/client/fanout-client';
 import { freePort } from '../src/local/free-port';
 import { startSimulator, type Simulator } from '../src/sim/simulator';
-import { runJournaledAgents, runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
+import { runPlainAgents, runPlainBatch, runPlainFanOut } from './plain/client';
 import { bundlePlainWorkflows } from './plain/worker';
 import { cpuSeconds, processTree, statusMb, threadCpuDelta, threadCpuSeconds } from './proc';
 import { startReady, stopChild } from './ready-process';
@@ -1062,6 +1062,29 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
       note: `worker CPU ${cpu.toFixed(1)} s; ${(actions / steps(agents)).toFixed(3)} actions per model step, ${((actions - runStarts) / steps(agents)).toFixed(3)} besides the run's ${runStarts} start${runStarts === 1 ? '' : 's'}; RPCs per agent: ${rpcs}; history ${(histories.bytes / agents / 1024).toFixed(1)} KB per agent; ${inFlight}; ${requests} model requests, ${tools} tool runs`,
     };
   };
+  /** One of bench/plain's agents workflows, one per 500 agents, on the plain worker. */
+  const plainRun = (size: 'warm-up' | 'measured', workflow: 'plainAgents' | 'journaledAgents', prefix: string) =>
+    measured(plain, count(size), async () => {
+      const runs = chunks(count(size)).map((indexes) => ({
+        workflowId: `${prefix}-${Date.now()}-${indexes[0]}`,
+        prompts: indexes.map(agentPrompt),
+      }));
+      const results = await withDeadline(
+        Promise.all(
+          runs.map((run) =>
+            runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId, workflow),
+          ),
+        ),
+        600_000,
+        async () => undefined,
+      );
+      const all = results.flat();
+      return {
+        workflowIds: runs.map((run) => run.workflowId),
+        steps: all.reduce((sum, result) => sum + result.steps, 0),
+        toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
+      };
+    });
   try {
     const before = await batchCheck(harness, fanout, ours);
     const result = await measure(
@@ -1099,53 +1122,11 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
           },
           {
             name: 'plain SDK: plainAgents (a child workflow per agent, transcript in workflow state), 500 activity slots',
-            run: (size) =>
-              measured(plain, count(size), async () => {
-                const runs = chunks(count(size)).map((indexes) => ({
-                  workflowId: `plain-agents-${Date.now()}-${indexes[0]}`,
-                  prompts: indexes.map(agentPrompt),
-                }));
-                const results = await withDeadline(
-                  Promise.all(
-                    runs.map((run) =>
-                      runPlainAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
-                    ),
-                  ),
-                  600_000,
-                  async () => undefined,
-                );
-                const all = results.flat();
-                return {
-                  workflowIds: runs.map((run) => run.workflowId),
-                  steps: all.reduce((sum, result) => sum + result.steps, 0),
-                  toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
-                };
-              }),
+            run: (size) => plainRun(size, 'plainAgents', 'plain-agents'),
           },
           {
             name: 'design probe, plain SDK: journaledAgents (each agent its whole loop in one activity, answers journaled), 500 activity slots',
-            run: (size) =>
-              measured(plain, count(size), async () => {
-                const runs = chunks(count(size)).map((indexes) => ({
-                  workflowId: `journaled-agents-${Date.now()}-${indexes[0]}`,
-                  prompts: indexes.map(agentPrompt),
-                }));
-                const results = await withDeadline(
-                  Promise.all(
-                    runs.map((run) =>
-                      runJournaledAgents(harness.plainClient, plain.taskQueue, run.prompts, 10, run.workflowId),
-                    ),
-                  ),
-                  600_000,
-                  async () => undefined,
-                );
-                const all = results.flat();
-                return {
-                  workflowIds: runs.map((run) => run.workflowId),
-                  steps: all.reduce((sum, result) => sum + result.steps, 0),
-                  toolRuns: all.reduce((sum, result) => sum + result.toolCalls, 0),
-                };
-              }),
+            run: (size) => plainRun(size, 'journaledAgents', 'journaled-agents'),
           },
           ...(harness.python === undefined
             ? []

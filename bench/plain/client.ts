@@ -26,30 +26,19 @@ export function runPlainBatch(
   });
 }
 
-/** Runs `plainAgents` (one child workflow per prompt) and waits for every agent's result. */
+/**
+ * Runs `plainAgents` (one child workflow per prompt), or `journaledAgents` (the design probe: one journaled activity
+ * per prompt), and waits for every agent's result.
+ */
 export function runPlainAgents(
   client: Client,
   taskQueue: string,
   prompts: string[],
   maxSteps: number,
   workflowId = `plain-agents-${randomUUID()}`,
+  workflow: 'plainAgents' | 'journaledAgents' = 'plainAgents',
 ): ReturnType<typeof plainAgents> {
-  return client.workflow.execute<typeof plainAgents>('plainAgents', {
-    taskQueue,
-    workflowId,
-    args: [{ prompts, maxSteps }],
-  });
-}
-
-/** Runs `journaledAgents` (one journaled activity per prompt, the design probe) and waits for every agent's result. */
-export function runJournaledAgents(
-  client: Client,
-  taskQueue: string,
-  prompts: string[],
-  maxSteps: number,
-  workflowId = `journaled-agents-${randomUUID()}`,
-): ReturnType<typeof journaledAgents> {
-  return client.workflow.execute<typeof journaledAgents>('journaledAgents', {
+  return client.workflow.execute<typeof plainAgents | typeof journaledAgents>(workflow, {
     taskQueue,
     workflowId,
     args: [{ prompts, maxSteps }],
