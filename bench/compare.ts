@@ -1063,10 +1063,10 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
     };
   };
   /** One of bench/plain's agents workflows, one per 500 agents, on the plain worker. */
-  const plainRun = (size: 'warm-up' | 'measured', workflow: 'plainAgents' | 'journaledAgents', prefix: string) =>
+  const plainRun = (size: 'warm-up' | 'measured', workflow: 'plainAgents' | 'journaledAgents') =>
     measured(plain, count(size), async () => {
       const runs = chunks(count(size)).map((indexes) => ({
-        workflowId: `${prefix}-${Date.now()}-${indexes[0]}`,
+        workflowId: `${workflow}-${Date.now()}-${indexes[0]}`,
         prompts: indexes.map(agentPrompt),
       }));
       const results = await withDeadline(
@@ -1122,11 +1122,11 @@ async function agentsAtScaleScenario(harness: Harness): Promise<ScenarioResult> 
           },
           {
             name: 'plain SDK: plainAgents (a child workflow per agent, transcript in workflow state), 500 activity slots',
-            run: (size) => plainRun(size, 'plainAgents', 'plain-agents'),
+            run: (size) => plainRun(size, 'plainAgents'),
           },
           {
             name: 'design probe, plain SDK: journaledAgents (each agent its whole loop in one activity, answers journaled), 500 activity slots',
-            run: (size) => plainRun(size, 'journaledAgents', 'journaled-agents'),
+            run: (size) => plainRun(size, 'journaledAgents'),
           },
           ...(harness.python === undefined
             ? []

@@ -107,7 +107,11 @@ export function createJournaledAgentActivities(
       const owner = workflowExecution?.workflowId ?? 'standalone';
       const file = path.join(journalDirectory, `${owner}-${activityId}.jsonl`);
       await mkdir(journalDirectory, { recursive: true });
-      const journaled = await readFile(file, 'utf8').catch(() => '');
+      // No journal yet is a first attempt; any other read error fails the attempt rather than calling everything again.
+      const journaled = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+        if (error.code === 'ENOENT') return '';
+        throw error;
+      });
       // A line cut short by a crash was never flushed, so the loop had not gone past it: it is left out (its call is made
       // again) and the next record starts on a line of its own.
       const messages: PlainMessage[] = [{ role: 'user', content: input.prompt }];
