@@ -219,6 +219,8 @@ describe('fanout demo (what npm start runs)', () => {
 
 describe('fanout batch', () => {
   const suite = useTestStack();
+  // A test that scripts the simulator's latencies leaves the next one its defaults.
+  afterEach(() => suite.servers.simulator.configure({}));
 
   it('refuses a malformed task file with the line named and exit code 2', async () => {
     const tasks = file('batch-bad.jsonl', '{"id":"a","prompt":"x"}\n{"id":"b","prompt":""}\n');
@@ -282,12 +284,13 @@ describe('fanout batch', () => {
   });
 
   it('starts, watches, reports, cancels and resumes a batch', async () => {
-    const tasks = file(
-      'batch.jsonl',
-      Array.from({ length: 30 }, (_, index) =>
-        JSON.stringify({ id: `cli-${index}`, prompt: 'x [sim latency=1500]' }),
-      ).join('\n'),
-    );
+    // 1.5 s calls, and a last one that holds the batch open until the cancel has reached it (a batch already writing its
+    // sink finishes instead); the resume's calls are quick.
+    const ids = Array.from({ length: 30 }, (_, index) => `cli-${index}`);
+    suite.servers.simulator.configure({
+      latencyByTask: Object.fromEntries(ids.map((id, index) => [id, index === ids.length - 1 ? 600_000 : 1500])),
+    });
+    const tasks = file('batch.jsonl', ids.map((id) => JSON.stringify({ id, prompt: 'x' })).join('\n'));
     const out = path.join(directory, 'batch-out.jsonl');
     const started = await runBatchStart(tasks, out, [
       '--id',
@@ -309,9 +312,16 @@ describe('fanout batch', () => {
     );
 
     const cancelled = await runCli(['batch', 'cancel', 'cli-batch', ...suite.connectionArgs]);
-    expect(cancelled.code).toBe(0);
+    expect(cancelled).toMatchObject({
+      code: 0,
+      stdout: 'batch cli-batch cancelled; its answered results are in its sink\n',
+    });
     const afterCancel = await runCli(['batch', 'status', 'cli-batch', '--watch', ...suite.connectionArgs]);
-    expect(afterCancel.stderr).toContain('cancelled');
+    expect({ code: afterCancel.code, stdout: afterCancel.stdout, stderr: afterCancel.stderr }).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('cancelled') as unknown,
+    });
+    suite.servers.simulator.configure({ latency: { minMs: 50, maxMs: 50 } });
 
     const resumed = await runCli(['batch', 'resume', 'cli-batch', '--watch', ...suite.connectionArgs]);
     expect(resumed.code).toBe(0);

@@ -251,6 +251,56 @@ describe("a dead worker's call when describes fail for a while", () => {
   });
 });
 
+describe("a dead worker's call, acted on by its id", () => {
+  // Temporal fails (or cancels) by id whichever attempt runs when the request arrives: a look that saw the dead worker's
+  // attempt is acted on only if a look just before still shows it, younger than half the retry interval.
+  it('is left alone once the look before acting shows its next attempt started on a live worker', async () => {
+    let looks = 0;
+    const { watchdog, record } = start({
+      poll: idlePoll,
+      describe: () => {
+        looks += 1;
+        // The first look sees the dead worker's attempt; by the next, another watchdog failed it and attempt 2 runs.
+        return runningDescription([
+          looks === 1
+            ? deadWorkersCall()
+            : {
+                ...deadWorkersCall(),
+                attempt: 2,
+                lastWorkerIdentity: 'me',
+                lastStartedTime: { seconds: nowSeconds() },
+              },
+        ]);
+      },
+      pollers: meAndDeadPollers,
+    });
+    watchdog.register(call('mine'));
+    await waitFor('three looks', () => looks >= 3, { timeoutMs: 10_000 });
+    expect(record.failed).toEqual([]);
+  });
+
+  it('waits for a look younger than half the retry interval, then fails it', async () => {
+    let slow = true;
+    // As the dev server describes a running attempt: its retry policy, not the wait before the next one.
+    const dead = {
+      ...deadWorkersCall(),
+      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
+    };
+    const { watchdog, record } = start({
+      poll: idlePoll,
+      // A look that takes 150 ms, longer than half the 200 ms a next attempt would wait: the attempt may have moved on.
+      describe: () => (slow ? sleep(150).then(() => runningDescription([dead])) : runningDescription([dead])),
+      pollers: meAndDeadPollers,
+    });
+    watchdog.register(call('mine'));
+    await waitFor('four looks', () => record.describes >= 4, { timeoutMs: 10_000 });
+    expect(record.failed).toEqual([]);
+    slow = false;
+    await waitFor("the dead worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 10_000 });
+    expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
+  });
+});
+
 describe('the sweep over running workflows no live worker has calls in', () => {
   it('reaches every one in turn, not only the newest 5,000', async () => {
     const running = Array.from({ length: 12_000 }, (_, index) => ({ workflowId: `wf-${index}`, runId: 'run' }));

@@ -2,7 +2,9 @@ import { addCacheSavings, addTokens } from '../contract/metrics';
 import path from 'node:path';
 import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
 import {
+  CancelledFailure,
   WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
   WorkflowNotFoundError,
   type Client,
   type WorkflowHandle,
@@ -46,6 +48,9 @@ export interface StartBatchRequest {
   options?: BatchOptions;
 }
 
+/** How a cancelled batch ended: cancelled, finished before the cancel reached it, failed, or not waited for. */
+export type BatchCancelOutcome = 'cancelled' | 'finished' | 'failed' | 'requested';
+
 /** A batch, started or attached to. */
 export interface BatchHandle {
   readonly batchId: string;
@@ -54,9 +59,10 @@ export interface BatchHandle {
   progress(): Promise<BatchProgress>;
   /**
    * Cancels the batch: its calls in flight are aborted, and every answered one is written to the sink. Returns once the
-   * batch has ended (so no call of it starts after), unless `wait` is false.
+   * batch has ended (so no call of it starts after), with how it ended, unless `wait` is false ('requested'). A batch
+   * already writing its sink when the cancel comes finishes ('finished'): every item has its line then.
    */
-  cancel(options?: { wait?: boolean }): Promise<void>;
+  cancel(options?: { wait?: boolean }): Promise<BatchCancelOutcome>;
   /** Waits for the batch to end and returns its summary (results are in the sink). */
   result(): Promise<BatchSummary>;
   readonly workflow: WorkflowHandle<typeof batch>;
@@ -171,7 +177,12 @@ function toBatchHandle(client: Client, workflow: WorkflowHandle<typeof batch>, a
     },
     cancel: async ({ wait = true } = {}) => {
       await workflow.cancel();
-      if (wait) await workflow.result().catch(() => undefined);
+      if (!wait) return 'requested';
+      return workflow.result().then(
+        () => 'finished' as const,
+        (error: unknown) =>
+          error instanceof WorkflowFailedError && error.cause instanceof CancelledFailure ? 'cancelled' : 'failed',
+      );
     },
     result: () => workflow.result(),
   };

@@ -27,6 +27,13 @@ const FULL_ROUND_EVERY = 6;
  * milliseconds of their notice, and a look any sooner might come before the server has the workflow task's commands.
  */
 const OWN_TASK_GRACE_MS = 2000;
+/** The oldest a look may be when a call is failed or cancelled on it (see `lookAgain`); half the retry interval if less. */
+const FRESH_LOOK_MS = 500;
+
+/** The key a call's attempt is acted on under, once. */
+function actedKey(workflowId: string, runId: string, activity: PendingActivity): string {
+  return `${workflowId}\u0000${runId}\u0000${activity.activityId ?? ''}\u0000${integer(activity.attempt)}`;
+}
 
 /** What the calls of lost workers are judged with, beside the watchdog's own parts. */
 export interface LostCallsContext {
@@ -93,49 +100,122 @@ export class LostCalls {
     for (const activity of suspects) this.settledLost.delete(activity.lastWorkerIdentity ?? '');
     const table = await this.context.presence.read().catch(() => undefined);
     if (!table) return;
-    for (const activity of suspects) {
-      const worker = activity.lastWorkerIdentity ?? '';
-      const startedAt = timestampMillis(activity.lastStartedTime);
-      if (!isLost(table, worker, startedAt, this.context.options.lostAfterMs)) continue;
-      const activityId = activity.activityId ?? '';
-      const attempt = integer(activity.attempt);
-      const actedKey = `${workflowId}\u0000${runId}\u0000${activityId}\u0000${attempt}`;
-      if (this.acted.has(actedKey)) continue;
-      this.acted.set(actedKey, Date.now());
-      const silentForMs = table.self === undefined ? undefined : table.self - (table.lastPoll.get(worker) ?? 0);
-      const id = { workflowId, runId, activityId };
-      const logged = { workflowId, activityId, attempt, worker, silentForMs };
-      try {
-        if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
-          await client.activity.reportCancellation(id, undefined);
-          logger.info("reported a lost worker's cancelled call as cancelled", logged);
-        } else {
-          // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
-          // attempt from it (a killed worker exports no span of its own). One heartbeat, only for a lost call.
-          const note: LostAttemptNote = {
-            lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
-          };
-          try {
-            await client.activity.heartbeat(id, note);
-          } catch {
-            // Only the retry's trace loses by it: the call is failed all the same.
+    const lost = suspects.filter(
+      (activity) =>
+        isLost(
+          table,
+          activity.lastWorkerIdentity ?? '',
+          timestampMillis(activity.lastStartedTime),
+          this.context.options.lostAfterMs,
+        ) && !this.acted.has(actedKey(workflowId, runId, activity)),
+    );
+    if (lost.length === 0) return;
+    const look = await this.lookAgain(workflowId, runId);
+    if (!look) return;
+    await Promise.all(
+      lost.map(async (seen) => {
+        const worker = seen.lastWorkerIdentity ?? '';
+        const activity = look.unchanged(seen);
+        if (!activity) return;
+        const activityId = activity.activityId ?? '';
+        const attempt = integer(activity.attempt);
+        const startedAt = timestampMillis(activity.lastStartedTime);
+        const silentForMs = table.self === undefined ? undefined : table.self - (table.lastPoll.get(worker) ?? 0);
+        const id = { workflowId, runId, activityId };
+        const logged = { workflowId, activityId, attempt, worker, silentForMs };
+        try {
+          if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
+            if (!look.fresh(activity)) return;
+            this.acted.set(actedKey(workflowId, runId, activity), Date.now());
+            await client.activity.reportCancellation(id, undefined);
+            logger.info("reported a lost worker's cancelled call as cancelled", logged);
+          } else {
+            if (!look.fresh(activity)) return;
+            // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
+            // attempt from it (a killed worker exports no span of its own). One heartbeat, only for a lost call.
+            const note: LostAttemptNote = {
+              lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
+            };
+            try {
+              await client.activity.heartbeat(id, note);
+            } catch {
+              // Only the retry's trace loses by it: the call is failed all the same.
+            }
+            if (!look.fresh(activity)) return;
+            this.acted.set(actedKey(workflowId, runId, activity), Date.now());
+            await client.activity.fail(
+              id,
+              ApplicationFailure.create({
+                type: FailureType.WorkerLost,
+                message: `worker ${worker} stopped polling ${silentForMs ?? '?'} ms before; attempt ${attempt} failed on its behalf so it is retried`,
+                details: [{ worker, attempt }],
+              }),
+            );
+            logger.info("failed a lost worker's call so Temporal retries it", logged);
           }
-          await client.activity.fail(
-            id,
-            ApplicationFailure.create({
-              type: FailureType.WorkerLost,
-              message: `worker ${worker} stopped polling ${silentForMs ?? '?'} ms before; attempt ${attempt} failed on its behalf so it is retried`,
-              details: [{ worker, attempt }],
-            }),
-          );
-          logger.info("failed a lost worker's call so Temporal retries it", logged);
+        } catch (error) {
+          // Usually a race with the call finishing or timing out meanwhile; either way nothing is left to do.
+          logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
         }
-      } catch (error) {
-        // Usually a race with the call finishing or timing out meanwhile; either way nothing is left to do.
-        logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
-      }
-    }
+      }),
+    );
     this.forgetOldActions();
+  }
+
+  /**
+   * A look at the run taken just before acting on its calls, and whether it is fresh enough to act on. A call is failed
+   * or reported cancelled by its id (RespondActivityTaskFailedById): Temporal applies that to whichever attempt is
+   * running when it arrives, not to the one a look saw. The attempt a look saw may end meanwhile (another worker's
+   * watchdog failed it, or its heartbeat timed out) and the next one start on a live worker; failed in its stead, that
+   * one would run on beside a third, both sending the same items, and cancelled in its stead it would run on past its
+   * run. Temporal starts the next attempt no sooner than the retry interval the look shows after one ends; so a call is
+   * acted on only while the look is younger than half that interval (at most FRESH_LOOK_MS), and only if the look
+   * still shows the same attempt started by the same worker. Otherwise the next look judges it again.
+   */
+  private async lookAgain(
+    workflowId: string,
+    runId: string,
+  ): Promise<
+    | {
+        unchanged(seen: PendingActivity): PendingActivity | undefined;
+        fresh(activity: PendingActivity): boolean;
+      }
+    | undefined
+  > {
+    const sentAt = Date.now();
+    let pending: readonly PendingActivity[];
+    try {
+      const description = await this.context.describes.read(workflowId, runId);
+      this.context.describes.worked();
+      if (description.workflowExecutionInfo?.status !== WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING)
+        return undefined;
+      pending = description.pendingActivities ?? [];
+    } catch (error) {
+      this.context.describes.failed(error);
+      return undefined;
+    }
+    const byId = new Map(pending.map((activity) => [activity.activityId ?? '', activity]));
+    return {
+      unchanged: (seen) => {
+        const now = byId.get(seen.activityId ?? '');
+        const same =
+          now !== undefined &&
+          now.state === seen.state &&
+          integer(now.attempt) === integer(seen.attempt) &&
+          now.lastWorkerIdentity === seen.lastWorkerIdentity &&
+          timestampMillis(now.lastStartedTime) === timestampMillis(seen.lastStartedTime);
+        return same ? now : undefined;
+      },
+      fresh: (activity) => {
+        // The wait before a next attempt: the look's, else the least the retry policy waits (a Duration has a
+        // Timestamp's seconds and nanos). The dev server reports the policy of a running attempt, not the wait.
+        const retryMs =
+          timestampMillis(activity.currentRetryInterval) ??
+          timestampMillis(activity.activityOptions?.retryPolicy?.initialInterval);
+        const bound = retryMs === undefined ? FRESH_LOOK_MS : Math.min(FRESH_LOOK_MS, retryMs / 2);
+        return Date.now() - sentAt < bound;
+      },
+    };
   }
 
   /**
@@ -152,6 +232,7 @@ export class LostCalls {
     const { client, identity, logger, running } = this.context;
     if (!running.tracking) return;
     const now = Date.now();
+    const missing: PendingActivity[] = [];
     for (const activity of activities) {
       if (activity.state !== PendingActivityState.PENDING_ACTIVITY_STATE_STARTED) continue;
       if (activity.lastWorkerIdentity !== identity) continue;
@@ -168,23 +249,40 @@ export class LostCalls {
         continue;
       }
       if (now - since < this.context.options.lostAfterMs || this.acted.has(key)) continue;
-      this.acted.set(key, now);
-      this.missingSince.delete(key);
-      const logged = { workflowId, activityId, attempt, missingForMs: now - since };
-      try {
-        await client.activity.fail(
-          { workflowId, runId, activityId },
-          ApplicationFailure.create({
-            type: FailureType.WorkerLost,
-            message: `attempt ${attempt} was recorded as started by this worker (${identity}), which never ran it; failed so it is retried`,
-            details: [{ worker: identity, attempt }],
-          }),
-        );
-        logger.warn('failed a call this worker was handed but never ran, so Temporal retries it', logged);
-      } catch (error) {
-        logger.warn('could not settle a call this worker never ran', { ...logged, error: String(error) });
-      }
+      missing.push(activity);
     }
+    if (missing.length === 0) return;
+    // Failed by its id, as a lost worker's call is: only on a look fresh enough that no later attempt can have started.
+    const look = await this.lookAgain(workflowId, runId);
+    if (!look) return;
+    await Promise.all(
+      missing.map(async (seen) => {
+        const activity = look.unchanged(seen);
+        if (!activity || !look.fresh(activity)) return;
+        const activityId = activity.activityId ?? '';
+        const attempt = integer(activity.attempt);
+        const key = RunningActivities.key(workflowId, runId, activityId, attempt);
+        // It may have begun running here while the look was taken.
+        if (running.has(key)) return;
+        const since = this.missingSince.get(key) ?? now;
+        this.acted.set(key, Date.now());
+        this.missingSince.delete(key);
+        const logged = { workflowId, activityId, attempt, missingForMs: now - since };
+        try {
+          await client.activity.fail(
+            { workflowId, runId, activityId },
+            ApplicationFailure.create({
+              type: FailureType.WorkerLost,
+              message: `attempt ${attempt} was recorded as started by this worker (${identity}), which never ran it; failed so it is retried`,
+              details: [{ worker: identity, attempt }],
+            }),
+          );
+          logger.warn('failed a call this worker was handed but never ran, so Temporal retries it', logged);
+        } catch (error) {
+          logger.warn('could not settle a call this worker never ran', { ...logged, error: String(error) });
+        }
+      }),
+    );
   }
 
   private forgetOldActions(): void {

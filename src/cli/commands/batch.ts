@@ -12,7 +12,7 @@ import {
   type BatchProgress,
   type BatchSummary,
 } from '../../contract/batch';
-import { describeError, ExitCode } from '../errors';
+import { CliError, describeError, ExitCode } from '../errors';
 import { clientCommand, positiveNumber, promptCacheOf, wholeNumber, type ConnectionFlags } from '../options';
 import type { PromptCache } from '../../contract/agent-task';
 import { formatCost, formatPacing, formatTokens } from '../report';
@@ -183,7 +183,18 @@ async function watch(handle: BatchHandle, json: boolean): Promise<void> {
   // The agents that ended since the last look, once more for their last events (a closed workflow still answers queries).
   await printAgentEvents([]).catch(() => undefined);
   bar?.stop();
-  if ('error' in finished) throw finished.error;
+  if ('error' in finished) {
+    // Ended cancelled, failed, terminated or timed out: exit 1, as `batch status` says of it once it has ended.
+    const status = await handle.workflow.describe().then(
+      (description) => description.status.name,
+      () => undefined,
+    );
+    if (status === undefined || status === 'RUNNING' || status === 'COMPLETED') throw finished.error;
+    throw new CliError(
+      `${describeError(finished.error)}; \`fanout batch resume ${handle.batchId}\` runs what is not done`,
+      ExitCode.agentsFailed,
+    );
+  }
   process.stdout.write(json ? `${JSON.stringify(finished.summary)}\n` : `${formatSummary(finished.summary)}\n`);
   process.exitCode = exitCodeFor(finished.summary);
 }
@@ -347,12 +358,16 @@ export function batchCommand(): Command {
         .option('--json', 'print JSON'),
       async (fanout, batchId, flags: BatchFlags & { wait?: boolean }) => {
         const wait = flags.wait !== false;
-        await fanout.getBatch(batchId).cancel({ wait });
-        const said = wait
-          ? `batch ${batchId} cancelled; its answered results are in its sink`
-          : `cancel requested for batch ${batchId}`;
+        const outcome = await fanout.getBatch(batchId).cancel({ wait });
+        const said = {
+          cancelled: `batch ${batchId} cancelled; its answered results are in its sink`,
+          // It was writing its sink when the cancel came: every item has its line, and `batch status` shows the summary.
+          finished: `batch ${batchId} finished before the cancel reached it; its results are in its sink`,
+          failed: `batch ${batchId} ended failed; \`fanout batch status ${batchId}\` says why`,
+          requested: `cancel requested for batch ${batchId}`,
+        }[outcome];
         process.stdout.write(
-          flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait })}\n` : `${said}\n`,
+          flags.json ? `${JSON.stringify({ batchId, cancelRequested: true, ended: wait, outcome })}\n` : `${said}\n`,
         );
       },
     ),
