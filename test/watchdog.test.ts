@@ -19,6 +19,8 @@ interface Script {
   pollers: () => { identity: string; lastAccessTime: { seconds: number } }[];
   /** The running workflows the sweep lists. Default none. */
   running?: () => { workflowId: string; runId: string }[];
+  /** A heartbeat by id (the lost attempt's note). Default: answered at once. */
+  heartbeat?: () => Promise<void>;
 }
 
 function fakeClient(script: Script) {
@@ -26,6 +28,7 @@ function fakeClient(script: Script) {
     describes: 0,
     polls: 0,
     failed: [] as { activityId: string; type?: string }[],
+    heartbeats: 0,
     warnings: [] as string[],
     infos: [] as string[],
   };
@@ -67,6 +70,10 @@ function fakeClient(script: Script) {
         return Promise.resolve();
       },
       reportCancellation: () => Promise.resolve(),
+      heartbeat: () => {
+        record.heartbeats += 1;
+        return script.heartbeat?.() ?? Promise.resolve();
+      },
     },
     workflow: {
       list: async function* () {
@@ -299,6 +306,35 @@ describe("a dead worker's call, acted on by its id", () => {
     await waitFor("the dead worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 10_000 });
     expect(record.failed).toEqual([{ activityId: 'theirs', type: 'WorkerLost' }]);
   });
+
+  it('sends its note once, and fails it only on a look after a note that took longer than the look may be old', async () => {
+    // A heartbeat restarts the attempt's heartbeat timeout: a note sent at every look would keep a dead attempt alive.
+    const dead = {
+      ...deadWorkersCall(),
+      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
+    };
+    const events: string[] = [];
+    const { watchdog, record } = start({
+      poll: idlePoll,
+      // Each look says whether the call was failed before it.
+      describe: () => {
+        events.push(record.failed.length === 0 ? 'look' : 'look after the fail');
+        return runningDescription([dead]);
+      },
+      pollers: meAndDeadPollers,
+      // Longer than the 100 ms a look may be old here.
+      heartbeat: () => sleep(150).then(() => void events.push('note')),
+    });
+    watchdog.register(call('mine'));
+    await waitFor("the dead worker's call to be failed", () => record.failed.length === 1, { timeoutMs: 10_000 });
+    await sleep(500);
+    expect({
+      notes: record.heartbeats,
+      // The look that failed it came after the note: the one the note went on was too old by then.
+      looksBetweenNoteAndFail: events.slice(events.indexOf('note') + 1).includes('look'),
+      failed: record.failed,
+    }).toEqual({ notes: 1, looksBetweenNoteAndFail: true, failed: [{ activityId: 'theirs', type: 'WorkerLost' }] });
+  });
 });
 
 describe('the sweep over running workflows no live worker has calls in', () => {
@@ -423,6 +459,29 @@ describe('the own-task check while no worker is silent', () => {
     // Before: the check lived in the sweep's rounds, skipped while no worker was silent, so this waited for its timeout.
     await waitFor('the lost task to be failed', () => record.failed.length === 1, { timeoutMs: 5000 });
     expect(record.failed).toEqual([{ activityId: 'lost', type: 'WorkerLost' }]);
+  });
+
+  it("fails it only on a look younger than half the retry interval, as a lost worker's call", async () => {
+    let slow = true;
+    const lost = {
+      ...ownLostCall(),
+      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
+    };
+    const { watchdog, record } = start(
+      {
+        poll: idlePoll,
+        describe: () => (slow ? sleep(150).then(() => runningDescription([lost])) : runningDescription([lost])),
+        pollers: onlyMe,
+      },
+      { sweepIntervalMs: 100 },
+    );
+    watchdog.running.tracking = true;
+    watchdog.hosted('wf', 'run', 'lost');
+    watchdog.startSweeping('q');
+    await waitFor('eight looks', () => record.describes >= 8, { timeoutMs: 10_000 });
+    expect(record.failed).toEqual([]);
+    slow = false;
+    await waitFor('the lost task to be failed', () => record.failed.length === 1, { timeoutMs: 5000 });
   });
 
   it('describes no hosted run whose activities started here, and a run once, after its activity ended or started elsewhere', async () => {

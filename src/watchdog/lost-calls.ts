@@ -30,6 +30,14 @@ const OWN_TASK_GRACE_MS = 2000;
 /** The oldest a look may be when a call is failed or cancelled on it (see `lookAgain`); half the retry interval if less. */
 const FRESH_LOOK_MS = 500;
 
+/** A look at a run just before acting on its calls by their ids (LostCalls.lookAgain). */
+interface Look {
+  /** The activity as this look shows it, if unchanged since `seen` (same attempt, state, worker, start). */
+  unchanged(seen: PendingActivity): PendingActivity | undefined;
+  /** When a request by id on `activity` must have been sent by (and is cut at), on this worker's clock. */
+  deadline(activity: PendingActivity): number;
+}
+
 /** The key a call's attempt is acted on under, once. */
 function actedKey(workflowId: string, runId: string, activity: PendingActivity): string {
   return `${workflowId}\u0000${runId}\u0000${activity.activityId ?? ''}\u0000${integer(activity.attempt)}`;
@@ -62,6 +70,12 @@ export interface LostCallsContext {
  */
 export class LostCalls {
   private readonly acted = new Map<string, number>();
+  /** Lost calls being acted on now (a look of the run under way): another judge of the run leaves them alone. */
+  private readonly acting = new Set<string>();
+  /** Lost attempts whose note (a heartbeat) went, and those a look was too old to act on (said once), since when. */
+  private readonly noted = new Map<string, number>();
+  private readonly late = new Map<string, number>();
+  private forgotAt = 0;
   /** Own calls (RunningActivities.key) seen started here but not running, since when (this worker's clock). */
   private readonly missingSince = new Map<string, number>();
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -87,7 +101,8 @@ export class LostCalls {
 
   /** Fails (or reports cancelled) the calls of this workflow that lost workers were running. */
   async judge(workflowId: string, runId: string, activities: readonly PendingActivity[]): Promise<void> {
-    const { client, identity, logger } = this.context;
+    const { identity } = this.context;
+    this.forgetOldActions();
     await this.failOwnLostTasks(workflowId, runId, activities);
     const suspects = activities.filter(
       (activity) =>
@@ -100,88 +115,121 @@ export class LostCalls {
     for (const activity of suspects) this.settledLost.delete(activity.lastWorkerIdentity ?? '');
     const table = await this.context.presence.read().catch(() => undefined);
     if (!table) return;
-    const lost = suspects.filter(
-      (activity) =>
+    const lost = suspects.filter((activity) => {
+      const key = actedKey(workflowId, runId, activity);
+      return (
         isLost(
           table,
           activity.lastWorkerIdentity ?? '',
           timestampMillis(activity.lastStartedTime),
           this.context.options.lostAfterMs,
-        ) && !this.acted.has(actedKey(workflowId, runId, activity)),
-    );
+        ) &&
+        !this.acted.has(key) &&
+        !this.acting.has(key)
+      );
+    });
     if (lost.length === 0) return;
-    const look = await this.lookAgain(workflowId, runId);
-    if (!look) return;
-    await Promise.all(
-      lost.map(async (seen) => {
-        const worker = seen.lastWorkerIdentity ?? '';
-        const activity = look.unchanged(seen);
-        if (!activity) return;
-        const activityId = activity.activityId ?? '';
-        const attempt = integer(activity.attempt);
-        const startedAt = timestampMillis(activity.lastStartedTime);
-        const silentForMs = table.self === undefined ? undefined : table.self - (table.lastPoll.get(worker) ?? 0);
-        const id = { workflowId, runId, activityId };
-        const logged = { workflowId, activityId, attempt, worker, silentForMs };
+    const keys = lost.map((activity) => actedKey(workflowId, runId, activity));
+    for (const key of keys) this.acting.add(key);
+    try {
+      const look = await this.lookAgain(workflowId, runId);
+      if (look) await Promise.all(lost.map((seen) => this.settleLost(workflowId, runId, seen, look, table)));
+    } finally {
+      for (const key of keys) this.acting.delete(key);
+    }
+  }
+
+  /** Fails (or reports cancelled) one lost worker's call, if `look` still shows it and is fresh enough (lookAgain). */
+  private async settleLost(
+    workflowId: string,
+    runId: string,
+    seen: PendingActivity,
+    look: Look,
+    table: PresenceTable,
+  ): Promise<void> {
+    const { client, logger } = this.context;
+    const activity = look.unchanged(seen);
+    if (!activity) return;
+    const worker = activity.lastWorkerIdentity ?? '';
+    const activityId = activity.activityId ?? '';
+    const attempt = integer(activity.attempt);
+    const key = actedKey(workflowId, runId, activity);
+    const startedAt = timestampMillis(activity.lastStartedTime);
+    const silentForMs = table.self === undefined ? undefined : table.self - (table.lastPoll.get(worker) ?? 0);
+    const id = { workflowId, runId, activityId };
+    const logged = { workflowId, activityId, attempt, worker, silentForMs };
+    const deadline = look.deadline(activity);
+    try {
+      if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
+        if (!this.inTime(deadline, key, logged)) return;
+        this.acted.set(key, Date.now());
+        await this.byId(deadline, () => client.activity.reportCancellation(id, undefined));
+        logger.info("reported a lost worker's cancelled call as cancelled", logged);
+        return;
+      }
+      if (!this.inTime(deadline, key, logged)) return;
+      // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
+      // attempt from it (a killed worker exports no span of its own). Once an attempt: a heartbeat restarts the
+      // attempt's heartbeat timeout, which is what ends it when no look is fresh enough to fail it.
+      if (!this.noted.has(key)) {
+        this.noted.set(key, Date.now());
+        const note: LostAttemptNote = {
+          lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
+        };
         try {
-          if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
-            if (!look.fresh(activity)) return;
-            this.acted.set(actedKey(workflowId, runId, activity), Date.now());
-            await client.activity.reportCancellation(id, undefined);
-            logger.info("reported a lost worker's cancelled call as cancelled", logged);
-          } else {
-            if (!look.fresh(activity)) return;
-            // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
-            // attempt from it (a killed worker exports no span of its own). One heartbeat, only for a lost call.
-            const note: LostAttemptNote = {
-              lostAttempt: { worker, attempt, lostAt: Date.now(), ...(startedAt === undefined ? {} : { startedAt }) },
-            };
-            try {
-              await client.activity.heartbeat(id, note);
-            } catch {
-              // Only the retry's trace loses by it: the call is failed all the same.
-            }
-            if (!look.fresh(activity)) return;
-            this.acted.set(actedKey(workflowId, runId, activity), Date.now());
-            await client.activity.fail(
-              id,
-              ApplicationFailure.create({
-                type: FailureType.WorkerLost,
-                message: `worker ${worker} stopped polling ${silentForMs ?? '?'} ms before; attempt ${attempt} failed on its behalf so it is retried`,
-                details: [{ worker, attempt }],
-              }),
-            );
-            logger.info("failed a lost worker's call so Temporal retries it", logged);
-          }
-        } catch (error) {
-          // Usually a race with the call finishing or timing out meanwhile; either way nothing is left to do.
-          logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
+          await this.byId(deadline, () => client.activity.heartbeat(id, note));
+        } catch {
+          // Only the retry's trace loses by it: the call is failed all the same.
         }
-      }),
-    );
-    this.forgetOldActions();
+        if (!this.inTime(deadline, key, logged)) return;
+      }
+      this.acted.set(key, Date.now());
+      await this.byId(deadline, () =>
+        client.activity.fail(
+          id,
+          ApplicationFailure.create({
+            type: FailureType.WorkerLost,
+            message: `worker ${worker} stopped polling ${silentForMs ?? '?'} ms before; attempt ${attempt} failed on its behalf so it is retried`,
+            details: [{ worker, attempt }],
+          }),
+        ),
+      );
+      logger.info("failed a lost worker's call so Temporal retries it", logged);
+    } catch (error) {
+      // Usually a race with the call finishing or timing out meanwhile (then the next look sees another attempt, or
+      // none); a request cut at its deadline may not have arrived: either way the next look judges the call again.
+      this.acted.delete(key);
+      logger.warn("could not settle a lost worker's call", { workflowId, activityId, error: String(error) });
+    }
+  }
+
+  /** Whether a call acted on by its id can still be sent before `deadline`; said once an attempt when not. */
+  private inTime(deadline: number, key: string, logged: Record<string, unknown>): boolean {
+    if (Date.now() < deadline) return true;
+    if (!this.late.has(key)) {
+      this.late.set(key, Date.now());
+      this.context.logger.info("left a lost worker's call to a later look: this look was too old to act on", logged);
+    }
+    return false;
+  }
+
+  /** A request by id, cut at `deadline`: one retried by the connection past it could reach a later attempt. */
+  private byId<T>(deadline: number, call: () => Promise<T>): Promise<T> {
+    return this.context.client.connection.withDeadline(deadline, call);
   }
 
   /**
-   * A look at the run taken just before acting on its calls, and whether it is fresh enough to act on. A call is failed
-   * or reported cancelled by its id (RespondActivityTaskFailedById): Temporal applies that to whichever attempt is
-   * running when it arrives, not to the one a look saw. The attempt a look saw may end meanwhile (another worker's
-   * watchdog failed it, or its heartbeat timed out) and the next one start on a live worker; failed in its stead, that
-   * one would run on beside a third, both sending the same items, and cancelled in its stead it would run on past its
-   * run. Temporal starts the next attempt no sooner than the retry interval the look shows after one ends; so a call is
-   * acted on only while the look is younger than half that interval (at most FRESH_LOOK_MS), and only if the look
-   * still shows the same attempt started by the same worker. Otherwise the next look judges it again.
+   * A look at the run taken just before acting on its calls, and until when it may be acted on. A call is failed or
+   * reported cancelled by its id (RespondActivityTaskFailedById): Temporal applies that to whichever attempt is running
+   * when it arrives, not to the one a look saw. The attempt a look saw may end meanwhile (another worker's watchdog
+   * failed it, or its heartbeat timed out) and the next one start on a live worker; failed in its stead, that one would
+   * run on beside a third, both sending the same items, and cancelled in its stead it would run on past its run.
+   * Temporal starts the next attempt no sooner than the retry interval after one ends, and the attempt the look saw
+   * ended after the look was read; so a call is acted on only if the look still shows the same attempt started by the
+   * same worker, and by half that interval after the look was asked for (at most FRESH_LOOK_MS), each request cut at
+   * that deadline. Otherwise a later look judges it again.
    */
-  private async lookAgain(
-    workflowId: string,
-    runId: string,
-  ): Promise<
-    | {
-        unchanged(seen: PendingActivity): PendingActivity | undefined;
-        fresh(activity: PendingActivity): boolean;
-      }
-    | undefined
-  > {
+  private async lookAgain(workflowId: string, runId: string): Promise<Look | undefined> {
     const sentAt = Date.now();
     let pending: readonly PendingActivity[];
     try {
@@ -191,7 +239,8 @@ export class LostCalls {
         return undefined;
       pending = description.pendingActivities ?? [];
     } catch (error) {
-      this.context.describes.failed(error);
+      // A run that has closed is no failure of the describes.
+      if (!notFound(error)) this.context.describes.failed(error);
       return undefined;
     }
     const byId = new Map(pending.map((activity) => [activity.activityId ?? '', activity]));
@@ -206,14 +255,15 @@ export class LostCalls {
           timestampMillis(now.lastStartedTime) === timestampMillis(seen.lastStartedTime);
         return same ? now : undefined;
       },
-      fresh: (activity) => {
-        // The wait before a next attempt: the look's, else the least the retry policy waits (a Duration has a
-        // Timestamp's seconds and nanos). The dev server reports the policy of a running attempt, not the wait.
-        const retryMs =
-          timestampMillis(activity.currentRetryInterval) ??
-          timestampMillis(activity.activityOptions?.retryPolicy?.initialInterval);
-        const bound = retryMs === undefined ? FRESH_LOOK_MS : Math.min(FRESH_LOOK_MS, retryMs / 2);
-        return Date.now() - sentAt < bound;
+      deadline: (activity) => {
+        // The least a next attempt waits: the retry policy's first interval (a Duration has a Timestamp's seconds and
+        // nanos), or the wait the look shows if shorter. The dev server reports the policy of a running attempt only.
+        const waits = [
+          timestampMillis(activity.activityOptions?.retryPolicy?.initialInterval),
+          timestampMillis(activity.currentRetryInterval),
+        ].filter((wait): wait is number => wait !== undefined);
+        const retryMs = waits.length === 0 ? undefined : Math.min(...waits);
+        return sentAt + (retryMs === undefined ? FRESH_LOOK_MS : Math.min(FRESH_LOOK_MS, retryMs / 2));
       },
     };
   }
@@ -258,27 +308,32 @@ export class LostCalls {
     await Promise.all(
       missing.map(async (seen) => {
         const activity = look.unchanged(seen);
-        if (!activity || !look.fresh(activity)) return;
+        if (!activity) return;
         const activityId = activity.activityId ?? '';
         const attempt = integer(activity.attempt);
         const key = RunningActivities.key(workflowId, runId, activityId, attempt);
         // It may have begun running here while the look was taken.
         if (running.has(key)) return;
         const since = this.missingSince.get(key) ?? now;
-        this.acted.set(key, Date.now());
-        this.missingSince.delete(key);
         const logged = { workflowId, activityId, attempt, missingForMs: now - since };
+        const deadline = look.deadline(activity);
+        if (this.acted.has(key) || !this.inTime(deadline, key, logged)) return;
+        this.acted.set(key, Date.now());
         try {
-          await client.activity.fail(
-            { workflowId, runId, activityId },
-            ApplicationFailure.create({
-              type: FailureType.WorkerLost,
-              message: `attempt ${attempt} was recorded as started by this worker (${identity}), which never ran it; failed so it is retried`,
-              details: [{ worker: identity, attempt }],
-            }),
+          await this.byId(deadline, () =>
+            client.activity.fail(
+              { workflowId, runId, activityId },
+              ApplicationFailure.create({
+                type: FailureType.WorkerLost,
+                message: `attempt ${attempt} was recorded as started by this worker (${identity}), which never ran it; failed so it is retried`,
+                details: [{ worker: identity, attempt }],
+              }),
+            ),
           );
+          this.missingSince.delete(key);
           logger.warn('failed a call this worker was handed but never ran, so Temporal retries it', logged);
         } catch (error) {
+          this.acted.delete(key);
           logger.warn('could not settle a call this worker never ran', { ...logged, error: String(error) });
         }
       }),
@@ -286,9 +341,14 @@ export class LostCalls {
   }
 
   private forgetOldActions(): void {
+    // A minute apart at most often: every look judges, most of them finding nothing to act on.
+    if (Date.now() - this.forgotAt < 60_000) return;
+    this.forgotAt = Date.now();
     for (const [key, at] of this.missingSince) if (at < Date.now() - 10 * 60_000) this.missingSince.delete(key);
     const cutoff = Date.now() - 10 * 60_000;
     for (const [key, at] of this.acted) if (at < cutoff) this.acted.delete(key);
+    for (const [key, at] of this.noted) if (at < cutoff) this.noted.delete(key);
+    for (const [key, at] of this.late) if (at < cutoff) this.late.delete(key);
   }
 
   /** Sweeps the running workflows of `taskQueue` every `sweepIntervalMs` until `stopSweeping`. */
