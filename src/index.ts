@@ -1,7 +1,7 @@
 // The client: start runs and batches of LLM calls, follow them, read their task files.
 export { FanoutClient, runParallel, startParallel } from './client/fanout-client';
 export type { FanOutHandle, FanoutClientOptions, RunHandle, StartRunOptions } from './client/fanout-client';
-export type { BatchHandle, StartBatchRequest } from './client/batch-client';
+export type { BatchCancelOutcome, BatchHandle, StartBatchRequest } from './client/batch-client';
 export { readRunFile, readTaskFile } from './client/task-file';
 export type { RunFile, TaskFile } from './client/task-file';
 
