@@ -134,6 +134,12 @@ const meAndDeadPollers = () => [
   { identity: 'dead', lastAccessTime: { seconds: nowSeconds() - 60 } },
 ];
 
+/** `activity` as the dev server describes a running attempt: with its retry policy, whose first interval is `ms`. */
+const withFirstRetryAfter = <T extends object>(activity: T, ms: number) => ({
+  ...activity,
+  activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: ms * 1_000_000 } } },
+});
+
 const call = (activityId: string, abort?: (reason: unknown) => void) => ({
   workflowId: 'wf',
   runId: 'run',
@@ -289,10 +295,7 @@ describe("a dead worker's call, acted on by its id", () => {
   it('waits for a look younger than half the retry interval, then fails it', async () => {
     let slow = true;
     // As the dev server describes a running attempt: its retry policy, not the wait before the next one.
-    const dead = {
-      ...deadWorkersCall(),
-      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
-    };
+    const dead = withFirstRetryAfter(deadWorkersCall(), 200);
     const { watchdog, record } = start({
       poll: idlePoll,
       // A look that takes 150 ms, longer than half the 200 ms a next attempt would wait: the attempt may have moved on.
@@ -309,10 +312,7 @@ describe("a dead worker's call, acted on by its id", () => {
 
   it('sends its note once, and fails it only on a look after a note that took longer than the look may be old', async () => {
     // A heartbeat restarts the attempt's heartbeat timeout: a note sent at every look would keep a dead attempt alive.
-    const dead = {
-      ...deadWorkersCall(),
-      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
-    };
+    const dead = withFirstRetryAfter(deadWorkersCall(), 200);
     const events: string[] = [];
     const { watchdog, record } = start({
       poll: idlePoll,
@@ -463,10 +463,7 @@ describe('the own-task check while no worker is silent', () => {
 
   it("fails it only on a look younger than half the retry interval, as a lost worker's call", async () => {
     let slow = true;
-    const lost = {
-      ...ownLostCall(),
-      activityOptions: { retryPolicy: { initialInterval: { seconds: 0, nanos: 200_000_000 } } },
-    };
+    const lost = withFirstRetryAfter(ownLostCall(), 200);
     const { watchdog, record } = start(
       {
         poll: idlePoll,
