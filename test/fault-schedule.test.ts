@@ -14,7 +14,7 @@ import { startDevServer, type DevServer } from '../src/local/dev-server';
 import { startS3Server, type S3Server } from '../src/local/s3-server';
 import { PayloadStore, Storage } from '../src/store';
 import { freePort } from '../src/local/free-port';
-import { startSimulator, type Simulator } from '../src/sim/simulator';
+import { startSimulator, type SimulatedRequest, type Simulator } from '../src/sim/simulator';
 import { batchDirectory, writeTasks } from './support/batch-files';
 import { decodePayload, eventTimeMs } from './support/history';
 import {
@@ -225,6 +225,25 @@ async function firstRunIdOf(handle: BatchHandle): Promise<string> {
   return (await handle.workflow.describe()).raw.workflowExecutionInfo?.firstRunId ?? '';
 }
 
+/** A time of the simulator's log, in ms from `from`. */
+function since(at: number | undefined, from: number): number | undefined {
+  return at === undefined ? undefined : at - from;
+}
+
+/** One request of a failure's timeline: who sent it (worker, lane window, attempt) and when it arrived and ended. */
+function timed(request: SimulatedRequest, from: number) {
+  return {
+    id: request.taskId,
+    worker: request.worker,
+    caller: request.caller,
+    attempt: request.attempt,
+    outcome: request.outcome,
+    arrived: request.arrivedAt - from,
+    responded: since(request.respondedAt, from),
+    clientClosed: since(request.clientClosedAt, from),
+  };
+}
+
 async function runSeed(seed: number, random: boolean): Promise<void> {
   const schedule = scheduleOf(seed);
   const { shape, long, items } = schedule;
@@ -369,31 +388,26 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
     // And an answer written before the stop reached the batch was the live worker's to keep: none is sent again.
     const earlier = windows.map((window) => (typeof window === 'number' ? { at: window, until: window } : window));
     const answeredBefore = answeredBeforeStopSentAgain(log, reached, earlier);
-    if (answeredBefore.length > 0)
-      // The timeline a failure needs (ms from when the stop reached the batch): the faults, and each id's requests.
-      console.log(
-        JSON.stringify({
-          label,
-          stop: index,
-          faults: faults.map((each) => ({ kind: each.kind, at: each.at - reached })),
-          requests: log
-            .filter((request) => answeredBefore.includes(request.taskId))
-            .map((request) => ({
-              id: request.taskId,
-              worker: request.worker,
-              caller: request.caller,
-              outcome: request.outcome,
-              arrived: request.arrivedAt - reached,
-              responded: request.respondedAt === undefined ? undefined : request.respondedAt - reached,
-              clientClosed: request.clientClosedAt === undefined ? undefined : request.clientClosedAt - reached,
-            })),
-        }),
-      );
+    const started = startedAfterStop(log, reached, fault.resumedAt, true);
+    // The timeline a failure needs (ms from when the stop reached the batch): the faults, and each id's requests with
+    // the worker, lane window and attempt that sent it. In the compared object, so CI's summary of the failure shows it.
+    const timeline =
+      answeredBefore.length + started.length === 0
+        ? {}
+        : {
+            timeline: {
+              faults: faults.map((each) => ({ kind: each.kind, at: each.at - reached })),
+              requests: log
+                .filter((request) => answeredBefore.includes(request.taskId))
+                .map((request) => timed(request, reached)),
+            },
+          };
     expect({
       label,
       stop: index,
-      startedAfterItReachedTheirLane: startedAfterStop(log, reached, fault.resumedAt, true),
+      startedAfterItReachedTheirLane: started,
       answeredBeforeItSentAgain: answeredBefore,
+      ...timeline,
     }).toEqual({ label, stop: index, startedAfterItReachedTheirLane: [], answeredBeforeItSentAgain: [] });
     windows.push(fault.kind === 'budget-stop' ? reached : { at: fault.at, until: reached });
   }
@@ -403,28 +417,20 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
   // again after a later one.
   const costs = windows.map((window, index) => faultCost(log, window, undefined, windows.slice(0, index)));
   const resent = costs.flatMap((cost) => cost.answeredThenResent);
-  if (resent.length > 0) {
-    // The timeline a failure needs (ms from the batch's first request): the faults, and each resent id's requests.
-    const t0 = log[0]?.arrivedAt ?? 0;
-    const since = (at: number | undefined) => (at === undefined ? undefined : at - t0);
-    console.log(
-      JSON.stringify({
-        label,
-        faults: faults.map((fault) => ({ kind: fault.kind, at: since(fault.at), closed: since(fault.closed) })),
-        requests: log
-          .filter((request) => resent.includes(request.taskId))
-          .map((request) => ({
-            id: request.taskId,
-            worker: request.worker,
-            outcome: request.outcome,
-            arrived: since(request.arrivedAt),
-            responded: since(request.respondedAt),
-            clientClosed: since(request.clientClosedAt),
-          })),
-      }),
-    );
-  }
-  expect({ label, resent }).toEqual({ label, resent: [] });
+  // The timeline a failure needs (ms from the batch's first request): the faults, and each resent id's requests.
+  const t0 = log[0]?.arrivedAt ?? 0;
+  expect({
+    label,
+    resent,
+    ...(resent.length === 0
+      ? {}
+      : {
+          timeline: {
+            faults: faults.map((fault) => ({ kind: fault.kind, at: fault.at - t0, closed: since(fault.closed, t0) })),
+            requests: log.filter((request) => resent.includes(request.taskId)).map((request) => timed(request, t0)),
+          },
+        }),
+  }).toEqual({ label, resent: [] });
   // Charged per kill, until the next fault: the ids sent again are at most the calls the killed worker had open, and
   // none of the survivors' open calls is among them.
   for (const [index, fault] of faults.entries()) {
@@ -432,29 +438,19 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
     const until = faults[index + 1]?.at ?? Number.POSITIVE_INFINITY;
     const charge = killCharge(log, fault.at, fault.killed, until, windows.slice(0, index));
     const beyondVictims = charge.sentAgain.filter((id) => !charge.victims.includes(id));
-    if (charge.sentAgain.length > charge.victims.length)
-      console.log(
-        JSON.stringify({
-          label,
-          kill: index,
-          killed: fault.killed,
-          beyondVictims: log
-            .filter((request) => beyondVictims.includes(request.taskId))
-            .map((request) => ({
-              id: request.taskId,
-              worker: request.worker,
-              outcome: request.outcome,
-              arrived: request.arrivedAt - fault.at,
-              responded: request.respondedAt === undefined ? undefined : request.respondedAt - fault.at,
-              closed: request.clientClosedAt === undefined ? undefined : request.clientClosedAt - fault.at,
-            })),
-        }),
-      );
     expect({
       label,
       kill: index,
       sentAgainWithinVictims: charge.sentAgain.length <= charge.victims.length,
       survivorsSentAgain: charge.survivorsSentAgain,
+      ...(charge.sentAgain.length > charge.victims.length || charge.survivorsSentAgain.length > 0
+        ? {
+            killed: fault.killed,
+            beyondVictims: log
+              .filter((request) => beyondVictims.includes(request.taskId))
+              .map((request) => timed(request, fault.at)),
+          }
+        : {}),
     }).toEqual({ label, kill: index, sentAgainWithinVictims: true, survivorsSentAgain: [] });
   }
   const duplicated = faultCost(log, Date.now()).duplicated;
