@@ -8,7 +8,7 @@ import { InvalidInputError } from '../contract/validation';
  */
 
 export { keptLines, spoolOf, spoolRoot, todoFile } from './spool-layout';
-export { journaled, LaneJournal, logRecord, sealedLines, sealLane } from './lane-journal';
+export { journaled, LaneJournal, logRecord, resealed, sealedLines, sealLane } from './lane-journal';
 export { assembleSink, inOrderAhead, SegmentMissing } from './sink-assembly';
 export { assembleLeftover, carryOkLines, leftoverSpools, removeLeftovers } from './leftover-spools';
 

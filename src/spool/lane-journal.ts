@@ -141,6 +141,43 @@ export async function sealLane(
   return lines;
 }
 
+/**
+ * A sealed lane's lines with what its journal holds beyond them. Another attempt that ran beside the one that sealed it
+ * (one Temporal had given up on that had not heard so yet) may have journaled answers after the seal: they would reach
+ * neither the sink nor a later lane, and a resume would pay for them again. An item with no line, or a failed one,
+ * takes its journaled answer. `changed` when any did.
+ */
+export async function withJournal(
+  storage: ObjectStorage,
+  spool: string,
+  lane: string,
+  sealed: readonly string[],
+): Promise<{ lines: string[]; changed: boolean }> {
+  const outcome = (line: string) => JSON.parse(line) as { id: string; status: string };
+  const byId = new Map(sealed.map((line) => [outcome(line).id, line]));
+  let changed = false;
+  for (const [, line] of [...(await journaled(storage, spool, lane))].sort(([a], [b]) => a - b)) {
+    const { id, status } = outcome(line);
+    const held = byId.get(id);
+    if (held !== undefined && (outcome(held).status === 'ok' || status !== 'ok')) continue;
+    byId.set(id, line);
+    changed = true;
+  }
+  return { lines: changed ? [...byId.values()] : [...sealed], changed };
+}
+
+/** For an attempt that finds its lane sealed: the segment's lines `withJournal`, the segment written again if changed. */
+export async function resealed(
+  storage: ObjectStorage,
+  spool: string,
+  lane: string,
+  sealed: readonly string[],
+): Promise<string[]> {
+  const { lines, changed } = await withJournal(storage, spool, lane, sealed);
+  if (changed) await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
+  return lines;
+}
+
 /** True when `lines` holds a line for each of the items 0..items-1. */
 function everyItem(lines: ReadonlyMap<number, string>, items: number): boolean {
   for (let index = 0; index < items; index += 1) if (!lines.has(index)) return false;

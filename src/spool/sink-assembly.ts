@@ -4,7 +4,7 @@ import { childOf } from '../contract/location';
 import { addCacheSavings, addTokens, roundUsd, tokenCountsOf } from '../contract/metrics';
 import type { ObjectStorage } from '../store';
 import type { AssembledSink, LaneLedger, SinkCounts } from '../contract/batch-activities';
-import { journaled, sealedLines } from './lane-journal';
+import { journaled, sealedLines, withJournal } from './lane-journal';
 import { linesOf } from './lines';
 import { finishedMark, keptLines, segmentOf, todoFile } from './spool-layout';
 
@@ -26,7 +26,8 @@ async function lanesFound(storage: ObjectStorage, spool: string, window: number)
 /** A lane's lines: its segment when sealed, else its journal (in the lane's order, as a segment is). */
 async function laneLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[]> {
   const sealed = await sealedLines(storage, spool, lane);
-  if (sealed) return sealed;
+  // An unsealed lane's segment, written by an attempt whose end the window did not hear: the journal may hold more.
+  if (sealed) return (await withJournal(storage, spool, lane, sealed)).lines;
   return [...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b).map(([, line]) => line);
 }
 

@@ -12,6 +12,7 @@ import {
   LaneJournal,
   probeWritable,
   removeLeftovers,
+  resealed,
   sealedLines,
   sealLane,
   todoFile,
@@ -176,9 +177,11 @@ export function createBatchActivities(
       const result = emptyResult();
       // Only a retried attempt can find its lane sealed or journaled: the first one saves the look.
       const retried = context.info.attempt > 1;
-      const sealed = retried ? await mapped(() => sealedLines(storage, input.spool, input.lane)) : undefined;
+      const found = retried ? await mapped(() => sealedLines(storage, input.spool, input.lane)) : undefined;
+      const sealed = found && (await mapped(() => resealed(storage, input.spool, input.lane, found)));
       if (sealed) {
-        // An earlier attempt sealed the lane and its completion was lost: report what it wrote. Its items without a line
+        // An earlier attempt sealed the lane and its completion was lost: report what it wrote (with what the journal
+        // got after the seal, from an attempt that overlapped it: `resealed`). Its items without a line
         // were queued by it to run again (or left unrun by a stop, and a stopped window runs no retry): they go back to
         // the window as retries, or they would end in neither the sink nor a later lane.
         for (const text of sealed) tally(result, text);
