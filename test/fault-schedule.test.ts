@@ -350,6 +350,11 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
   }
   const summary = await handle.result();
   const log = requests();
+  /** What a failing judge shows, in ms from `from`: the faults, and every request of `ids`. */
+  const timelineOf = (ids: readonly string[], from: number) => ({
+    faults: faults.map((fault) => ({ kind: fault.kind, at: fault.at - from, closed: since(fault.closed, from) })),
+    requests: log.filter((request) => ids.includes(request.taskId)).map((request) => timed(request, from)),
+  });
   const lines = (await s3OrLocal(sink))
     .split('\n')
     .filter(Boolean)
@@ -392,16 +397,7 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
     // The timeline a failure needs (ms from when the stop reached the batch): the faults, and each id's requests with
     // the worker, lane window and attempt that sent it. In the compared object, so CI's summary of the failure shows it.
     const timeline =
-      answeredBefore.length + started.length === 0
-        ? {}
-        : {
-            timeline: {
-              faults: faults.map((each) => ({ kind: each.kind, at: each.at - reached })),
-              requests: log
-                .filter((request) => answeredBefore.includes(request.taskId))
-                .map((request) => timed(request, reached)),
-            },
-          };
+      answeredBefore.length + started.length === 0 ? {} : { timeline: timelineOf(answeredBefore, reached) };
     expect({
       label,
       stop: index,
@@ -417,19 +413,11 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
   // again after a later one.
   const costs = windows.map((window, index) => faultCost(log, window, undefined, windows.slice(0, index)));
   const resent = costs.flatMap((cost) => cost.answeredThenResent);
-  // The timeline a failure needs (ms from the batch's first request): the faults, and each resent id's requests.
-  const t0 = log[0]?.arrivedAt ?? 0;
+  // The timeline a failure needs, from the batch's first request.
   expect({
     label,
     resent,
-    ...(resent.length === 0
-      ? {}
-      : {
-          timeline: {
-            faults: faults.map((fault) => ({ kind: fault.kind, at: fault.at - t0, closed: since(fault.closed, t0) })),
-            requests: log.filter((request) => resent.includes(request.taskId)).map((request) => timed(request, t0)),
-          },
-        }),
+    ...(resent.length === 0 ? {} : { timeline: timelineOf(resent, log[0]?.arrivedAt ?? 0) }),
   }).toEqual({ label, resent: [] });
   // Charged per kill, until the next fault: the ids sent again are at most the calls the killed worker had open, and
   // none of the survivors' open calls is among them.
@@ -446,9 +434,7 @@ async function runSeed(seed: number, random: boolean): Promise<void> {
       ...(charge.sentAgain.length > charge.victims.length || charge.survivorsSentAgain.length > 0
         ? {
             killed: fault.killed,
-            beyondVictims: log
-              .filter((request) => beyondVictims.includes(request.taskId))
-              .map((request) => timed(request, fault.at)),
+            beyondVictims: timelineOf(beyondVictims, fault.at).requests,
           }
         : {}),
     }).toEqual({ label, kill: index, sentAgainWithinVictims: true, survivorsSentAgain: [] });

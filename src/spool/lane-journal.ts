@@ -137,8 +137,13 @@ export async function sealLane(
       ? known
       : await journaled(storage, spool, lane, known);
   const lines = [...[...recorded.entries()].sort(([a], [b]) => a - b).map(([, line]) => line), ...extra];
-  await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
+  await writeSegment(storage, spool, lane, lines);
   return lines;
+}
+
+/** Writes a lane's segment: its lines, one a line. */
+function writeSegment(storage: ObjectStorage, spool: string, lane: string, lines: readonly string[]): Promise<void> {
+  return storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
 }
 
 /**
@@ -174,7 +179,7 @@ export async function resealed(
   sealed: readonly string[],
 ): Promise<string[]> {
   const { lines, changed } = await withJournal(storage, spool, lane, sealed);
-  if (changed) await storage.write(segmentOf(spool, lane), lines.map((line) => `${line}\n`).join(''));
+  if (changed) await writeSegment(storage, spool, lane, lines);
   return lines;
 }
 

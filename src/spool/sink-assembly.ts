@@ -4,7 +4,7 @@ import { childOf } from '../contract/location';
 import { addCacheSavings, addTokens, roundUsd, tokenCountsOf } from '../contract/metrics';
 import type { ObjectStorage } from '../store';
 import type { AssembledSink, LaneLedger, SinkCounts } from '../contract/batch-activities';
-import { journaled, sealedLines, withJournal } from './lane-journal';
+import { sealedLines, withJournal } from './lane-journal';
 import { linesOf } from './lines';
 import { finishedMark, keptLines, segmentOf, todoFile } from './spool-layout';
 
@@ -23,12 +23,12 @@ async function lanesFound(storage: ObjectStorage, spool: string, window: number)
   return [...names].sort();
 }
 
-/** A lane's lines: its segment when sealed, else its journal (in the lane's order, as a segment is). */
+/**
+ * An unsealed lane's lines: its journal (in the lane's order, as a segment is), with the segment an attempt whose end the
+ * window did not hear may have written.
+ */
 async function laneLines(storage: ObjectStorage, spool: string, lane: string): Promise<string[]> {
-  const sealed = await sealedLines(storage, spool, lane);
-  // An unsealed lane's segment, written by an attempt whose end the window did not hear: the journal may hold more.
-  if (sealed) return (await withJournal(storage, spool, lane, sealed)).lines;
-  return [...(await journaled(storage, spool, lane)).entries()].sort(([a], [b]) => a - b).map(([, line]) => line);
+  return (await withJournal(storage, spool, lane, (await sealedLines(storage, spool, lane)) ?? [])).lines;
 }
 
 /** Segment reads in flight at once while the sink is written. */

@@ -159,15 +159,14 @@ export class LostCalls {
     const id = { workflowId, runId, activityId };
     const logged = { workflowId, activityId, attempt, worker, silentForMs };
     const deadline = look.deadline(activity);
+    if (!this.inTime(deadline, key, logged)) return;
     try {
       if (activity.state === PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED) {
-        if (!this.inTime(deadline, key, logged)) return;
         this.acted.set(key, Date.now());
         await this.byId(deadline, () => client.activity.reportCancellation(id, undefined));
         logger.info("reported a lost worker's cancelled call as cancelled", logged);
         return;
       }
-      if (!this.inTime(deadline, key, logged)) return;
       // The note first: Temporal hands an attempt's last heartbeat details to the next one, which traces the lost
       // attempt from it (a killed worker exports no span of its own). Once an attempt: a heartbeat restarts the
       // attempt's heartbeat timeout, which is what ends it when no look is fresh enough to fail it.
